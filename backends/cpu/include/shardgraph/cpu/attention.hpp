@@ -1,0 +1,69 @@
+#pragma once
+// Causal scaled dot-product attention with grouped-query heads (GQA; MHA when kv_heads == heads,
+// MQA when kv_heads == 1). Per (batch, head) it forms the full (seq, seq) score matrix in a scratch
+// buffer: simple and exact, O(seq^2) memory per head, fine for the reference backend.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "shardgraph/cpu/checks.hpp"
+#include "shardgraph/cpu/gemm.hpp"
+#include "shardgraph/cpu/softmax.hpp"
+
+namespace shardgraph::cpu {
+
+// q (batch, heads, seq, head_dim); k, v (batch, kv_heads, seq, head_dim); out (batch, heads, seq, head_dim).
+// Query head h reads kv head h / (heads / kv_heads), as HF repeat_kv. Token i attends to tokens
+// 0..i only; scale = 1 / sqrt(head_dim). out must not overlap q, k or v.
+template <class T>
+void causal_attention(const T* q, const T* k, const T* v, T* out, std::int64_t batch, std::int64_t heads,
+                      std::int64_t kv_heads, std::int64_t seq, std::int64_t head_dim) {
+  constexpr auto where = "cpu::causal_attention";
+  detail::check_size(where, "batch", batch);
+  detail::check_size(where, "heads", heads);
+  detail::check_size(where, "kv_heads", kv_heads);
+  detail::check_size(where, "seq", seq);
+  detail::check_size(where, "head_dim", head_dim);
+  if (heads > 0 && (kv_heads == 0 || heads % kv_heads != 0)) {
+    fail(where,
+         "heads (" + std::to_string(heads) + ") is not a multiple of kv_heads (" + std::to_string(kv_heads) +
+             ")",
+         "each kv head must serve the same number of query heads; with tensor parallelism shard both by the "
+         "same tp");
+  }
+  detail::check_pointer(where, "q", q, batch * heads * seq * head_dim);
+  detail::check_pointer(where, "k", k, batch * kv_heads * seq * head_dim);
+  detail::check_pointer(where, "v", v, batch * kv_heads * seq * head_dim);
+  detail::check_pointer(where, "out", out, batch * heads * seq * head_dim);
+  if (batch == 0 || heads == 0 || seq == 0 || head_dim == 0) return;
+
+  using const_map = Eigen::Map<const row_major_matrix<T>>;
+  const std::int64_t group = heads / kv_heads;
+  const T scale = T(1 / std::sqrt(double(head_dim)));
+  row_major_matrix<T> scores(seq, seq);  // (seq, seq) scores, then weights, of one head
+
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const std::int64_t kv_h = h / group;
+      const_map q_matrix(q + (b * heads + h) * seq * head_dim, seq, head_dim);
+      const_map k_matrix(k + (b * kv_heads + kv_h) * seq * head_dim, seq, head_dim);
+      const_map v_matrix(v + (b * kv_heads + kv_h) * seq * head_dim, seq, head_dim);
+      Eigen::Map<row_major_matrix<T>> out_matrix(out + (b * heads + h) * seq * head_dim, seq, head_dim);
+
+      // The full product is faster in Eigen than its lower triangle alone; the upper (future)
+      // triangle is computed but never read: softmax and the product with v see j <= i only.
+      scores.noalias() = q_matrix * k_matrix.transpose();
+      for (std::int64_t i = 0; i < seq; ++i) {
+        T* row = scores.data() + i * seq;
+        for (std::int64_t j = 0; j <= i; ++j) row[j] *= scale;
+        softmax_row(row, row, i + 1);
+      }
+      out_matrix.noalias() = scores.template triangularView<Eigen::Lower>() * v_matrix;
+    }
+  }
+}
+
+}  // namespace shardgraph::cpu

@@ -1,0 +1,158 @@
+#pragma once
+// shardgraph::cpu::backend: the ComputeBackend on host memory, f64 and f32, with Eigen GEMMs.
+// It is the numerical reference every other backend is compared with.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/core/error.hpp"
+#include "shardgraph/cpu/kernels.hpp"
+
+namespace shardgraph::cpu {
+
+class buffer {
+ public:
+  buffer() = default;
+  buffer(dtype type, std::int64_t numel) : type_(type), numel_(numel), bytes_(static_cast<std::size_t>(numel) * dtype_size(type)) {}
+  dtype type() const { return type_; }
+  std::int64_t numel() const { return numel_; }
+  std::size_t size_bytes() const { return bytes_.size(); }
+  std::byte* bytes() { return bytes_.data(); }
+  const std::byte* bytes() const { return bytes_.data(); }
+  template <class T> T* as() { return reinterpret_cast<T*>(bytes_.data()); }
+  template <class T> const T* as() const { return reinterpret_cast<const T*>(bytes_.data()); }
+
+ private:
+  dtype type_ = dtype::f32;
+  std::int64_t numel_ = 0;
+  std::vector<std::byte> bytes_;
+};
+
+class backend {
+ public:
+  using buffer = cpu::buffer;
+
+  buffer allocate(dtype type, std::int64_t numel) {
+    if (type != dtype::f64 && type != dtype::f32 && type != dtype::i64 && type != dtype::i32)
+      fail("cpu::backend", "dtype " + std::string(dtype_name(type)) + " is not supported on the cpu backend",
+           "build the model with dtype f32 or f64");
+    return buffer(type, numel);
+  }
+  void upload(buffer& b, const void* host) { std::memcpy(b.bytes(), host, b.size_bytes()); }
+  void download(const buffer& b, void* host) { std::memcpy(host, b.bytes(), b.size_bytes()); }
+  void copy(const buffer& from, buffer& to) {
+    if (from.size_bytes() != to.size_bytes())
+      fail("cpu::backend::copy", std::to_string(from.size_bytes()) + " bytes into " + std::to_string(to.size_bytes()),
+           "this is a bug in the executor; please report it");
+    std::memcpy(to.bytes(), from.bytes(), from.size_bytes());
+  }
+  void* data(buffer& b) { return b.bytes(); }
+
+  // (outer, parts*mid, inner) -> [parts][outer][mid][inner]
+  void deinterleave(const buffer& from, buffer& to, compute::block_layout l) { move_blocks(from, to, l, false); }
+  // [parts][outer][mid][inner] -> (outer, parts*mid, inner)
+  void interleave(const buffer& from, buffer& to, compute::block_layout l) { move_blocks(from, to, l, true); }
+  void slice(const buffer& from, buffer& to, compute::block_layout l, std::int64_t index) {
+    const std::size_t row = static_cast<std::size_t>(l.mid * l.inner * l.element_bytes);
+    for (std::int64_t o = 0; o < l.outer; ++o)
+      std::memcpy(to.bytes() + static_cast<std::size_t>(o) * row,
+                  from.bytes() + static_cast<std::size_t>((o * l.parts + index)) * row, row);
+  }
+
+  void run(const compute::kernel_call<buffer>& call) {
+    if (call.type == dtype::f64) return run_typed<double>(call);
+    if (call.type == dtype::f32) return run_typed<float>(call);
+    fail("cpu::backend", "op " + std::string(op_name(call.kind)) + " on dtype " + std::string(dtype_name(call.type)),
+         "the cpu backend computes in f32 or f64");
+  }
+
+ private:
+  static void move_blocks(const buffer& from, buffer& to, compute::block_layout l, bool to_interleaved) {
+    const std::size_t row = static_cast<std::size_t>(l.mid * l.inner * l.element_bytes);
+    for (std::int64_t p = 0; p < l.parts; ++p)
+      for (std::int64_t o = 0; o < l.outer; ++o) {
+        std::size_t interleaved = static_cast<std::size_t>(o * l.parts + p) * row;
+        std::size_t blocked = static_cast<std::size_t>(p * l.outer + o) * row;
+        if (to_interleaved) std::memcpy(to.bytes() + interleaved, from.bytes() + blocked, row);
+        else std::memcpy(to.bytes() + blocked, from.bytes() + interleaved, row);
+      }
+  }
+
+  template <class T>
+  static const T* in(const compute::kernel_call<buffer>& c, int k) { return c.in[k]->as<T>(); }
+
+  template <class T>
+  void run_typed(const compute::kernel_call<buffer>& c) {
+    T* out = c.out->as<T>();
+    const std::int64_t* d = c.dims;
+    switch (c.kind) {
+      case op::embedding:
+        return embedding(c.in[0]->as<std::int64_t>(), in<T>(c, 1), out, d[0], d[1], d[2], d[3]);
+      case op::position_embedding: {
+        const T* x = in<T>(c, 0);
+        const T* table = in<T>(c, 1);
+        for (std::int64_t b = 0; b < d[0]; ++b)
+          for (std::int64_t t = 0; t < d[1]; ++t)
+            for (std::int64_t j = 0; j < d[2]; ++j) {
+              std::int64_t i = (b * d[1] + t) * d[2] + j;
+              out[i] = x[i] + table[t * d[2] + j];
+            }
+        return;
+      }
+      case op::linear: return gemm(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1], d[2], c.transpose_b);
+      case op::matmul: return batched_gemm(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1], d[2], d[3], false);
+      case op::layer_norm: return layer_norm(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], c.scalar);
+      case op::rms_norm: return rms_norm(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1], c.scalar);
+      case op::softmax: return softmax(in<T>(c, 0), out, d[0], d[1]);
+      case op::rope:
+        std::memcpy(out, in<T>(c, 0), static_cast<std::size_t>(d[0] * d[1] * d[2] * d[3]) * sizeof(T));
+        return rope(out, d[0], d[1], d[2], d[3], c.scalar);
+      case op::split_heads: return split_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
+      case op::merge_heads: return merge_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
+      case op::attention:
+        return causal_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3], d[4]);
+      case op::cross_entropy:
+        out[0] = static_cast<T>(cross_entropy_sum(in<T>(c, 0), c.in[1]->as<std::int64_t>(), d[0], d[1]) /
+                                static_cast<double>(d[2]));
+        return;
+      case op::add:
+      case op::mul:
+      case op::add_bias:
+      case op::gelu:
+      case op::silu: return run_chain<T>(c);
+      default:
+        fail("cpu::backend", "op " + std::string(op_name(c.kind)) + " has no cpu kernel",
+             "this is a bug in the executor; please report it");
+    }
+  }
+
+  // value = operands[0][i], then each step: value = kind(value, operand[i % period]).
+  template <class T>
+  static void run_chain(const compute::kernel_call<buffer>& c) {
+    T* out = c.out->as<T>();
+    const T* start = c.operands[0]->as<T>();
+    const T* operand[compute::max_chain + 1]{};
+    for (int k = 0; k < c.operand_count; ++k) operand[k] = c.operands[k]->as<T>();
+    for (std::int64_t i = 0; i < c.dims[0]; ++i) {
+      T v = start[i];
+      for (int s = 0; s < c.chain_length; ++s) {
+        const compute::elementwise_step& st = c.chain[s];
+        T o = st.operand < 0 ? T(0) : operand[st.operand][st.period > 0 ? i % st.period : i];
+        switch (st.kind) {
+          case op::add:
+          case op::add_bias: v += o; break;
+          case op::mul: v *= o; break;
+          case op::gelu: v = gelu_tanh(v); break;
+          case op::silu: v = silu(v); break;
+          default: break;
+        }
+      }
+      out[i] = v;
+    }
+  }
+};
+
+}  // namespace shardgraph::cpu

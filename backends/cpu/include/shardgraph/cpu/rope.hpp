@@ -1,0 +1,67 @@
+#pragma once
+// Rotary position embedding, rotate-half convention exactly as HF LLaMA (apply_rotary_pos_emb with
+// rotate_half): the pairs are (i, i + head_dim/2), not adjacent elements.
+//   angle(p, i) = p * inv_freq[i],   inv_freq[i] = 1 / theta^(2i / head_dim),   i in [0, head_dim/2)
+//   out[i]              = x[i] cos(angle) - x[i + head_dim/2] sin(angle)
+//   out[i + head_dim/2] = x[i + head_dim/2] cos(angle) + x[i] sin(angle)
+// Angles, cosines and sines are computed in double and rounded to T once (HF computes them in f32;
+// the difference is within f32 tolerance for the positions of these models).
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shardgraph/cpu/checks.hpp"
+
+namespace shardgraph::cpu {
+
+// x (batch, heads, seq, head_dim), rotated in place; token t sits at position position_offset + t
+// (position_offset > 0 when decoding after a KV cache, or for a sequence-parallel shard).
+template <class T>
+void rope(T* x, std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t head_dim, double theta,
+          std::int64_t position_offset = 0) {
+  constexpr auto where = "cpu::rope";
+  detail::check_size(where, "batch", batch);
+  detail::check_size(where, "heads", heads);
+  detail::check_size(where, "seq", seq);
+  detail::check_size(where, "head_dim", head_dim);
+  detail::check_size(where, "position_offset", position_offset);
+  if (head_dim % 2 != 0) {
+    fail(where,
+         "head_dim " + std::to_string(head_dim) +
+             " is odd, but rotate-half pairs element i with i + head_dim/2",
+         "use an even head_dim");
+  }
+  if (!(theta > 0)) fail(where, "theta is not positive", "pass the model's rope_theta, e.g. 10000");
+  detail::check_pointer(where, "x", x, batch * heads * seq * head_dim);
+
+  const std::int64_t half = head_dim / 2;
+  // (seq, half) tables, shared by every (batch, head).
+  std::vector<T> cosines(static_cast<std::size_t>(seq * half));
+  std::vector<T> sines(cosines.size());
+  for (std::int64_t t = 0; t < seq; ++t) {
+    const double position = double(position_offset + t);
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double inverse_frequency = 1.0 / std::pow(theta, double(2 * i) / double(head_dim));
+      const double angle = position * inverse_frequency;
+      cosines[static_cast<std::size_t>(t * half + i)] = T(std::cos(angle));
+      sines[static_cast<std::size_t>(t * half + i)] = T(std::sin(angle));
+    }
+  }
+
+  for (std::int64_t row = 0; row < batch * heads * seq; ++row) {
+    const std::int64_t t = row % seq;
+    T* first = x + row * head_dim;  // x[..., :half]
+    T* second = first + half;       // x[..., half:]
+    const T* c = cosines.data() + t * half;
+    const T* s = sines.data() + t * half;
+    for (std::int64_t i = 0; i < half; ++i) {
+      const T x1 = first[i];
+      const T x2 = second[i];
+      first[i] = x1 * c[i] - x2 * s[i];
+      second[i] = x2 * c[i] + x1 * s[i];
+    }
+  }
+}
+
+}  // namespace shardgraph::cpu

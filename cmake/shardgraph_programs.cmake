@@ -1,0 +1,36 @@
+# Examples and benches: one executable each, built with the project's warning policy.
+#
+#   shardgraph_add_example(<name> SOURCES <files...> LINK <targets...>)
+#   shardgraph_add_bench(<name> SOURCES <files...> LINK <targets...>)
+#
+# The target is example_<name> / bench_<name>; the program is called <name> and lands in the build
+# folder of examples/ or bench/. A program that links a backend not built here is skipped with a
+# configure message.
+include(shardgraph_warnings)
+
+function(_shardgraph_add_program kind name)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "SOURCES;LINK")
+  if(arg_UNPARSED_ARGUMENTS OR NOT arg_SOURCES)
+    message(FATAL_ERROR "shardgraph: shardgraph_add_${kind}(${name}): expected SOURCES <files...> "
+                        "[LINK <targets...>], got '${arg_UNPARSED_ARGUMENTS}'. fix the call")
+  endif()
+  shardgraph_disabled_backends(disabled ${arg_LINK})
+  if(disabled)
+    string(REPLACE ";" "', '" disabled "${disabled}")
+    message(STATUS "shardgraph: ${kind} '${name}' skipped: backend '${disabled}' is not built")
+    return()
+  endif()
+  set(target ${kind}_${name})
+  add_executable(${target} ${arg_SOURCES})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME ${name})
+  target_link_libraries(${target} PRIVATE ${arg_LINK})
+  shardgraph_target_warnings(${target})
+endfunction()
+
+function(shardgraph_add_example name)
+  _shardgraph_add_program(example ${name} ${ARGN})
+endfunction()
+
+function(shardgraph_add_bench name)
+  _shardgraph_add_program(bench ${name} ${ARGN})
+endfunction()

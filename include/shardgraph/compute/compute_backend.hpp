@@ -1,0 +1,76 @@
+#pragma once
+// The ComputeBackend concept and the kernel descriptor every backend receives (DESIGN §5).
+// A backend owns memory (`buffer`), runs one kernel per descriptor, and moves blocks for the
+// collectives. All sizes in a descriptor are LOCAL to the rank.
+//
+// kernel_call::dims by op (row-major, local):
+//   embedding           {tokens, table_rows, cols, row_offset}  rows outside the table give 0
+//   position_embedding  {batch, seq, cols}                      out = x + table[t]
+//   linear              {m, k, n}                               out (m, n) = x (m, k) w
+//   matmul              {batch, m, k, n}
+//   add, mul, add_bias, gelu, silu (chains)  {numel}           see elementwise_step
+//   layer_norm, rms_norm, softmax            {rows, cols}
+//   rope                {batch, heads, seq, head_dim}
+//   split_heads, merge_heads                 {batch, seq, heads, head_dim}
+//   attention           {batch, heads, kv_heads, seq, head_dim}
+//   cross_entropy       {rows, vocab, global_rows}              out[0] = sum of -log p / global_rows
+#include <concepts>
+#include <cstdint>
+
+#include "shardgraph/core/dtype.hpp"
+#include "shardgraph/ir/node.hpp"
+
+namespace shardgraph::compute {
+
+inline constexpr int max_chain = 8;
+
+// One op of an elementwise chain: value = kind(value, operands[operand][i % period]).
+// The chain starts from operands[0]; unary ops use no operand; period 0 means same size as out.
+struct elementwise_step {
+  op kind = op::add;
+  int operand = -1;
+  std::int64_t period = 0;
+};
+
+template <class Buffer>
+struct kernel_call {
+  op kind = op::add;
+  dtype type = dtype::f32;
+  Buffer* out = nullptr;
+  const Buffer* in[max_inputs]{};
+  std::int64_t dims[6]{};
+  double scalar = 0.0;
+  bool transpose_b = false;
+
+  elementwise_step chain[max_chain]{};
+  int chain_length = 0;
+  const Buffer* operands[max_chain + 1]{};
+  int operand_count = 0;
+};
+
+// Block moves for collectives, on elements of `element_bytes` bytes. A tensor (outer, parts*mid, inner)
+// split along its middle dimension into `parts` blocks:
+//   deinterleave: (outer, parts*mid, inner) -> [parts][outer][mid][inner]
+//   interleave:   [parts][outer][mid][inner] -> (outer, parts*mid, inner)
+//   slice:        (outer, parts*mid, inner) -> block `index` (outer, mid, inner)
+struct block_layout {
+  std::int64_t parts = 1, outer = 1, mid = 1, inner = 1;
+  std::int64_t element_bytes = 4;
+};
+
+template <class B>
+concept ComputeBackend = requires(B& b, typename B::buffer& buf, const typename B::buffer& cbuf,
+                                  const kernel_call<typename B::buffer>& call, void* p, const void* cp,
+                                  std::int64_t n, dtype t, block_layout layout, std::int64_t index) {
+  { b.allocate(t, n) } -> std::same_as<typename B::buffer>;
+  b.upload(buf, cp);    // host -> buffer (the whole buffer)
+  b.download(cbuf, p);  // buffer -> host
+  b.copy(cbuf, buf);    // same size
+  b.run(call);
+  { b.data(buf) } -> std::same_as<void*>;  // the memory communicators read and write
+  b.deinterleave(cbuf, buf, layout);
+  b.interleave(cbuf, buf, layout);
+  b.slice(cbuf, buf, layout, index);
+};
+
+}  // namespace shardgraph::compute

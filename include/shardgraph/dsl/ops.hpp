@@ -1,0 +1,113 @@
+#pragma once
+// The user-facing ops. Each adds one node; shapes are checked by ir/shape_rules.hpp and
+// placements are derived later by propagate_sharding. Shapes in comments are global.
+#include <initializer_list>
+
+#include "shardgraph/ir/builder.hpp"
+
+namespace shardgraph {
+
+enum class weight_layout { in_out, out_in };  // GPT-2 Conv1D stores (in, out); torch Linear (out, in)
+
+namespace detail {
+constexpr tensor apply_op(op kind, std::initializer_list<tensor> inputs, std::string_view name = {},
+                          double scalar = 0.0, bool transpose_b = false) {
+  node n;
+  n.kind = kind;
+  n.scalar = scalar;
+  n.transpose_b = transpose_b;
+  graph_builder* b = inputs.begin()->builder;
+  for (tensor t : inputs) n.inputs[n.input_count++] = t.id;
+  n.type = b->value()[inputs.begin()->id].type;
+  return b->make(n, name);
+}
+// "h.mlp.c_fc.weight" -> "h.mlp.c_fc": ops that own a weight are named after it.
+constexpr std::string_view owner_name(tensor weight) {
+  std::string_view w = weight.builder->value()[weight.id].name.view();
+  if (w.ends_with(".weight")) w.remove_suffix(7);
+  return w;
+}
+}  // namespace detail
+
+// ids (batch, seq) integer, table (vocab, model) -> (batch, seq, model)
+constexpr tensor embedding(tensor ids, tensor table) {
+  return detail::apply_op(op::embedding, {ids, table}, detail::owner_name(table));
+}
+// x (batch, seq, model) + table[0:seq] (positions, model)
+constexpr tensor position_embedding(tensor x, tensor table) {
+  return detail::apply_op(op::position_embedding, {x, table}, detail::owner_name(table));
+}
+// x (..., in) @ w (in, out) -> (..., out); with weight_layout::out_in, w is (out, in)
+constexpr tensor linear(tensor x, tensor w, weight_layout layout = weight_layout::in_out) {
+  return detail::apply_op(op::linear, {x, w}, detail::owner_name(w), 0.0, layout == weight_layout::out_in);
+}
+// x (..., n) + b (n)
+constexpr tensor add_bias(tensor x, tensor b) { return detail::apply_op(op::add_bias, {x, b}); }
+constexpr tensor linear(tensor x, tensor w, tensor b, weight_layout layout = weight_layout::in_out) {
+  return add_bias(linear(x, w, layout), b);
+}
+// a (..., m, k) @ b (..., k, n) -> (..., m, n)
+constexpr tensor matmul(tensor a, tensor b) { return detail::apply_op(op::matmul, {a, b}); }
+constexpr tensor add(tensor a, tensor b) { return detail::apply_op(op::add, {a, b}); }
+constexpr tensor mul(tensor a, tensor b) { return detail::apply_op(op::mul, {a, b}); }
+constexpr tensor operator+(tensor a, tensor b) { return add(a, b); }
+constexpr tensor operator*(tensor a, tensor b) { return mul(a, b); }
+// tanh approximation, as GPT-2 ("gelu_new")
+constexpr tensor gelu(tensor x) { return detail::apply_op(op::gelu, {x}); }
+constexpr tensor silu(tensor x) { return detail::apply_op(op::silu, {x}); }
+// over the last dimension
+constexpr tensor softmax(tensor x) { return detail::apply_op(op::softmax, {x}); }
+// over the last dimension: x (..., c), w (c), b (c)
+constexpr tensor layer_norm(tensor x, tensor w, tensor b, double eps = 1e-5) {
+  return detail::apply_op(op::layer_norm, {x, w, b}, detail::owner_name(w), eps);
+}
+constexpr tensor rms_norm(tensor x, tensor w, double eps = 1e-6) {
+  return detail::apply_op(op::rms_norm, {x, w}, detail::owner_name(w), eps);
+}
+// rotary position embedding (rotate-half convention) on x (batch, heads, seq, head_dim)
+constexpr tensor rope(tensor x, double theta = 10000.0) { return detail::apply_op(op::rope, {x}, {}, theta); }
+// (batch, seq, heads * head_dim) -> (batch, heads, seq, head_dim)
+constexpr tensor split_heads(tensor x) { return detail::apply_op(op::split_heads, {x}); }
+// (batch, heads, seq, head_dim) -> (batch, seq, heads * head_dim)
+constexpr tensor merge_heads(tensor x) { return detail::apply_op(op::merge_heads, {x}); }
+// causal softmax(q k^T / sqrt(head_dim)) v; q (batch, heads, seq, head_dim), k and v
+// (batch, kv_heads, seq, head_dim) with heads a multiple of kv_heads (grouped-query attention)
+constexpr tensor attention(tensor q, tensor k, tensor v) { return detail::apply_op(op::attention, {q, k, v}); }
+// mean over all (batch, seq) positions of -log softmax(logits)[target]: logits (batch, seq, vocab),
+// targets (batch, seq) -> scalar
+constexpr tensor cross_entropy(tensor logits, tensor targets) {
+  return detail::apply_op(op::cross_entropy, {logits, targets});
+}
+
+// Gives a node a name of the user's choosing (shown in printed programs and errors).
+constexpr tensor rename(tensor x, std::string_view name) {
+  x.builder->value()[x.id].name.assign(name);
+  return x;
+}
+
+// Marks a value the program returns; its placement becomes Replicate on every axis.
+constexpr tensor output(tensor x, std::string_view name) { return detail::apply_op(op::output, {x}, name); }
+
+// Asks for a placement explicitly: `redistribute(x, on<"tp">(shard<2>))`.
+template <class... Annotations>
+constexpr tensor redistribute(tensor x, const Annotations&... annotations) {
+  tensor r = detail::apply_op(op::redistribute, {x});
+  graph& g = x.builder->value();
+  g[r.id].annotated = true;
+  (
+      [&] {
+        int axis = g.axes.index_of(annotations.axis.view());
+        if (axis < 0) {
+          if (diagnostic* d = g.report(r.id))
+            *d << "axis '" << annotations.axis.view() << "' is not in the mesh. use one of the mesh's axes";
+          return;
+        }
+        placement p = annotations.where;
+        if (p.is_shard() && p.dim < 0) p.dim = static_cast<std::int8_t>(p.dim + g[r.id].shape.rank());
+        g[r.id].spec[axis] = p;
+      }(),
+      ...);
+  return r;
+}
+
+}  // namespace shardgraph

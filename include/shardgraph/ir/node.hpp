@@ -1,0 +1,44 @@
+#pragma once
+// One node of the IR: a plain value (no pointers), so graphs are constexpr values and can be
+// copied, compared and printed. Inputs refer to earlier nodes by index (the graph is in
+// topological order by construction).
+#include <cstdint>
+
+#include "shardgraph/core/dtype.hpp"
+#include "shardgraph/core/fixed_string.hpp"
+#include "shardgraph/core/shape.hpp"
+#include "shardgraph/ir/op.hpp"
+#include "shardgraph/mesh/shard_spec.hpp"
+
+namespace shardgraph {
+
+inline constexpr int max_inputs = 3;  // attention (q, k, v) and layer_norm (x, w, b) need three
+
+struct node {
+  op kind = op::input;
+  name_buffer name;
+  int inputs[max_inputs]{-1, -1, -1};
+  int input_count = 0;
+  shardgraph::shape shape;
+  dtype type = dtype::f32;
+
+  shard_spec spec;                  // placement of this node's value on every mesh axis
+  shard_spec required[max_inputs];  // placement each input must have when this op reads it
+  bool annotated = false;           // spec was written by the user (leaves, redistribute)
+
+  double scalar = 0.0;       // layer_norm / rms_norm: eps; rope: theta
+  bool transpose_b = false;  // linear: the weight is stored (out, in) instead of (in, out)
+  int axis = -1;             // collectives and local_slice: the mesh axis
+  int from_dim = -1;         // all_gather, all_to_all: the dimension that was sharded
+  int to_dim = -1;           // reduce_scatter, local_slice, all_to_all: the dimension that becomes sharded
+  int reason = -1;           // redistribution: the node whose input placement required it
+  int region = -1;           // index of the repeat_begin whose body holds this node (repeat_end: its begin)
+  int group = -1;            // fusion group: index of the group's first node; -1 if not fused
+
+  constexpr int input(int i) const { return inputs[i]; }
+  // The repeat block whose body computes this value (-1: outside any block). repeat_end's own
+  // value lives after its block, though its `region` names the block.
+  constexpr int body() const { return kind == op::repeat_end ? -1 : region; }
+};
+
+}  // namespace shardgraph

@@ -1,0 +1,102 @@
+#pragma once
+// GPT-2, built from the DSL only, with Megatron-LM's tensor-parallel layout on the `tensor` axis
+// and the batch split on the `data` axis:
+//
+//   input_ids (batch, seq) --embedding(wte, vocab-parallel)--> + wpe
+//     --repeat "h" x layers: [ x + c_proj(attention(split q,k,v (column parallel))) (row parallel)
+//                              x + mlp.c_proj(gelu(c_fc(ln_2 x))) ] --ln_f--> logits = x wte^T
+//   loss = cross_entropy(logits, targets)
+//
+// Attention q, k, v are separate (model, model) weights; HF's fused c_attn is split on load.
+// Sizes are chosen at bind from gpt2_config; the options here are fixed at compile time.
+#include <cstdint>
+#include <string_view>
+
+#include "shardgraph/dsl/ops.hpp"
+#include "shardgraph/dsl/repeat.hpp"
+#include "shardgraph/runtime/model_sizes.hpp"
+
+namespace shardgraph::models {
+
+struct gpt2_options {
+  dtype type = dtype::f32;
+  double layer_norm_eps = 1e-5;
+  std::string_view data_axis = "dp";    // empty: no data parallelism in this mesh
+  std::string_view tensor_axis = "tp";  // empty: no tensor parallelism in this mesh
+};
+
+// The vocabulary is padded from GPT-2's 50257 to 50304 (a multiple of 128, as llm.c and Megatron-LM
+// do) so that it divides evenly over tensor-parallel ranks; the extra rows are never a target.
+struct gpt2_config {
+  std::int64_t vocab = 50304, positions = 1024, model = 768, heads = 12, layers = 12;
+  static constexpr gpt2_config small() { return {}; }                            // 124M parameters
+  static constexpr gpt2_config medium() { return {50304, 1024, 1024, 16, 24}; }  // 350M
+  model_sizes sizes(std::int64_t batch, std::int64_t seq) const {
+    model_sizes s;
+    s.set(size_symbol::batch, batch).set(size_symbol::seq, seq).set(size_symbol::vocab, vocab);
+    s.set(size_symbol::positions, positions).set(size_symbol::model, model).set(size_symbol::heads, heads);
+    s.set(size_symbol::kv_heads, heads).set(size_symbol::ffn, 4 * model).set(size_symbol::layers, layers);
+    if (heads > 0) s.set(size_symbol::head_dim, model / heads);
+    return s;
+  }
+};
+
+namespace detail {
+// An annotation on `axis` if the model uses that axis, else one that names no axis (ignored).
+constexpr axis_placement on_axis(std::string_view axis, placement p) { return {name_buffer(axis), p}; }
+
+constexpr tensor param_on(graph_builder& g, std::string_view name, shape s, std::string_view axis, placement p) {
+  if (axis.empty()) return g.param(name, s);
+  return g.param(name, s, on_axis(axis, p));
+}
+}  // namespace detail
+
+template <class Mesh>
+constexpr graph gpt2(gpt2_options o = {}) {
+  using namespace shardgraph::dim;
+  using detail::param_on;
+  builder<Mesh> g(o.type);
+  const std::string_view tp = o.tensor_axis;
+  const extent attn = heads * head_dim;
+
+  auto data_input = [&](std::string_view name) {
+    if (o.data_axis.empty()) return g.input(name, {batch, seq}, dtype::i64);
+    return g.input(name, {batch, seq}, dtype::i64, detail::on_axis(o.data_axis, shard<0>));
+  };
+  tensor ids = data_input("input_ids");
+  tensor targets = data_input("targets");
+  tensor wte = param_on(g, "wte.weight", {vocab, model}, tp, shard<0>);
+  tensor wpe = g.param("wpe.weight", {positions, model});
+  tensor x = position_embedding(embedding(ids, wte), wpe);
+
+  x = repeat("h", x, [&](graph_builder& b, tensor x) {
+    b.push_scope("attn");
+    tensor h = layer_norm(x, b.param("ln_1.weight", {model}), b.param("ln_1.bias", {model}), o.layer_norm_eps);
+    auto column = [&](std::string_view w, std::string_view bias) {
+      return linear(h, param_on(b, w, {model, attn}, tp, shard<1>), param_on(b, bias, {attn}, tp, shard<0>));
+    };
+    tensor q = split_heads(column("attn.q.weight", "attn.q.bias"));
+    tensor k = split_heads(column("attn.k.weight", "attn.k.bias"));
+    tensor v = split_heads(column("attn.v.weight", "attn.v.bias"));
+    tensor a = merge_heads(attention(q, k, v));
+    a = linear(a, param_on(b, "attn.c_proj.weight", {attn, model}, tp, shard<0>), b.param("attn.c_proj.bias", {model}));
+    x = x + a;
+    b.pop_scope();
+    b.push_scope("mlp");
+    h = layer_norm(x, b.param("ln_2.weight", {model}), b.param("ln_2.bias", {model}), o.layer_norm_eps);
+    h = gelu(linear(h, param_on(b, "mlp.c_fc.weight", {model, ffn}, tp, shard<1>),
+                    param_on(b, "mlp.c_fc.bias", {ffn}, tp, shard<0>)));
+    h = linear(h, param_on(b, "mlp.c_proj.weight", {ffn, model}, tp, shard<0>), b.param("mlp.c_proj.bias", {model}));
+    x = x + h;
+    b.pop_scope();
+    return x;
+  });
+
+  x = layer_norm(x, g.param("ln_f.weight", {model}), g.param("ln_f.bias", {model}), o.layer_norm_eps);
+  tensor logits = rename(linear(x, wte, weight_layout::out_in), "lm_head");  // tied: logits = x wte^T
+  output(cross_entropy(logits, targets), "loss");
+  output(logits, "logits");
+  return g.finish();
+}
+
+}  // namespace shardgraph::models

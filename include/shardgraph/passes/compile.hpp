@@ -1,0 +1,43 @@
+#pragma once
+// compile: the fixed pass pipeline, graph -> per-rank program (DESIGN §3):
+//   verify -> propagate_sharding -> insert_collectives -> fuse -> lower
+//
+//   constexpr auto program = shardgraph::compile<my_model>();   // my_model: constexpr graph()
+//
+// A structural mistake stops compilation with the graph's diagnostic spelled out in the
+// compiler's message, e.g.
+//   error: invalid application of 'sizeof' to incomplete type 'shardgraph::shardgraph_compile_error<
+//     shardgraph::diagnostic{"shardgraph: linear 'h.mlp.c_proj': on axis 'tp': conflicting ..."}>'
+// compile_graph() runs the same pipeline at run time (printers, tests) and leaves the
+// diagnostic in the result instead.
+#include "shardgraph/passes/fuse.hpp"
+#include "shardgraph/passes/insert_collectives.hpp"
+#include "shardgraph/passes/propagate_sharding.hpp"
+#include "shardgraph/passes/verify.hpp"
+#include "shardgraph/program/program.hpp"
+
+namespace shardgraph {
+
+constexpr program compile_graph(const graph& g) {
+  return lower(passes::fuse(passes::insert_collectives(passes::propagate_sharding(passes::verify(g)))));
+}
+
+// Never defined: naming it with a diagnostic makes the compiler print the diagnostic's text.
+template <diagnostic Message>
+struct shardgraph_compile_error;
+
+template <diagnostic Message>
+consteval bool report_compile_error() {
+  if constexpr (!Message.empty()) return sizeof(shardgraph_compile_error<Message>) == 0;
+  return true;
+}
+
+// Build: a constexpr function or captureless lambda returning the model's graph.
+template <auto Build>
+consteval program compile() {
+  constexpr program result = compile_graph(Build());
+  static_assert(report_compile_error<result.nodes.error>(), "shardgraph: compile: the model has an error, shown above");
+  return result;
+}
+
+}  // namespace shardgraph

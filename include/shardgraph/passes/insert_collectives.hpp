@@ -1,0 +1,108 @@
+#pragma once
+// insert_collectives: wherever a producer's placement differs from what its consumer needs
+// (propagate_sharding recorded both), insert one redistribution per differing mesh axis:
+//
+//   from \ to   Replicate    Shard<d>                  Partial
+//   Partial     all_reduce   reduce_scatter
+//   Shard<d>    all_gather   all_to_all (to Shard<e>)
+//   Replicate   -            local_slice (no traffic)
+//
+// A redistribution of one value to one placement is made once and reused by later consumers
+// in the same repeat region. Each inserted node records the consumer that needed it (`reason`).
+#include "shardgraph/ir/graph.hpp"
+
+namespace shardgraph::passes {
+
+namespace detail {
+
+struct redistribution_cache_entry {
+  int source = -1;
+  shard_spec target;
+  int region = -1;
+  int result = -1;
+};
+
+// Appends the node that moves `source` from placement `from` to `to` on `axis`; returns its index.
+constexpr int add_redistribution(graph& g, int source, int axis, placement from, placement to, int region) {
+  node n;
+  const node& src = g[source];
+  n.name = src.name;
+  n.shape = src.shape;
+  n.type = src.type;
+  n.spec = src.spec;
+  n.spec[axis] = to;
+  n.axis = axis;
+  n.region = region;
+  n.inputs[0] = source;
+  n.input_count = 1;
+  for (int a = 0; a < g.axes.size(); ++a) n.required[0][a] = src.spec[a];
+  if (from.is_partial() && to.is_replicate()) {
+    n.kind = op::all_reduce;
+  } else if (from.is_partial() && to.is_shard()) {
+    n.kind = op::reduce_scatter;
+    n.to_dim = to.dim;
+  } else if (from.is_shard() && to.is_replicate()) {
+    n.kind = op::all_gather;
+    n.from_dim = from.dim;
+  } else if (from.is_shard() && to.is_shard()) {
+    n.kind = op::all_to_all;
+    n.from_dim = from.dim;
+    n.to_dim = to.dim;
+  } else if (from.is_replicate() && to.is_shard()) {
+    n.kind = op::local_slice;
+    n.to_dim = to.dim;
+  } else {
+    if (diagnostic* d = g.report(source))
+      *d << "no redistribution turns its placement on '" << g.axes.name(axis)
+         << "' into Partial. this is a bug in propagate_sharding; please report it";
+    return source;
+  }
+  return g.add(n);
+}
+
+}  // namespace detail
+
+constexpr graph insert_collectives(const graph& in) {
+  graph g;
+  g.axes = in.axes;
+  g.error = in.error;
+  if (!in.ok()) return in;
+  int new_index[max_nodes]{};
+  static_vector<detail::redistribution_cache_entry, 96> cache;
+  for (int i = 0; i < in.size(); ++i) {
+    node n = in[i];
+    if (n.region >= 0) n.region = new_index[n.region];
+    // Redistributions run where their consumer runs; for repeat_end that is inside the block.
+    const int consumer_region = n.region;
+    int first_inserted = g.size();
+    for (int k = 0; k < n.input_count; ++k) {
+      int source = new_index[n.inputs[k]];
+      const shard_spec want = n.required[k];
+      if (g[source].spec == want) {
+        n.inputs[k] = source;
+        continue;
+      }
+      int found = -1;
+      for (const auto& e : cache)
+        if (e.source == source && e.target == want && e.region == consumer_region) found = e.result;
+      if (found < 0) {
+        int current = source;
+        for (int axis = 0; axis < g.axes.size(); ++axis) {
+          placement have = g[current].spec[axis];
+          if (have == want[axis]) continue;
+          current = detail::add_redistribution(g, current, axis, have, want[axis], consumer_region);
+          if (!g.ok()) return g;
+        }
+        cache.push_back({source, want, consumer_region, current});
+        found = current;
+      }
+      n.inputs[k] = found;
+    }
+    int index = g.add(n);
+    new_index[i] = index;
+    for (int j = first_inserted; j < index; ++j) g[j].reason = index;
+  }
+  return g;
+}
+
+}  // namespace shardgraph::passes

@@ -1,0 +1,243 @@
+#pragma once
+// propagate_sharding: derives every node's placement from the user's annotations on inputs and
+// parameters, one mesh axis at a time, by each op's placement signatures (as OneFlow's SBP and
+// PyTorch's DTensor do). For every input it also records the placement the op needs; where that
+// differs from what the producer has, insert_collectives adds the collective.
+//
+// Signatures, per axis (R Replicate, S(d) Shard<d>, P Partial; x (..., k) and w (k, n)):
+//   linear      x R    w R     -> R        x S(d<last) w R -> S(d)     x P w R -> P
+//               x R    w S(n)  -> S(last)  (column parallel)
+//               x S(last) w S(k) -> P      (row parallel; x R is sliced first, x P reduce-scattered)
+//   embedding   ids R, table S(0) -> P (vocab parallel); table S(1) -> S(2); table R -> ids' placement
+//   norms, softmax, rope    the normalized / rotated dimensions must be whole: S there or P -> R first
+//   attention   batch or heads sharded pass through; seq or head_dim sharded -> R first
+//   elementwise equal placements pass (P*P needs one side reduced); R meets S(d) -> R is sliced
+//   cross_entropy  batch or seq sharded -> P (a partial sum of the mean); vocab sharded -> R first
+//   output      R on every axis
+#include "shardgraph/ir/graph.hpp"
+
+namespace shardgraph::passes {
+
+namespace detail {
+
+struct axis_decision {
+  placement out;
+  placement need[max_inputs];
+  const char* conflict = nullptr;  // "why. how" when the annotations cannot be reconciled
+};
+
+constexpr placement whole_last(placement p, int last) {
+  return (p.is_partial() || p.is_shard(last)) ? replicate : p;
+}
+
+constexpr axis_decision decide(const graph& g, const node& n, int axis) {
+  axis_decision r;
+  placement in[max_inputs]{};
+  for (int k = 0; k < n.input_count; ++k) in[k] = g[n.inputs[k]].spec[axis];
+  for (int k = 0; k < n.input_count; ++k) r.need[k] = in[k];
+  r.out = in[0];
+  const int rank = n.input_count > 0 ? g[n.inputs[0]].shape.rank() : 0;
+  const int last = rank - 1;
+  switch (n.kind) {
+    case op::input:
+    case op::parameter:
+      r.out = n.spec[axis];
+      break;
+    case op::gelu:
+    case op::silu:
+      if (in[0].is_partial()) r.out = r.need[0] = replicate;
+      break;
+    case op::softmax:
+    case op::layer_norm:
+    case op::rms_norm:
+      r.out = r.need[0] = whole_last(in[0], last);
+      for (int k = 1; k < n.input_count; ++k) r.need[k] = replicate;
+      break;
+    case op::rope:
+      r.out = r.need[0] = (in[0].is_partial() || in[0].is_shard(2) || in[0].is_shard(3)) ? replicate : in[0];
+      break;
+    case op::add:
+    case op::mul: {
+      placement a = in[0], b = in[1];
+      bool is_mul = n.kind == op::mul;
+      if (a == b) {
+        if (is_mul && a.is_partial()) r.need[1] = replicate;
+        r.out = a;
+      } else if (a.is_partial() && b.is_replicate()) {
+        if (is_mul) r.out = partial;
+        else r.out = r.need[0] = replicate;
+      } else if (a.is_replicate() && b.is_partial()) {
+        if (is_mul) r.out = partial;
+        else r.out = r.need[1] = replicate;
+      } else if (a.is_shard()) {
+        r.out = r.need[1] = a;  // b: slice (R), reduce-scatter (P) or all-to-all (S(e))
+      } else {
+        r.out = r.need[0] = b;
+      }
+      break;
+    }
+    case op::add_bias: {
+      placement x = in[0], b = in[1];
+      if (x.is_shard(last)) {
+        r.need[1] = shard_on(0);
+      } else if (x.is_partial()) {
+        r.out = r.need[0] = b.is_shard(0) ? shard_on(last) : replicate;
+      } else if (b.is_shard(0)) {
+        if (x.is_replicate()) r.out = r.need[0] = shard_on(last);
+        else r.need[1] = replicate;
+      }
+      break;
+    }
+    case op::linear: {
+      placement x = in[0], w = in[1];
+      const int wk = n.transpose_b ? 1 : 0;
+      const int wn = 1 - wk;
+      if (w.is_replicate()) {
+        if (x.is_shard(last)) r.out = r.need[0] = replicate;
+      } else if (x.is_shard() && x.dim != last) {
+        r.conflict =
+            "the weight is sharded on a mesh axis that also shards the activations' batch or sequence "
+            "dimension. annotate the weight Replicate on this axis (parameter sharding over data-parallel "
+            "ranks comes from the ZeRO setting, not from annotations)";
+      } else if (w.is_shard(wn)) {
+        if (x.is_shard(last)) {
+          r.conflict =
+              "conflicting shardings of the contraction dimension: the input is sharded along it but the "
+              "weight along its output dimension. shard the weight along its input dimension (row parallel), "
+              "or redistribute the input to Replicate";
+        } else {
+          r.need[0] = replicate;
+          r.out = shard_on(last);
+        }
+      } else if (w.is_shard(wk)) {
+        r.need[0] = shard_on(last);
+        r.out = partial;
+      }
+      break;
+    }
+    case op::matmul: {
+      placement a = in[0], b = in[1];
+      const int m = rank - 2, k = rank - 1;
+      if (a.is_shard() && a.dim < m && (b == a || b.is_replicate())) {
+        r.out = r.need[1] = a;
+      } else if (b.is_shard() && b.dim < m && a.is_replicate()) {
+        r.out = r.need[0] = b;
+      } else if (a.is_shard(m) && b.is_replicate()) {
+        r.out = a;
+      } else if (a.is_replicate() && b.is_shard(k)) {
+        r.out = shard_on(k);
+      } else if (a.is_shard(k) && b.is_shard(m)) {
+        r.out = partial;
+      } else if ((a.is_partial() && b.is_replicate()) || (a.is_replicate() && b.is_partial())) {
+        r.out = partial;
+      } else {
+        r.out = r.need[0] = r.need[1] = replicate;
+      }
+      break;
+    }
+    case op::embedding: {
+      placement ids = in[0], w = in[1];
+      if (w.is_replicate()) {
+        r.out = ids;
+      } else if (!ids.is_replicate()) {
+        r.conflict =
+            "the table is sharded on a mesh axis that also shards the token ids. annotate the table "
+            "Replicate on this axis";
+      } else {
+        r.out = w.is_shard(0) ? partial : shard_on(2);
+      }
+      break;
+    }
+    case op::position_embedding: {
+      placement x = (in[0].is_partial() || in[0].is_shard(1)) ? replicate : in[0];
+      placement w = in[1].is_shard(0) ? replicate : in[1];
+      if (x.is_shard(2)) {
+        w = shard_on(1);
+      } else if (w.is_shard(1)) {
+        if (x.is_replicate()) x = shard_on(2);
+        else w = replicate;
+      }
+      r.need[0] = x;
+      r.need[1] = w;
+      r.out = x;
+      break;
+    }
+    case op::split_heads:  // (b, t, h*d) -> (b, h, t, d)
+      if (in[0].is_shard(1)) r.out = shard_on(2);
+      else if (in[0].is_shard(2)) r.out = shard_on(1);
+      break;
+    case op::merge_heads:  // (b, h, t, d) -> (b, t, h*d)
+      if (in[0].is_shard(3)) r.out = r.need[0] = replicate;
+      else if (in[0].is_shard(1)) r.out = shard_on(2);
+      else if (in[0].is_shard(2)) r.out = shard_on(1);
+      break;
+    case op::attention: {
+      auto passes = [](placement p) { return p.is_shard(0) || p.is_shard(1); };
+      placement t = passes(in[0]) ? in[0] : (in[0].is_replicate() && passes(in[1])) ? in[1] : replicate;
+      r.need[0] = r.need[1] = r.need[2] = r.out = t;
+      break;
+    }
+    case op::cross_entropy: {
+      placement logits = whole_last(in[0], 2);
+      placement targets = in[1];
+      if (logits.is_shard()) {
+        r.need[0] = logits;
+        r.need[1] = logits;
+        r.out = partial;
+      } else if (targets.is_shard()) {
+        r.need[0] = targets;
+        r.out = partial;
+      } else {
+        r.need[0] = replicate;
+        r.out = replicate;
+      }
+      break;
+    }
+    case op::output:
+      r.out = r.need[0] = replicate;
+      break;
+    case op::repeat_begin:
+      break;
+    case op::repeat_end:
+      r.out = r.need[0] = g[n.region].spec[axis];
+      break;
+    case op::redistribute:
+      r.out = r.need[0] = n.spec[axis];
+      break;
+    case op::all_reduce:
+    case op::all_gather:
+    case op::reduce_scatter:
+    case op::all_to_all:
+    case op::local_slice:
+      if (axis == n.axis) r.out = n.spec[axis];
+      break;
+  }
+  return r;
+}
+
+}  // namespace detail
+
+constexpr graph propagate_sharding(const graph& in) {
+  graph g = in;
+  for (int i = 0; i < g.size() && g.ok(); ++i) {
+    node& n = g[i];
+    for (int axis = 0; axis < g.axes.size(); ++axis) {
+      detail::axis_decision d = detail::decide(g, n, axis);
+      if (d.conflict != nullptr) {
+        if (diagnostic* diag = g.report(i)) *diag << "on axis '" << g.axes.name(axis) << "': " << d.conflict;
+        return g;
+      }
+      n.spec[axis] = d.out;
+      for (int k = 0; k < n.input_count; ++k) n.required[k][axis] = d.need[k];
+    }
+    for (int a = 0; a < g.axes.size(); ++a)
+      for (int b = a + 1; b < g.axes.size(); ++b)
+        if (n.spec[a].is_shard() && n.spec[a] == n.spec[b])
+          if (diagnostic* diag = g.report(i))
+            *diag << "dimension " << int{n.spec[a].dim} << " would be sharded on both '" << g.axes.name(a)
+                  << "' and '" << g.axes.name(b) << "'. shard each dimension on one mesh axis (redistribute one input)";
+  }
+  return g;
+}
+
+}  // namespace shardgraph::passes

@@ -1,0 +1,84 @@
+#pragma once
+// The per-rank program: the lowered graph plus the list of steps every rank runs, in order.
+// All ranks run the same steps (SPMD); what differs per rank is data: local slices and the
+// groups its collectives talk to. A step is one kernel, one fused elementwise chain, one
+// redistribution, or a loop marker of a repeat block.
+#include <string_view>
+
+#include "shardgraph/ir/graph.hpp"
+
+namespace shardgraph {
+
+enum class step_kind : std::uint8_t {
+  compute,      // one op, one kernel
+  fused,        // an elementwise chain, nodes [first, node], one kernel
+  communicate,  // all_reduce, all_gather, reduce_scatter, all_to_all on one mesh axis
+  slice,        // local_slice: keep this rank's block, no traffic
+  loop_begin,   // repeat_begin: start of the block, run `layers` times
+  loop_end,     // repeat_end: jump back to loop_begin until every layer ran
+  output,       // a value returned to the caller
+  copy,         // redistribute: its collectives ran before it; the value is its input's
+};
+
+constexpr std::string_view step_kind_name(step_kind k) {
+  switch (k) {
+    case step_kind::compute: return "compute";
+    case step_kind::fused: return "fused";
+    case step_kind::communicate: return "communicate";
+    case step_kind::slice: return "slice";
+    case step_kind::loop_begin: return "loop_begin";
+    case step_kind::loop_end: return "loop_end";
+    case step_kind::output: return "output";
+    case step_kind::copy: return "copy";
+  }
+  return "?";
+}
+
+struct step {
+  step_kind kind = step_kind::compute;
+  int node = -1;   // the node whose value this step produces
+  int first = -1;  // fused: the group's first node
+};
+
+struct program {
+  graph nodes;
+  static_vector<step, max_nodes> steps;
+
+  constexpr bool ok() const { return nodes.ok(); }
+  constexpr std::string_view error() const { return nodes.error.view(); }
+  // Nodes of kind `o` (collectives: on mesh axis `axis`, or on any axis when empty).
+  constexpr int count(op o, std::string_view axis = {}) const { return nodes.count(o, axis); }
+  constexpr int count(step_kind k) const {
+    int c = 0;
+    for (const step& s : steps) c += s.kind == k ? 1 : 0;
+    return c;
+  }
+  constexpr const node& node_of(const step& s) const { return nodes[s.node]; }
+};
+
+// Orders the graph's nodes into steps. Leaves (inputs, parameters) are bound, not run.
+constexpr program lower(const graph& g) {
+  program p;
+  p.nodes = g;
+  if (!g.ok()) return p;
+  for (int i = 0; i < g.size(); ++i) {
+    const node& n = g[i];
+    if (is_leaf(n.kind)) continue;
+    if (n.group >= 0) {
+      bool ends_group = i + 1 >= g.size() || g[i + 1].group != n.group;
+      if (ends_group) p.steps.push_back({step_kind::fused, i, n.group});
+      continue;
+    }
+    step_kind k = step_kind::compute;
+    if (is_collective(n.kind)) k = step_kind::communicate;
+    else if (n.kind == op::local_slice) k = step_kind::slice;
+    else if (n.kind == op::repeat_begin) k = step_kind::loop_begin;
+    else if (n.kind == op::repeat_end) k = step_kind::loop_end;
+    else if (n.kind == op::output) k = step_kind::output;
+    else if (n.kind == op::redistribute) k = step_kind::copy;
+    p.steps.push_back({k, i, i});
+  }
+  return p;
+}
+
+}  // namespace shardgraph

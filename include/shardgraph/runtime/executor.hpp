@@ -1,0 +1,388 @@
+#pragma once
+// bind() and the executor: turn a compiled program into what one rank runs.
+//
+//   auto rank = shardgraph::bind(program, config.sizes(batch, seq), comm, cpu::backend{}, mesh, weights);
+//   auto outputs = rank.forward({{"input_ids", ids}, {"targets", targets}});   // global host tensors
+//
+// bind checks every size (divisibility, rank count) before any communication or compute, so a
+// bad size throws the same shardgraph::error on every rank; then it splits the communicator into
+// one group per mesh axis, loads this rank's weight slices and allocates every value.
+// forward() slices the global inputs, runs the steps in order (a repeat block once per layer,
+// reading that layer's weights) and returns the outputs, whole on every rank.
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shardgraph/comm/communicator.hpp"
+#include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/program/program.hpp"
+#include "shardgraph/runtime/host_tensor.hpp"
+#include "shardgraph/runtime/local_layout.hpp"
+#include "shardgraph/runtime/weights.hpp"
+
+namespace shardgraph {
+
+using tensor_map = std::map<std::string, host_tensor>;
+
+namespace detail {
+template <class Fn>
+void with_element_type(dtype t, Fn&& fn) {
+  switch (t) {
+    case dtype::f64: fn(double{}); return;
+    case dtype::f32: fn(float{}); return;
+    case dtype::i64: fn(std::int64_t{}); return;
+    case dtype::i32: fn(std::int32_t{}); return;
+    default: fail("executor", "dtype " + std::string(dtype_name(t)) + " has no communication path yet", "use f32 or f64");
+  }
+}
+
+// "h.attn.q.weight" in block "h", layer 3 -> "h.3.attn.q.weight"
+inline std::string layer_name(std::string_view param, std::string_view block, std::int64_t layer) {
+  return std::string(block) + "." + std::to_string(layer) + std::string(param.substr(block.size()));
+}
+}  // namespace detail
+
+template <compute::ComputeBackend Backend, comm::Communicator Comm>
+class rank_program {
+ public:
+  using buffer = typename Backend::buffer;
+
+  rank_program(const program& p, const model_sizes& sizes, Comm& world, Backend backend, const mesh_shape& mesh,
+               const weight_source& weights)
+      : program_(checked(p)), sizes_(sizes), backend_(std::move(backend)),
+        layout_(program_, sizes, mesh, checked_coordinates(program_, mesh, world)) {
+    const graph& g = program_.nodes;
+    for (int a = 0; a < g.axes.size(); ++a) axis_sizes_.push_back(mesh.size(g.axes.name(a)));
+    split_axes(world);
+    allocate();
+    load_weights(weights);
+  }
+
+  int coordinate(std::string_view axis) const { return layout_.coordinate(program_.nodes.axes.index_of(axis)); }
+  const local_layout& layout() const { return layout_; }
+  const program& compiled() const { return program_; }
+
+  tensor_map forward(const tensor_map& inputs) {
+    const graph& g = program_.nodes;
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::input) upload_input(i, inputs);
+    std::size_t loop_start = 0;
+    layer_ = 0;
+    for (std::size_t s = 0; s < program_.steps.size(); ++s) {
+      const step& st = program_.steps[s];
+      const node& n = g[st.node];
+      switch (st.kind) {
+        case step_kind::compute: run_compute(st.node); break;
+        case step_kind::fused: run_fused(st.first, st.node); break;
+        case step_kind::communicate: run_collective(st.node); break;
+        case step_kind::slice: run_slice(st.node); break;
+        case step_kind::output:
+        case step_kind::copy: backend_.copy(value(n.inputs[0]), values_[index(st.node)]); break;
+        case step_kind::loop_begin:
+          backend_.copy(value(n.inputs[0]), values_[index(st.node)]);
+          loop_start = s;
+          layer_ = 0;
+          break;
+        case step_kind::loop_end:
+          if (layer_ + 1 < layers_) {
+            ++layer_;
+            backend_.copy(value(n.inputs[0]), values_[index(n.region)]);
+            s = loop_start;
+          } else {
+            backend_.copy(value(n.inputs[0]), values_[index(st.node)]);
+          }
+          break;
+      }
+    }
+    tensor_map outputs;
+    for (int i = 0; i < g.size(); ++i) {
+      if (g[i].kind != op::output) continue;
+      host_tensor t(g[i].type, layout_.of(i).local);
+      backend_.download(values_[index(i)], t.bytes().data());
+      outputs.emplace(std::string(g[i].name.view()), std::move(t));
+    }
+    return outputs;
+  }
+
+ private:
+  static std::size_t index(int i) { return static_cast<std::size_t>(i); }
+
+  static const program& checked(const program& p) {
+    if (!p.ok()) throw error(std::string(p.error()));
+    return p;
+  }
+  static std::vector<int> checked_coordinates(const program& p, const mesh_shape& mesh, Comm& world) {
+    int needed = mesh.world_size(p.nodes.axes);
+    if (needed != world.size())
+      fail("bind", "the communicator has " + std::to_string(world.size()) + " ranks but mesh " + mesh.to_string() +
+                       " needs " + std::to_string(needed),
+           "start " + std::to_string(needed) + " ranks, or choose mesh sizes whose product is " +
+               std::to_string(world.size()));
+    return mesh.coordinates(p.nodes.axes, world.rank());
+  }
+
+  // One communicator per mesh axis: the ranks that differ only in that axis's coordinate.
+  void split_axes(Comm& world) {
+    const graph& g = program_.nodes;
+    for (int a = 0; a < g.axes.size(); ++a) {
+      int color = 0;
+      for (int b = 0; b < g.axes.size(); ++b)
+        if (b != a) color = color * axis_sizes_[index(b)] + layout_.coordinate(b);
+      axis_comms_.push_back(world.split(color, layout_.coordinate(a)));
+    }
+  }
+
+  void allocate() {
+    const graph& g = program_.nodes;
+    layers_ = 1;
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::repeat_begin) layers_ = sizes_.get(size_symbol::layers);
+    values_.reserve(index(g.size()));
+    staging_.resize(index(g.size()));
+    layer_params_.resize(index(g.size()));
+    for (int i = 0; i < g.size(); ++i) {
+      const node& n = g[i];
+      const std::int64_t numel = layout_.of(i).numel();
+      bool per_layer = n.kind == op::parameter && n.region >= 0;
+      values_.push_back(backend_.allocate(n.type, per_layer ? 0 : numel));
+      if (per_layer)
+        for (std::int64_t l = 0; l < layers_; ++l) layer_params_[index(i)].push_back(backend_.allocate(n.type, numel));
+      if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
+        std::int64_t in = layout_.of(n.inputs[0]).numel();
+        std::int64_t staged = n.kind == op::all_gather ? in * axis_sizes_[index(n.axis)] : in;
+        staging_[index(i)].push_back(backend_.allocate(n.type, staged));
+        if (n.kind == op::all_to_all) staging_[index(i)].push_back(backend_.allocate(n.type, staged));
+      }
+    }
+  }
+
+  void load_weights(const weight_source& weights) {
+    const graph& g = program_.nodes;
+    for (int i = 0; i < g.size(); ++i) {
+      const node& n = g[i];
+      if (n.kind != op::parameter) continue;
+      const local_dims& d = layout_.of(i);
+      tensor_slice slice{d.global, d.offset, d.local};
+      host_tensor host(n.type, d.local);
+      if (n.region < 0) {
+        weights(n.name.view(), slice, host);
+        backend_.upload(values_[index(i)], host.bytes().data());
+        continue;
+      }
+      for (std::int64_t l = 0; l < layers_; ++l) {
+        weights(detail::layer_name(n.name.view(), g[n.region].name.view(), l), slice, host);
+        backend_.upload(layer_params_[index(i)][index(static_cast<int>(l))], host.bytes().data());
+      }
+    }
+  }
+
+  void upload_input(int i, const tensor_map& inputs) {
+    const node& n = program_.nodes[i];
+    const std::string name(n.name.view());
+    auto it = inputs.find(name);
+    if (it == inputs.end()) fail("forward", "input '" + name + "' is missing", "pass every input of the program by name");
+    const host_tensor& global = it->second;
+    const local_dims& d = layout_.of(i);
+    if (global.type() != n.type || global.shape() != d.global) {
+      std::string want, got;
+      for (auto v : d.global) want += (want.empty() ? "" : ", ") + std::to_string(v);
+      for (auto v : global.shape()) got += (got.empty() ? "" : ", ") + std::to_string(v);
+      fail("forward: input '" + name + "'",
+           "expected " + std::string(dtype_name(n.type)) + " (" + want + ") but got " +
+               std::string(dtype_name(global.type())) + " (" + got + ")",
+           "pass the whole global tensor; each rank takes its own slice");
+    }
+    host_tensor local(n.type, d.local);
+    const std::size_t bytes = dtype_size(n.type);
+    for_each_in_slice(tensor_slice{d.global, d.offset, d.local}, [&](std::int64_t g, std::int64_t l) {
+      std::memcpy(local.bytes().data() + static_cast<std::size_t>(l) * bytes,
+                  global.bytes().data() + static_cast<std::size_t>(g) * bytes, bytes);
+    });
+    backend_.upload(values_[index(i)], local.bytes().data());
+  }
+
+  buffer& value(int i) {
+    const node& n = program_.nodes[i];
+    if (n.kind == op::parameter && n.region >= 0) return layer_params_[index(i)][index(static_cast<int>(layer_))];
+    return values_[index(i)];
+  }
+
+  static std::int64_t product(const std::vector<std::int64_t>& v, std::size_t from, std::size_t to) {
+    std::int64_t p = 1;
+    for (std::size_t k = from; k < to; ++k) p *= v[k];
+    return p;
+  }
+
+  void run_compute(int i) {
+    const node& n = program_.nodes[i];
+    if (is_elementwise(n.kind)) return run_fused(i, i);
+    compute::kernel_call<buffer> call;
+    call.kind = n.kind;
+    call.type = n.type;
+    call.out = &values_[index(i)];
+    call.scalar = n.scalar;
+    call.transpose_b = n.transpose_b;
+    for (int k = 0; k < n.input_count; ++k) call.in[k] = &value(n.inputs[k]);
+    const std::vector<std::int64_t>& x = layout_.of(n.inputs[0]).local;
+    const std::vector<std::int64_t>& out = layout_.of(i).local;
+    auto set = [&](std::initializer_list<std::int64_t> dims) {
+      std::size_t k = 0;
+      for (auto d : dims) call.dims[k++] = d;
+    };
+    switch (n.kind) {
+      case op::embedding: {
+        const local_dims& table = layout_.of(n.inputs[1]);
+        set({product(x, 0, x.size()), table.local[0], table.local[1], table.offset[0]});
+        break;
+      }
+      case op::position_embedding: set({x[0], x[1], x[2]}); break;
+      case op::linear: set({product(x, 0, x.size() - 1), x.back(), out.back()}); break;
+      case op::matmul: set({product(x, 0, x.size() - 2), x[x.size() - 2], x.back(), out.back()}); break;
+      case op::layer_norm:
+      case op::rms_norm:
+      case op::softmax: set({product(x, 0, x.size() - 1), x.back()}); break;
+      case op::rope: set({x[0], x[1], x[2], x[3]}); break;
+      case op::split_heads: set({out[0], out[2], out[1], out[3]}); break;
+      case op::merge_heads: set({x[0], x[2], x[1], x[3]}); break;
+      case op::attention: set({x[0], x[1], layout_.of(n.inputs[1]).local[1], x[2], x[3]}); break;
+      case op::cross_entropy: {
+        const local_dims& logits = layout_.of(n.inputs[0]);
+        set({logits.local[0] * logits.local[1], logits.local[2], logits.global[0] * logits.global[1]});
+        break;
+      }
+      default:
+        fail("executor: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
+             "this op has no kernel", "this is a bug in lower(); please report it");
+    }
+    backend_.run(call);
+  }
+
+  // One kernel for the elementwise chain [first, last] (see compute::elementwise_step).
+  void run_fused(int first, int last) {
+    const graph& g = program_.nodes;
+    compute::kernel_call<buffer> call;
+    call.kind = g[last].kind;
+    call.type = g[last].type;
+    call.out = &values_[index(last)];
+    call.dims[0] = layout_.of(last).numel();
+    call.operands[call.operand_count++] = &value(g[first].inputs[0]);
+    for (int j = first; j <= last; ++j) {
+      const node& n = g[j];
+      compute::elementwise_step s{n.kind, -1, 0};
+      int other = -1;
+      if (j == first) other = n.input_count > 1 ? n.inputs[1] : -1;
+      else if (n.input_count > 1) other = n.inputs[0] == j - 1 ? n.inputs[1] : n.inputs[0];
+      if (other >= 0) {
+        s.operand = call.operand_count;
+        call.operands[call.operand_count++] = &value(other);
+        if (n.kind == op::add_bias) s.period = layout_.of(other).numel();
+      }
+      call.chain[call.chain_length++] = s;
+    }
+    backend_.run(call);
+  }
+
+  compute::block_layout blocks_along(int node_index, int dim, int parts) const {
+    const std::vector<std::int64_t>& d = layout_.of(node_index).local;
+    compute::block_layout b;
+    b.parts = parts;
+    b.outer = product(d, 0, index(dim));
+    b.mid = d[index(dim)];
+    b.inner = product(d, index(dim) + 1, d.size());
+    b.element_bytes = static_cast<std::int64_t>(dtype_size(program_.nodes[node_index].type));
+    return b;
+  }
+
+  void run_slice(int i) {
+    const node& n = program_.nodes[i];
+    compute::block_layout b = blocks_along(i, n.to_dim, axis_sizes_[index(n.axis)]);
+    backend_.slice(value(n.inputs[0]), values_[index(i)], b, layout_.coordinate(n.axis));
+  }
+
+  template <class T>
+  std::span<T> span_of(buffer& b, std::int64_t numel) {
+    return {static_cast<T*>(backend_.data(b)), static_cast<std::size_t>(numel)};
+  }
+
+  void run_collective(int i) {
+    const node& n = program_.nodes[i];
+    const int parts = axis_sizes_[index(n.axis)];
+    buffer& in = value(n.inputs[0]);
+    buffer& out = values_[index(i)];
+    if (parts == 1) return backend_.copy(in, out);
+    Comm& group = axis_comms_[index(n.axis)];
+    const std::int64_t in_numel = layout_.of(n.inputs[0]).numel();
+    const std::int64_t out_numel = layout_.of(i).numel();
+    detail::with_element_type(n.type, [&](auto zero) {
+      using T = decltype(zero);
+      switch (n.kind) {
+        case op::all_reduce:
+          backend_.copy(in, out);
+          group.all_reduce(span_of<T>(out, out_numel));
+          break;
+        case op::all_gather: {
+          buffer& staged = staging_[index(i)][0];
+          group.all_gather(std::span<const T>(span_of<T>(in, in_numel)), span_of<T>(staged, in_numel * parts));
+          backend_.interleave(staged, out, blocks_along(n.inputs[0], n.from_dim, parts));
+          break;
+        }
+        case op::reduce_scatter: {
+          buffer& staged = staging_[index(i)][0];
+          backend_.deinterleave(in, staged, blocks_along(i, n.to_dim, parts));
+          group.reduce_scatter(std::span<const T>(span_of<T>(staged, in_numel)), span_of<T>(out, out_numel));
+          break;
+        }
+        case op::all_to_all: {
+          buffer& send = staging_[index(i)][0];
+          buffer& received = staging_[index(i)][1];
+          // split the whole to_dim of the input into one block per destination rank
+          std::vector<std::int64_t> local_in = layout_.of(n.inputs[0]).local;
+          compute::block_layout split;
+          split.parts = parts;
+          split.outer = product(local_in, 0, index(n.to_dim));
+          split.mid = local_in[index(n.to_dim)] / parts;
+          split.inner = product(local_in, index(n.to_dim) + 1, local_in.size());
+          split.element_bytes = static_cast<std::int64_t>(sizeof(T));
+          backend_.deinterleave(in, send, split);
+          group.all_to_all(std::span<const T>(span_of<T>(send, in_numel)), span_of<T>(received, in_numel));
+          // each received block is the sender's (.., from_dim local, .., to_dim local) piece
+          std::vector<std::int64_t> block = layout_.of(i).local;
+          block[index(n.from_dim)] /= parts;
+          compute::block_layout b;
+          b.parts = parts;
+          b.outer = product(block, 0, index(n.from_dim));
+          b.mid = block[index(n.from_dim)];
+          b.inner = product(block, index(n.from_dim) + 1, block.size());
+          b.element_bytes = static_cast<std::int64_t>(sizeof(T));
+          backend_.interleave(received, out, b);
+          break;
+        }
+        default: break;
+      }
+    });
+  }
+
+  program program_;
+  model_sizes sizes_;
+  Backend backend_;
+  local_layout layout_;
+  std::vector<int> axis_sizes_;
+  std::vector<Comm> axis_comms_;
+  std::vector<buffer> values_;
+  std::vector<std::vector<buffer>> staging_;
+  std::vector<std::vector<buffer>> layer_params_;
+  std::int64_t layers_ = 1;
+  std::int64_t layer_ = 0;
+};
+
+template <compute::ComputeBackend Backend, comm::Communicator Comm>
+rank_program<Backend, Comm> bind(const program& p, const model_sizes& sizes, Comm& world, Backend backend,
+                                 const mesh_shape& mesh, const weight_source& weights) {
+  return rank_program<Backend, Comm>(p, sizes, world, std::move(backend), mesh, weights);
+}
+
+}  // namespace shardgraph

@@ -1,0 +1,79 @@
+#pragma once
+// host_tensor: a dense, row-major tensor in host memory with its dtype and shape; how inputs
+// reach a program and outputs leave it.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "shardgraph/core/dtype.hpp"
+#include "shardgraph/core/error.hpp"
+
+namespace shardgraph {
+
+class host_tensor {
+ public:
+  host_tensor() = default;
+  host_tensor(dtype type, std::vector<std::int64_t> shape) : type_(type), shape_(std::move(shape)) {
+    bytes_.resize(static_cast<std::size_t>(numel()) * dtype_size(type_));
+  }
+  template <class T>
+  static host_tensor from(std::vector<std::int64_t> shape, std::span<const T> values) {
+    host_tensor t(dtype_of<T>(), std::move(shape));
+    if (static_cast<std::int64_t>(values.size()) != t.numel())
+      fail("host_tensor", std::to_string(values.size()) + " values for a shape of " + std::to_string(t.numel()) + " elements",
+           "give one value per element");
+    std::memcpy(t.bytes_.data(), values.data(), t.bytes_.size());
+    return t;
+  }
+  template <class T>
+  static host_tensor from(std::vector<std::int64_t> shape, const std::vector<T>& values) {
+    return from<T>(std::move(shape), std::span<const T>(values));
+  }
+
+  dtype type() const { return type_; }
+  const std::vector<std::int64_t>& shape() const { return shape_; }
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (auto d : shape_) n *= d;
+    return n;
+  }
+  std::span<std::byte> bytes() { return bytes_; }
+  std::span<const std::byte> bytes() const { return bytes_; }
+
+  template <class T>
+  std::span<T> values() {
+    check<T>();
+    return {reinterpret_cast<T*>(bytes_.data()), static_cast<std::size_t>(numel())};
+  }
+  template <class T>
+  std::span<const T> values() const {
+    check<T>();
+    return {reinterpret_cast<const T*>(bytes_.data()), static_cast<std::size_t>(numel())};
+  }
+  // Any floating or integer element as double (for comparisons and printing).
+  double at(std::int64_t i) const {
+    switch (type_) {
+      case dtype::f64: return values<double>()[static_cast<std::size_t>(i)];
+      case dtype::f32: return values<float>()[static_cast<std::size_t>(i)];
+      case dtype::i64: return static_cast<double>(values<std::int64_t>()[static_cast<std::size_t>(i)]);
+      case dtype::i32: return values<std::int32_t>()[static_cast<std::size_t>(i)];
+      default: fail("host_tensor::at", "dtype " + std::string(dtype_name(type_)) + " is not readable on the host", "convert it first");
+    }
+  }
+
+ private:
+  template <class T>
+  void check() const {
+    if (dtype_of<T>() != type_)
+      fail("host_tensor", "read as " + std::string(dtype_name(dtype_of<T>())) + " but holds " + std::string(dtype_name(type_)),
+           "read it with its own element type");
+  }
+  dtype type_ = dtype::f32;
+  std::vector<std::int64_t> shape_;
+  std::vector<std::byte> bytes_;
+};
+
+}  // namespace shardgraph

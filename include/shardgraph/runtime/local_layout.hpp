@@ -1,0 +1,95 @@
+#pragma once
+// local_layout: the shape of every node's value on one rank (DESIGN §3, bind). A dimension
+// sharded on mesh axis a of size n holds global/n elements starting at coordinate(a) * global/n.
+// Sharding a product extent (heads * head_dim) splits its first factor, so every rank holds
+// whole heads. All checks run before any compute and depend only on sizes, so every rank
+// throws the same error.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shardgraph/core/error.hpp"
+#include "shardgraph/program/program.hpp"
+#include "shardgraph/runtime/mesh_shape.hpp"
+#include "shardgraph/runtime/model_sizes.hpp"
+
+namespace shardgraph {
+
+struct local_dims {
+  std::vector<std::int64_t> global, local, offset;
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (auto d : local) n *= d;
+    return n;
+  }
+  std::int64_t rank() const { return static_cast<std::int64_t>(local.size()); }
+};
+
+inline std::string extent_text(extent e) {
+  std::string s(symbol_name(e.first));
+  if (e.is_product()) s += "*" + std::string(symbol_name(e.second));
+  return s;
+}
+
+class local_layout {
+ public:
+  local_layout(const program& p, const model_sizes& sizes, const mesh_shape& mesh, std::vector<int> coordinates)
+      : coordinates_(std::move(coordinates)) {
+    const graph& g = p.nodes;
+    dims_.resize(static_cast<std::size_t>(g.size()));
+    for (int i = 0; i < g.size(); ++i) {
+      const node& n = g[i];
+      local_dims& d = dims_[static_cast<std::size_t>(i)];
+      for (int k = 0; k < n.shape.rank(); ++k) {
+        extent e = n.shape[k];
+        std::int64_t global = sizes.get(e);
+        std::int64_t local = global, offset = 0;
+        for (int a = 0; a < g.axes.size(); ++a) {
+          if (!n.spec[a].is_shard(k)) continue;
+          int shards = mesh.size(g.axes.name(a));
+          std::int64_t first = sizes.get(e.first);
+          if (first % shards != 0)
+            fail(std::string("bind: ") + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
+                 "dimension " + std::to_string(k) + " (" + extent_text(e) + ") is sharded on '" +
+                     std::string(g.axes.name(a)) + "' but " + std::string(symbol_name(e.first)) + " = " +
+                     std::to_string(first) + " is not divisible by " + std::string(g.axes.name(a)) + " = " +
+                     std::to_string(shards),
+                 "choose a mesh size that divides " + std::string(symbol_name(e.first)) + ", or change the model's " +
+                     std::string(symbol_name(e.first)));
+          local = global / shards;
+          offset = coordinates_[static_cast<std::size_t>(a)] * local;
+        }
+        d.global.push_back(global);
+        d.local.push_back(local);
+        d.offset.push_back(offset);
+      }
+      check_op(g, i, sizes);
+    }
+  }
+
+  const local_dims& of(int node) const { return dims_[static_cast<std::size_t>(node)]; }
+  int coordinate(int axis) const { return coordinates_[static_cast<std::size_t>(axis)]; }
+
+ private:
+  void check_op(const graph& g, int i, const model_sizes& sizes) const {
+    const node& n = g[i];
+    std::string where = std::string("bind: ") + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
+    if (n.kind == op::attention) {
+      const local_dims& q = of(n.inputs[0]);
+      const local_dims& k = of(n.inputs[1]);
+      if (q.local[1] % k.local[1] != 0)
+        fail(where, std::to_string(q.local[1]) + " query heads per rank are not a multiple of " +
+                        std::to_string(k.local[1]) + " key/value heads per rank",
+             "choose heads a multiple of kv_heads, and a tensor-parallel size dividing kv_heads");
+    }
+    if (n.kind == op::position_embedding && sizes.get(size_symbol::seq) > sizes.get(size_symbol::positions))
+      fail(where, "seq = " + std::to_string(sizes.get(size_symbol::seq)) + " exceeds the " +
+                      std::to_string(sizes.get(size_symbol::positions)) + " learned positions",
+           "use a shorter sequence or a model with more positions");
+  }
+
+  std::vector<int> coordinates_;
+  std::vector<local_dims> dims_;
+};
+
+}  // namespace shardgraph

@@ -1,0 +1,29 @@
+#pragma once
+// Run-time values of the size symbols (DESIGN §3: compile time fixes structure, bind fixes sizes).
+#include <cstdint>
+#include <string>
+
+#include "shardgraph/core/error.hpp"
+#include "shardgraph/core/extent.hpp"
+
+namespace shardgraph {
+
+struct model_sizes {
+  std::int64_t values[size_symbol_count]{};
+
+  model_sizes() { values[static_cast<int>(size_symbol::one)] = 1; }
+  model_sizes& set(size_symbol s, std::int64_t v) {
+    values[static_cast<int>(s)] = v;
+    return *this;
+  }
+  std::int64_t get(size_symbol s) const {
+    std::int64_t v = values[static_cast<int>(s)];
+    if (v <= 0)
+      fail("bind", "size '" + std::string(symbol_name(s)) + "' is " + std::to_string(v),
+           "give every size of the model config a positive value");
+    return v;
+  }
+  std::int64_t get(extent e) const { return e.is_product() ? get(e.first) * get(e.second) : get(e.first); }
+};
+
+}  // namespace shardgraph

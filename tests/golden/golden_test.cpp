@@ -1,0 +1,113 @@
+// Golden data from outside (DESIGN §6.3): logits and loss of HF transformers' GPT2LMHeadModel
+// and LlamaForCausalLM on the weights and tokens in tests/golden (made by make_golden.py),
+// against shardgraph on one rank and on sharded layouts, reading the checkpoints and configs
+// with shardgraph's own safetensors and JSON readers.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <shardgraph/cpu.hpp>
+#include <shardgraph/io/hf_config.hpp>
+#include <shardgraph/io/hf_weights.hpp>
+#include <shardgraph/runtime/executor.hpp>
+#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/threads.hpp>
+
+#include "catch.hpp"
+
+namespace sg = shardgraph;
+
+namespace {
+
+using Mesh = sg::mesh<"dp", "tp">;
+constexpr sg::graph gpt2_graph() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f64}); }
+constexpr sg::graph llama_graph() { return sg::models::llama<Mesh>({.type = sg::dtype::f64}); }
+constexpr sg::program gpt2 = sg::compile<gpt2_graph>();
+constexpr sg::program llama = sg::compile<llama_graph>();
+
+const std::string golden_dir = SHARDGRAPH_GOLDEN_DIR;
+
+struct golden_case {
+  sg::io::safetensors_file expected;
+  sg::tensor_map inputs;
+  std::int64_t batch, seq;
+};
+
+golden_case load_golden(const std::string& model) {
+  golden_case c{sg::io::safetensors_file(golden_dir + "/" + model + "/golden.safetensors"), {}, 0, 0};
+  const auto& shape = c.expected.info("input_ids").shape;
+  c.batch = shape.at(0);
+  c.seq = shape.at(1);
+  for (const char* name : {"input_ids", "targets"})
+    c.inputs.emplace(name, sg::host_tensor::from<std::int64_t>({c.batch, c.seq}, c.expected.read_as<std::int64_t>(name)));
+  return c;
+}
+
+sg::tensor_map run(const sg::program& p, const sg::model_sizes& sizes, const sg::weight_source& weights,
+                   const sg::tensor_map& inputs, int dp, int tp) {
+  sg::tensor_map result;
+  sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(p, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}, {"tp", tp}}, weights);
+    auto out = rank.forward(inputs);
+    if (comm.rank() == 0) result = std::move(out);
+  });
+  return result;
+}
+
+double relative_difference(const sg::host_tensor& got, const std::vector<double>& expected) {
+  REQUIRE(static_cast<std::size_t>(got.numel()) == expected.size());
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    diff = std::max(diff, std::abs(got.at(static_cast<std::int64_t>(i)) - expected[i]));
+    scale = std::max(scale, std::abs(expected[i]));
+  }
+  return diff / scale;
+}
+
+void check_against_hf(const sg::program& p, const sg::model_sizes& sizes, const sg::weight_source& weights,
+                      const golden_case& g, double tolerance) {
+  const std::vector<double> logits = g.expected.read_as<double>("logits");
+  const std::vector<double> loss = g.expected.read_as<double>("loss");
+  for (auto [dp, tp] : {std::pair{1, 1}, {2, 2}, {1, 4}}) {
+    CAPTURE(dp, tp);
+    sg::tensor_map out = run(p, sizes, weights, g.inputs, dp, tp);
+    CHECK(relative_difference(out.at("logits"), logits) < tolerance);
+    CHECK(relative_difference(out.at("loss"), loss) < tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 logits and loss equal HF transformers' GPT2LMHeadModel", "[golden][models]") {
+  golden_case g = load_golden("gpt2");
+  sg::models::gpt2_config config = sg::io::hf_gpt2_config(golden_dir + "/gpt2/config.json");
+  auto file = std::make_shared<const sg::io::safetensors_file>(golden_dir + "/gpt2/model.safetensors");
+  // GPT-2 is float64 throughout in HF, so agreement is to rounding.
+  check_against_hf(gpt2, config.sizes(g.batch, g.seq), sg::io::hf_gpt2_weights(file, config.model), g, 1e-10);
+}
+
+TEST_CASE("LLaMA (grouped-query attention) logits and loss equal HF transformers' LlamaForCausalLM", "[golden][models]") {
+  golden_case g = load_golden("llama");
+  sg::models::llama_config config = sg::io::hf_llama_config(golden_dir + "/llama/config.json");
+  REQUIRE(config.kv_heads < config.heads);
+  auto file = std::make_shared<const sg::io::safetensors_file>(golden_dir + "/llama/model.safetensors");
+  // HF computes RMSNorm, RoPE angles and the attention softmax in float32 even in a float64
+  // model (tests/golden/README.md), so agreement is to float32 rounding.
+  check_against_hf(llama, config.sizes(g.batch, g.seq), sg::io::hf_llama_weights(file), g, 1e-5);
+}
+
+TEST_CASE("a config that disagrees with the compiled model is refused with the key named", "[golden][io]") {
+  try {
+    sg::io::hf_llama_config(golden_dir + "/llama/config.json", {.rms_norm_eps = 1e-5});
+    FAIL("no error");
+  } catch (const sg::error& e) {
+    CHECK(std::string(e.what()).find("rms_norm_eps") != std::string::npos);
+  }
+  try {
+    sg::io::hf_gpt2_config(golden_dir + "/llama/config.json");
+    FAIL("no error");
+  } catch (const sg::error& e) {
+    CHECK(std::string(e.what()).find("model_type is \"llama\"") != std::string::npos);
+  }
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Reference data for the golden tests, computed by HF transformers.
+
+Builds small random-weight GPT-2 and LLaMA models in float64, runs one forward and one
+backward pass on fixed random tokens, and saves the weights, inputs, logits, loss and
+parameter gradients as safetensors. README.md beside this file states the layouts and
+conventions. Needs torch and transformers only; safetensors is used when installed.
+
+    python3 tests/golden/make_golden.py --out tests/golden
+"""
+import argparse
+import json
+import struct
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import transformers
+from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
+
+try:
+    from safetensors.torch import save_file
+except ImportError:
+    save_file = None
+
+SEED = 1234
+B, T, V = 4, 16, 96
+SIZE_LIMIT = 2_000_000  # bytes, all files together: the output is committed
+
+CONFIGS = {
+    "gpt2": lambda: GPT2Config(
+        vocab_size=V, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+        activation_function="gelu_new", layer_norm_epsilon=1e-5,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True),
+    "llama": lambda: LlamaConfig(
+        vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=32,
+        rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
+        attention_bias=False, mlp_bias=False, hidden_act="silu"),
+}
+
+
+def write_safetensors(tensors, path, metadata):
+    """The safetensors format by hand: u64 LE header length, JSON header, LE data."""
+    codes = {torch.float64: ("F64", "d"), torch.int64: ("I64", "q")}
+    header, chunks, offset = {"__metadata__": metadata}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name]
+        dtype, code = codes[t.dtype]
+        data = struct.pack(f"<{t.numel()}{code}", *t.reshape(-1).tolist())
+        header[name] = {"dtype": dtype, "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data then starts 8-byte aligned, as safetensors does
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+def save(tensors, path, metadata):
+    # Own, contiguous copies: safetensors refuses views and shared storage.
+    tensors = {name: t.detach().contiguous().clone() for name, t in tensors.items()}
+    (save_file or write_safetensors)(tensors, str(path), metadata)
+
+
+def randomize(model, gen):
+    """Makes every parameter nontrivial, from `gen` in sorted name order:
+    matrices and embeddings 0.2 N(0,1), norm weights 1 + 0.1 N(0,1), biases 0.1 N(0,1)."""
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters(), key=lambda item: item[0]):
+            noise = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+            if name.endswith("bias"):
+                p.copy_(0.1 * noise)
+            elif p.dim() == 1:  # the only 1-D weights in both models are norm scales
+                p.copy_(1.0 + 0.1 * noise)
+            else:
+                p.copy_(0.2 * noise)
+
+
+def check_structure(kind, model, params):
+    """The assumptions the saved files rely on; fails loudly if transformers changed them."""
+    assert model.config._attn_implementation == "eager", model.config._attn_implementation
+    assert all(p.dtype == torch.float64 for p in params.values())
+    assert set(params) <= set(model.state_dict()), "parameter names must be state_dict names"
+    if kind == "gpt2":
+        assert model.lm_head.weight is model.transformer.wte.weight, "GPT-2 lm_head must be tied"
+        assert "lm_head.weight" not in params
+        assert params["transformer.h.0.attn.c_attn.weight"].shape == (32, 96), "Conv1D is (in, out)"
+    else:
+        assert "lm_head.weight" in params, "LLaMA lm_head must be its own weight"
+        assert params["model.layers.0.self_attn.k_proj.weight"].shape == (16, 32), "(out, in)"
+        head_dim = model.config.hidden_size // model.config.num_attention_heads
+        inv_freq = 1.0 / 10000.0 ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        rotary = model.model.rotary_emb.inv_freq.to(torch.float64)
+        assert torch.allclose(rotary, inv_freq, rtol=1e-6), "LLaMA RoPE must be default, theta 1e4"
+
+
+def make(kind, out):
+    """Writes <out>/<kind>/{model,golden}.safetensors and config.json; returns their paths."""
+    gen = torch.Generator().manual_seed(SEED)
+    input_ids = torch.randint(0, V, (B, T), generator=gen, dtype=torch.int64)  # (B, T)
+    targets = torch.randint(0, V, (B, T), generator=gen, dtype=torch.int64)  # (B, T), not shifted
+    model = AutoModelForCausalLM.from_config(CONFIGS[kind](), attn_implementation="eager")
+    model = model.double().eval()
+    randomize(model, gen)
+    params = dict(model.named_parameters())  # a tied weight appears once, under its first name
+    check_structure(kind, model, params)
+
+    logits = model(input_ids=input_ids, use_cache=False).logits  # (B, T, V)
+    loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))  # mean over B*T tokens
+    loss.backward()
+    assert logits.shape == (B, T, V) and logits.dtype == torch.float64
+    assert all(p.grad is not None and p.grad.abs().max() > 0 for p in params.values())
+
+    folder = out / kind
+    folder.mkdir(parents=True, exist_ok=True)
+    save(params, folder / "model.safetensors", {"format": "pt"})
+    model.config.to_json_file(str(folder / "config.json"))
+    golden = {"input_ids": input_ids, "targets": targets, "logits": logits, "loss": loss.reshape(1)}
+    golden.update({f"grad.{name}": p.grad for name, p in params.items()})
+    metadata = {"torch": torch.__version__, "transformers": transformers.__version__,
+                "B": str(B), "T": str(T)}
+    save(golden, folder / "golden.safetensors", metadata)
+    print(f"{kind}: loss {loss.item():.12f}, {sum(p.numel() for p in params.values())} parameters")
+    return [folder / "model.safetensors", folder / "config.json", folder / "golden.safetensors"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent,
+                        help="folder that receives gpt2/ and llama/ (default: the script's)")
+    args = parser.parse_args()
+    torch.manual_seed(SEED)
+    torch.set_num_threads(1)  # one thread: a fixed reduction order from run to run
+    written = [path for kind in CONFIGS for path in make(kind, args.out)]
+    total = 0
+    for path in written:
+        size = path.stat().st_size
+        total += size
+        print(f"{size:>10,d}  {path}")
+    print(f"{total:>10,d}  total")
+    assert total < SIZE_LIMIT, f"golden data is {total} bytes; keep it under {SIZE_LIMIT}"
+
+
+if __name__ == "__main__":
+    main()

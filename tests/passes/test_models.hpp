@@ -1,0 +1,56 @@
+#pragma once
+// Small graphs shared by the pass tests: Megatron's MLP on a (dp, tp) mesh, and variants.
+#include <shardgraph/shardgraph.hpp>
+
+namespace test_models {
+
+namespace sg = shardgraph;
+using Mesh = sg::mesh<"dp", "tp">;
+
+// x (batch, seq, model) sharded on dp; W1 column parallel, W2 row parallel on tp.
+constexpr sg::graph megatron_mlp() {
+  using namespace sg::dim;
+  sg::builder<Mesh> g;
+  auto x = g.input("x", {batch, seq, model}, sg::dtype::f32, sg::on<"dp">(sg::shard<0>));
+  auto w_in = g.param("mlp.c_fc.weight", {model, ffn}, sg::on<"tp">(sg::shard<1>));
+  auto w_out = g.param("mlp.c_proj.weight", {ffn, model}, sg::on<"tp">(sg::shard<0>));
+  sg::output(sg::linear(sg::gelu(sg::linear(x, w_in)), w_out), "y");
+  return g.finish();
+}
+
+// The same MLP with a bias after each linear: bias + gelu fuse into one step.
+constexpr sg::graph megatron_mlp_with_bias() {
+  using namespace sg::dim;
+  sg::builder<Mesh> g;
+  auto x = g.input("x", {batch, seq, model}, sg::dtype::f32, sg::on<"dp">(sg::shard<0>));
+  auto w_in = g.param("mlp.c_fc.weight", {model, ffn}, sg::on<"tp">(sg::shard<1>));
+  auto b_in = g.param("mlp.c_fc.bias", {ffn}, sg::on<"tp">(sg::shard<0>));
+  auto w_out = g.param("mlp.c_proj.weight", {ffn, model}, sg::on<"tp">(sg::shard<0>));
+  auto b_out = g.param("mlp.c_proj.bias", {model});
+  auto y = sg::linear(sg::gelu(sg::linear(x, w_in, b_in)), w_out, b_out);
+  sg::output(y + x, "y");
+  return g.finish();
+}
+
+// A Shard<2> activation meets a consumer that wants Shard<1>: an all_to_all on tp.
+constexpr sg::graph sequence_to_hidden() {
+  using namespace sg::dim;
+  sg::builder<Mesh> g;
+  auto x = g.input("x", {batch, seq, model}, sg::dtype::f32, sg::on<"tp">(sg::shard<1>));
+  auto y = sg::redistribute(sg::gelu(x), sg::on<"tp">(sg::shard<2>));
+  sg::output(y, "y");
+  return g.finish();
+}
+
+// A Partial value asked for as Shard<1>: a reduce_scatter (sequence parallelism's pattern).
+constexpr sg::graph row_parallel_to_sequence_shard() {
+  using namespace sg::dim;
+  sg::builder<Mesh> g;
+  auto h = g.input("h", {batch, seq, ffn}, sg::dtype::f32, sg::on<"tp">(sg::shard<2>));
+  auto w = g.param("w", {ffn, model}, sg::on<"tp">(sg::shard<0>));
+  auto y = sg::redistribute(sg::linear(h, w), sg::on<"tp">(sg::shard<1>));
+  sg::output(sg::gelu(y), "y");
+  return g.finish();
+}
+
+}  // namespace test_models
