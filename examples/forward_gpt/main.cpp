@@ -108,6 +108,10 @@ int main(int argc, char** argv) {
   std::int64_t batch = 4, seq = 64;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("see the comment at the top of %s for every option\n", "examples/forward_gpt/main.cpp");
+      return 0;
+    }
     if (i + 1 >= argc) return usage("missing value after " + std::string(a));
     std::string v = argv[++i];
     if (a == "--mesh") mesh_text = v;

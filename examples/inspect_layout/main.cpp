@@ -50,6 +50,10 @@ int main(int argc, char** argv) {
   int rank = 0;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("see the comment at the top of %s for every option\n", "examples/inspect_layout/main.cpp");
+      return 0;
+    }
     if (i + 1 >= argc) return usage(("missing value after " + std::string(a)).c_str());
     std::string v = argv[++i];
     if (a == "--mesh") mesh_text = v;
