@@ -12,3 +12,32 @@
 #if defined(SHARDGRAPH_CATCH3)
 using Catch::Approx;
 #endif
+
+#include <string>
+#include <string_view>
+
+#include <shardgraph/core/error.hpp>
+
+// Helpers every test layer uses.
+namespace shardgraph::testing {
+
+#if defined(SHARDGRAPH_CATCH3)
+using Catch::Matchers::ContainsSubstring;
+#else
+inline auto ContainsSubstring(const std::string& s) { return Catch::Matchers::Contains(s); }
+#endif
+
+// The message of the shardgraph::error that f() throws, or "(no error)".
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const shardgraph::error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+inline bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+
+}  // namespace shardgraph::testing

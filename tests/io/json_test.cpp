@@ -9,17 +9,10 @@ namespace json = shardgraph::io::json;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const shardgraph::error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using shardgraph::testing::contains;
+using shardgraph::testing::error_of;
 
-bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
 
 }  // namespace
 
@@ -129,48 +122,48 @@ TEST_CASE("json rejects everything that is not strict JSON, giving the byte offs
   for (const auto& c : cases) {
     const std::string message = error_of([&] { json::parse(c.text, "config.json"); });
     INFO(c.text << " -> " << message);
-    CHECK(has(message, "shardgraph: config.json: invalid JSON at byte "));
-    CHECK(has(message, c.phrase));
+    CHECK(contains(message, "shardgraph: config.json: invalid JSON at byte "));
+    CHECK(contains(message, c.phrase));
   }
-  CHECK(has(error_of([] { json::parse("[1, 2,, 3]"); }), "at byte 6:"));
+  CHECK(contains(error_of([] { json::parse("[1, 2,, 3]"); }), "at byte 6:"));
   json::parse_limits inside_a_file;
   inside_a_file.first_byte_offset = 8;
-  CHECK(has(error_of([&] { json::parse("[1, 2,, 3]", "f", inside_a_file); }), "at byte 14:"));
+  CHECK(contains(error_of([&] { json::parse("[1, 2,, 3]", "f", inside_a_file); }), "at byte 14:"));
 
   std::string many_keys = "{";
   for (int i = 0; i < 40; ++i) many_keys += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
   CHECK(json::parse(many_keys + "\"last\":0}").as_object().size() == 41);
-  CHECK(has(error_of([&] { json::parse(many_keys + "\"k17\":0}"); }), "duplicate key \"k17\""));
+  CHECK(contains(error_of([&] { json::parse(many_keys + "\"k17\":0}"); }), "duplicate key \"k17\""));
 }
 
 TEST_CASE("json bounds nesting, size and value count", "[io]") {
   CHECK_NOTHROW(json::parse(std::string(64, '[') + std::string(64, ']')));
-  CHECK(has(error_of([] { json::parse(std::string(65, '[') + std::string(65, ']')); }),
+  CHECK(contains(error_of([] { json::parse(std::string(65, '[') + std::string(65, ']')); }),
             "nesting deeper than 64"));
-  CHECK(has(error_of([] { json::parse(std::string(1'000'000, '[')); }), "nesting deeper than 64"));
+  CHECK(contains(error_of([] { json::parse(std::string(1'000'000, '[')); }), "nesting deeper than 64"));
   std::string deep_objects;
   for (int i = 0; i < 100'000; ++i) deep_objects += "{\"a\":";
-  CHECK(has(error_of([&] { json::parse(deep_objects); }), "nesting deeper than 64"));
+  CHECK(contains(error_of([&] { json::parse(deep_objects); }), "nesting deeper than 64"));
 
   json::parse_limits small;
   small.max_values = 3;
   CHECK_NOTHROW(json::parse("[1,2]", "x", small));
-  CHECK(has(error_of([&] { json::parse("[1,2,3]", "x", small); }), "more than 3 values"));
+  CHECK(contains(error_of([&] { json::parse("[1,2,3]", "x", small); }), "more than 3 values"));
   small.max_bytes = 4;
-  CHECK(has(error_of([&] { json::parse("[1,2]", "x", small); }), "over the limit of 4 bytes"));
+  CHECK(contains(error_of([&] { json::parse("[1,2]", "x", small); }), "over the limit of 4 bytes"));
 }
 
 TEST_CASE("json accessors name the missing or mistyped key", "[io]") {
   const auto config = json::parse(R"({"n_embd": 768, "activation": "gelu_new", "layers": [1, 2]})");
   CHECK(config.at("n_embd").as_int() == 768);
   std::string message = error_of([&] { config.at("n_head"); });
-  CHECK(has(message, "shardgraph: json: key \"n_head\" is missing"));
+  CHECK(contains(message, "shardgraph: json: key \"n_head\" is missing"));
   message = error_of([&] { config.at("activation").as_int(); });
-  CHECK(has(message, "\"activation\" is a string, not an integer"));
+  CHECK(contains(message, "\"activation\" is a string, not an integer"));
   message = error_of([&] { config.at("layers").at(2); });
-  CHECK(has(message, "\"layers\" has 2 elements, no element 2"));
+  CHECK(contains(message, "\"layers\" has 2 elements, no element 2"));
   message = error_of([&] { config.at("layers").at(1).as_string(); });
-  CHECK(has(message, "\"layers[1]\" is an integer, not a string"));
-  CHECK(has(error_of([] { json::parse("2.5").as_int(); }), "the top-level value is a non-integer number"));
-  CHECK(has(error_of([] { json::parse("[]").at("k"); }), "is an array, not an object"));
+  CHECK(contains(message, "\"layers[1]\" is an integer, not a string"));
+  CHECK(contains(error_of([] { json::parse("2.5").as_int(); }), "the top-level value is a non-integer number"));
+  CHECK(contains(error_of([] { json::parse("[]").at("k"); }), "is an array, not an object"));
 }

@@ -18,17 +18,10 @@ using io::st_dtype;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const shardgraph::error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using shardgraph::testing::contains;
+using shardgraph::testing::error_of;
 
-bool has(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+
 
 // A fresh directory per process, so that concurrent test runs do not meet; removed at exit.
 std::string temp_path(const std::string& file) {
@@ -222,13 +215,13 @@ TEST_CASE("safetensors read_as converts widening and refuses what would lose val
   CHECK(file.read_as<double>("bf16") == std::vector<double>(halves.begin(), halves.end()));
 
   std::string message = error_of([&] { file.read_as<std::int64_t>("f32"); });
-  CHECK(has(message, path + ": tensor 'f32': cannot read F32 as an integer type"));
+  CHECK(contains(message, path + ": tensor 'f32': cannot read F32 as an integer type"));
   message = error_of([&] { file.read_as<std::int32_t>("bf16"); });
-  CHECK(has(message, "cannot read BF16"));
+  CHECK(contains(message, "cannot read BF16"));
   message = error_of([&] { file.read_as<std::int32_t>("i64"); });
-  CHECK(has(message, "tensor 'i64': element 2 of I64 (1099511627776) is outside the range"));
+  CHECK(contains(message, "tensor 'i64': element 2 of I64 (1099511627776) is outside the range"));
   message = error_of([&] { file.read_as<float>("f64"); });
-  CHECK(has(message, "tensor 'f64': element 2 of F64"));
+  CHECK(contains(message, "tensor 'f64': element 2 of F64"));
 }
 
 TEST_CASE("safetensors refuses truncated files at every kind of length", "[io]") {
@@ -242,17 +235,17 @@ TEST_CASE("safetensors refuses truncated files at every kind of length", "[io]")
     const std::string message =
         parse_error({whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(length)});
     INFO("length " << length << ": " << message);
-    CHECK(has(message, "shardgraph: bad.safetensors: "));
+    CHECK(contains(message, "shardgraph: bad.safetensors: "));
     if (length < 8)
-      CHECK(has(message, "shorter than the 8-byte header length"));
+      CHECK(contains(message, "shorter than the 8-byte header length"));
     else if (length < header_end)
-      CHECK(has(message, "runs past the end of the file"));
+      CHECK(contains(message, "runs past the end of the file"));
     else
-      CHECK(has(message, "tensor 'w': data_offsets [0, 16] run past the end of the data section"));
+      CHECK(contains(message, "tensor 'w': data_offsets [0, 16] run past the end of the data section"));
   }
   const std::string path = temp_path("empty.safetensors");
   write_file(path, {});
-  CHECK(has(error_of([&] { io::safetensors_file file(path); }), path + ": the file is 0 bytes"));
+  CHECK(contains(error_of([&] { io::safetensors_file file(path); }), path + ": the file is 0 bytes"));
 }
 
 TEST_CASE("safetensors refuses malformed headers, naming the file and the tensor", "[io]") {
@@ -310,8 +303,8 @@ TEST_CASE("safetensors refuses malformed headers, naming the file and the tensor
   for (const auto& c : cases) {
     const std::string message = parse_error(safetensors_bytes(c.header, zeros(c.data_bytes)));
     INFO(c.header << "\n -> " << message);
-    CHECK(has(message, "shardgraph: bad.safetensors"));
-    CHECK(has(message, c.phrase));
+    CHECK(contains(message, "shardgraph: bad.safetensors"));
+    CHECK(contains(message, c.phrase));
   }
 
   const auto with_header_length = [](std::uint64_t n) {
@@ -319,13 +312,13 @@ TEST_CASE("safetensors refuses malformed headers, naming the file and the tensor
     for (int i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((n >> (8 * i)) & 0xff);
     return bytes;
   };
-  CHECK(has(parse_error(with_header_length(std::uint64_t{1} << 63)),
+  CHECK(contains(parse_error(with_header_length(std::uint64_t{1} << 63)),
             "the header length is 9223372036854775808 bytes, over the format's limit of 100000000"));
-  CHECK(has(parse_error(with_header_length(100'000'001)), "over the format's limit"));
-  CHECK(has(parse_error(with_header_length(3)), "the header length 3 runs past the end of the file"));
-  CHECK(has(parse_error(with_header_length(0)),
+  CHECK(contains(parse_error(with_header_length(100'000'001)), "over the format's limit"));
+  CHECK(contains(parse_error(with_header_length(3)), "the header length 3 runs past the end of the file"));
+  CHECK(contains(parse_error(with_header_length(0)),
             "invalid JSON at byte 8: expected a value, found end of input"));
-  CHECK(has(parse_error(safetensors_bytes(std::string(100, ' ') + "{} x")),
+  CHECK(contains(parse_error(safetensors_bytes(std::string(100, ' ') + "{} x")),
             "invalid JSON at byte 111: unexpected 'x'"));
 }
 
@@ -350,13 +343,13 @@ TEST_CASE("safetensors names the file, the tensor and similar names when a tenso
                                io::make_tensor_to_write("wte.weight", {2, 2}, w)});
   const io::safetensors_file file(path);
   const std::string message = error_of([&] { file.info("h.0.attn.c_atn.weight"); });
-  CHECK(has(message, "shardgraph: " + path + ": tensor 'h.0.attn.c_atn.weight': no such tensor among the 4"));
-  CHECK(has(message, "similar names: 'h.0.attn.c_attn.weight', 'h.0.attn.c_proj.weight'"));
-  CHECK(has(error_of([&] { file.bytes("nope"); }), "tensor 'nope'"));
-  CHECK(has(error_of([&] { file.read_as<float>("nope"); }), "tensor 'nope'"));
-  CHECK(has(error_of([] { io::safetensors_file missing(temp_path("missing.safetensors")); }),
+  CHECK(contains(message, "shardgraph: " + path + ": tensor 'h.0.attn.c_atn.weight': no such tensor among the 4"));
+  CHECK(contains(message, "similar names: 'h.0.attn.c_attn.weight', 'h.0.attn.c_proj.weight'"));
+  CHECK(contains(error_of([&] { file.bytes("nope"); }), "tensor 'nope'"));
+  CHECK(contains(error_of([&] { file.read_as<float>("nope"); }), "tensor 'nope'"));
+  CHECK(contains(error_of([] { io::safetensors_file missing(temp_path("missing.safetensors")); }),
             "missing.safetensors: cannot read the file"));
-  CHECK(has(error_of([] { io::safetensors_file directory(std::filesystem::temp_directory_path().string()); }),
+  CHECK(contains(error_of([] { io::safetensors_file directory(std::filesystem::temp_directory_path().string()); }),
             "not a regular file"));
 }
 
@@ -382,11 +375,11 @@ TEST_CASE("write_safetensors refuses bad tensors before creating anything", "[io
   for (const auto& c : cases) {
     const std::string message = error_of([&] { io::write_safetensors(path, c.tensors); });
     INFO(message);
-    CHECK(has(message, "shardgraph: " + path));
-    CHECK(has(message, c.phrase));
+    CHECK(contains(message, "shardgraph: " + path));
+    CHECK(contains(message, c.phrase));
     CHECK_FALSE(std::filesystem::exists(path));
   }
   const std::string message =
       error_of([&] { io::write_safetensors(temp_path("no/such/dir/x.safetensors"), {}); });
-  CHECK(has(message, "cannot create"));
+  CHECK(contains(message, "cannot create"));
 }

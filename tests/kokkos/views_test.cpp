@@ -52,11 +52,7 @@ CATCH_REGISTER_LISTENER(kokkos_session)
 
 namespace {
 
-#if defined(SHARDGRAPH_CATCH3)
-using Catch::Matchers::ContainsSubstring;
-#else
-auto ContainsSubstring(const std::string& s) { return Catch::Matchers::Contains(s); }
-#endif
+using shardgraph::testing::ContainsSubstring;
 
 template <class T>
 std::vector<T> values_of(const sg::host_tensor& t) {

@@ -59,19 +59,12 @@ class test_process {
 test_process process;
 
 // Each test case gets its own communicator, so that nothing one leaves behind reaches another.
+using shardgraph::testing::contains;
+using shardgraph::testing::error_of;
+
 communicator fresh_communicator() { return communicator::duplicate(MPI_COMM_WORLD); }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const shardgraph::error& e) {
-    return e.what();
-  }
-  return "no shardgraph::error";
-}
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {

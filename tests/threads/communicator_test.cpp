@@ -26,11 +26,7 @@ using sg::threads::world;
 
 namespace {
 
-#if defined(SHARDGRAPH_CATCH3)
-using Catch::Matchers::ContainsSubstring;
-#else
-auto ContainsSubstring(const std::string& s) { return Catch::Matchers::Contains(s); }
-#endif
+using shardgraph::testing::ContainsSubstring;
 
 // The message of the shardgraph::error that run() throws; empty if it throws none.
 template <class Fn>
