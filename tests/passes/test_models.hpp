@@ -1,5 +1,7 @@
 #pragma once
 // Small graphs shared by the pass tests: Megatron's MLP on a (dp, tp) mesh, and variants.
+#include <string_view>
+
 #include <shardgraph/shardgraph.hpp>
 
 namespace test_models {
@@ -52,5 +54,19 @@ constexpr sg::graph row_parallel_to_sequence_shard() {
   sg::output(sg::gelu(y), "y");
   return g.finish();
 }
+
+
+// The node called `name` of kind `kind`; fails the constant evaluation when there is none.
+constexpr const shardgraph::node& named(const shardgraph::graph& g, std::string_view name, shardgraph::op kind) {
+  for (const shardgraph::node& n : g.nodes)
+    if (n.name.view() == name && n.kind == kind) return n;
+  throw "test: node not found";
+}
+
+inline constexpr int dp = 0, tp = 1;  // axis indices of Mesh
+inline constexpr shardgraph::graph mlp = megatron_mlp();
+inline constexpr shardgraph::graph verified = shardgraph::passes::verify(mlp);
+inline constexpr shardgraph::graph propagated = shardgraph::passes::propagate_sharding(verified);
+inline constexpr shardgraph::graph with_collectives = shardgraph::passes::insert_collectives(propagated);
 
 }  // namespace test_models

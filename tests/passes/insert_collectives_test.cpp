@@ -1,0 +1,50 @@
+// insert_collectives: the collective each placement change needs, and for whom.
+#include "catch.hpp"
+#include "test_models.hpp"
+
+namespace sg = shardgraph;
+using namespace test_models;
+
+TEST_CASE("insert_collectives: one all_reduce on tp for the MLP, one all_gather on dp for the output", "[passes]") {
+  STATIC_REQUIRE(with_collectives.ok());
+  STATIC_REQUIRE(with_collectives.count(sg::op::all_reduce, "tp") == 1);
+  STATIC_REQUIRE(with_collectives.count(sg::op::all_reduce, "dp") == 0);
+  STATIC_REQUIRE(with_collectives.count(sg::op::all_gather, "dp") == 1);
+  STATIC_REQUIRE(with_collectives.count(sg::op::all_gather, "tp") == 0);
+  constexpr const sg::node& ar = named(with_collectives, "mlp.c_proj", sg::op::all_reduce);
+  STATIC_REQUIRE(with_collectives[ar.reason].kind == sg::op::output);  // needed by the output 'y'
+}
+
+TEST_CASE("insert_collectives: reduce_scatter, all_to_all and local slices where placements change", "[passes]") {
+  constexpr sg::graph rs = sg::compile_graph(row_parallel_to_sequence_shard()).nodes;
+  STATIC_REQUIRE(rs.ok());
+  STATIC_REQUIRE(rs.count(sg::op::reduce_scatter, "tp") == 1);
+  STATIC_REQUIRE(rs.count(sg::op::all_reduce) == 0);
+  constexpr sg::graph a2a = sg::compile_graph(sequence_to_hidden()).nodes;
+  STATIC_REQUIRE(a2a.ok());
+  STATIC_REQUIRE(a2a.count(sg::op::all_to_all, "tp") == 1);
+  STATIC_REQUIRE(a2a.count(sg::op::all_gather, "tp") == 1);  // the output is gathered afterwards
+  // A Replicate input meeting a tp-sharded weight along its contraction dim is sliced locally.
+  constexpr sg::program p = sg::compile_graph([] {
+    using namespace sg::dim;
+    sg::builder<Mesh> g;
+    auto x = g.input("x", {batch, model}, sg::dtype::f32);
+    auto w = g.param("w", {model, ffn}, sg::on<"tp">(sg::shard<0>));
+    sg::output(sg::linear(x, w), "y");
+    return g.finish();
+  }());
+  STATIC_REQUIRE(p.count(sg::op::local_slice, "tp") == 1);
+  STATIC_REQUIRE(p.count(sg::op::all_reduce, "tp") == 1);
+}
+
+TEST_CASE("GPT-2 and LLaMA: the block holds Megatron's two tp all_reduces", "[passes][models]") {
+  constexpr sg::program gpt2 = sg::compile_graph(sg::models::gpt2<Mesh>());
+  STATIC_REQUIRE(gpt2.ok());
+  int in_block = 0;
+  for (const sg::node& n : gpt2.nodes.nodes) in_block += (n.kind == sg::op::all_reduce && n.region >= 0) ? 1 : 0;
+  REQUIRE(in_block == 2);
+  STATIC_REQUIRE(gpt2.count(sg::op::all_reduce, "dp") == 1);  // the loss
+  constexpr sg::program llama = sg::compile_graph(sg::models::llama<Mesh>());
+  STATIC_REQUIRE(llama.ok());
+  STATIC_REQUIRE(llama.count(sg::op::all_reduce, "tp") == 3);  // embedding + attention + MLP
+}

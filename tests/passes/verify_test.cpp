@@ -1,0 +1,27 @@
+// verify: structural checks and global shapes (STATIC_REQUIRE on the pass output).
+#include "catch.hpp"
+#include "test_models.hpp"
+
+namespace sg = shardgraph;
+using namespace test_models;
+
+TEST_CASE("verify accepts the Megatron MLP and infers global shapes", "[passes]") {
+  STATIC_REQUIRE(verified.ok());
+  constexpr const sg::node& h = named(verified, "mlp.c_fc", sg::op::linear);
+  STATIC_REQUIRE(h.shape == sg::shape{sg::dim::batch, sg::dim::seq, sg::dim::ffn});
+}
+
+TEST_CASE("a graph with an error keeps the first diagnostic through every pass", "[passes]") {
+  sg::graph g = [] {
+    using namespace sg::dim;
+    sg::builder<Mesh> b;
+    auto x = b.input("x", {batch, model}, sg::dtype::f32);
+    auto w = b.param("w", {ffn, model});  // wrong: (in, out) expects model first
+    sg::output(sg::linear(x, w), "y");
+    return b.finish();
+  }();
+  sg::program p = sg::compile_graph(g);
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.error().find("shardgraph: linear 'w'") == 0);
+  CHECK(p.error().find("transpose_b") != std::string_view::npos);
+}
