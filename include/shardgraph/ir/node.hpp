@@ -12,12 +12,12 @@
 
 namespace shardgraph {
 
-inline constexpr int max_inputs = 3;  // attention (q, k, v) and layer_norm (x, w, b) need three
+inline constexpr int max_inputs = 4;  // attention's gradients read q, k, v and the output's gradient
 
 struct node {
   op kind = op::input;
   name_buffer name;
-  int inputs[max_inputs]{-1, -1, -1};
+  int inputs[max_inputs]{-1, -1, -1, -1};
   int input_count = 0;
   shardgraph::shape shape;
   dtype type = dtype::f32;
@@ -34,6 +34,8 @@ struct node {
   int reason = -1;           // redistribution: the node whose input placement required it
   int region = -1;           // index of the repeat_begin whose body holds this node (repeat_end: its begin)
   int group = -1;            // fusion group: index of the group's first node; -1 if not fused
+  int origin = -1;           // param_grad: the parameter; a backward repeat_begin: the forward block's begin
+  bool reverse = false;      // repeat_begin of a backward block: runs the layers last to first
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

@@ -16,6 +16,10 @@ enum class op : std::uint8_t {
   output, repeat_begin, repeat_end, redistribute,
   // communication (inserted by insert_collectives) and its local counterpart
   all_reduce, all_gather, reduce_scatter, all_to_all, local_slice,
+  // gradients (emitted by autodiff)
+  transpose, linear_weight_grad, bias_grad, gelu_grad, silu_grad, layer_norm_grad_x, layer_norm_grad_w,
+  rms_norm_grad_x, rms_norm_grad_w, rope_grad, attention_grad_q, attention_grad_k, attention_grad_v,
+  softmax_grad, embedding_grad, position_embedding_grad, cross_entropy_grad, ones, param_grad,
 };
 
 constexpr std::string_view op_name(op o) {
@@ -48,6 +52,25 @@ constexpr std::string_view op_name(op o) {
     case op::reduce_scatter: return "reduce_scatter";
     case op::all_to_all: return "all_to_all";
     case op::local_slice: return "local_slice";
+    case op::transpose: return "transpose";
+    case op::linear_weight_grad: return "linear_weight_grad";
+    case op::bias_grad: return "bias_grad";
+    case op::gelu_grad: return "gelu_grad";
+    case op::silu_grad: return "silu_grad";
+    case op::layer_norm_grad_x: return "layer_norm_grad_x";
+    case op::layer_norm_grad_w: return "layer_norm_grad_w";
+    case op::rms_norm_grad_x: return "rms_norm_grad_x";
+    case op::rms_norm_grad_w: return "rms_norm_grad_w";
+    case op::rope_grad: return "rope_grad";
+    case op::attention_grad_q: return "attention_grad_q";
+    case op::attention_grad_k: return "attention_grad_k";
+    case op::attention_grad_v: return "attention_grad_v";
+    case op::softmax_grad: return "softmax_grad";
+    case op::embedding_grad: return "embedding_grad";
+    case op::position_embedding_grad: return "position_embedding_grad";
+    case op::cross_entropy_grad: return "cross_entropy_grad";
+    case op::ones: return "ones";
+    case op::param_grad: return "param_grad";
   }
   return "?";
 }

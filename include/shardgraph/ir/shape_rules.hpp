@@ -118,6 +118,59 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
         return false;
       out = shape{};
       return true;
+    case op::transpose:  // (..., m, n) -> (..., n, m)
+      if (!expect(g, i, a.rank() >= 2, "expects at least two dimensions. transpose swaps the last two")) return false;
+      out[a.rank() - 1] = a[a.rank() - 2];
+      out[a.rank() - 2] = a.last();
+      return true;
+    case op::linear_weight_grad: {  // x (..., k), dy (..., n) -> (k, n), or (n, k) for an (out, in) weight
+      if (!same_float(ta, tb)) return false;
+      if (!expect(g, i, a.rank() == b.rank() && a.rank() >= 1, "x and dy must have the same rank. this is a bug in autodiff"))
+        return false;
+      out = n.transpose_b ? shape{b.last(), a.last()} : shape{a.last(), b.last()};
+      return true;
+    }
+    case op::bias_grad:  // dy (..., n) -> (n)
+      out = shape{a.last()};
+      return true;
+    case op::gelu_grad:
+    case op::silu_grad:
+    case op::softmax_grad:
+      if (!same_float(ta, tb)) return false;
+      return expect(g, i, a == b, "value and gradient shapes differ. this is a bug in autodiff");
+    case op::layer_norm_grad_x:
+    case op::rms_norm_grad_x:
+    case op::attention_grad_q:
+      out = a;
+      return true;
+    case op::attention_grad_k:
+      out = b;
+      return true;
+    case op::attention_grad_v:
+      out = c;
+      return true;
+    case op::layer_norm_grad_w:
+    case op::rms_norm_grad_w:
+      out = shape{a.last()};
+      return true;
+    case op::rope_grad:
+      return true;
+    case op::embedding_grad:  // ids, dy, table -> table's shape
+      out = c;
+      type = tb;
+      return true;
+    case op::position_embedding_grad:  // dy, table -> table's shape
+      out = b;
+      return true;
+    case op::cross_entropy_grad:  // logits, targets, dloss -> logits' shape
+      out = a;
+      return true;
+    case op::ones:
+      out = n.shape;
+      type = n.type;
+      return true;
+    case op::param_grad:
+      return expect(g, i, a == g[n.origin].shape, "the gradient's shape differs from its parameter's. this is a bug in autodiff");
     case op::repeat_end:
       return expect(g, i, a == g[n.region].shape && ta == g[n.region].type,
                     "the repeated body changes the shape or dtype of its input. a repeated block must map x to x's shape");

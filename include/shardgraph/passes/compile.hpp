@@ -1,6 +1,6 @@
 #pragma once
 // compile: the fixed pass pipeline, graph -> per-rank program (DESIGN §3):
-//   verify -> propagate_sharding -> insert_collectives -> fuse -> lower
+//   verify -> [autodiff, for training] -> propagate_sharding -> insert_collectives -> fuse -> lower
 //
 //   constexpr auto program = shardgraph::compile<my_model>();   // my_model: constexpr graph()
 //
@@ -10,6 +10,7 @@
 //     shardgraph::diagnostic{"shardgraph: linear 'h.mlp.c_proj': on axis 'tp': conflicting ..."}>'
 // compile_graph() runs the same pipeline at run time (printers, tests) and leaves the
 // diagnostic in the result instead.
+#include "shardgraph/passes/autodiff.hpp"
 #include "shardgraph/passes/fuse.hpp"
 #include "shardgraph/passes/insert_collectives.hpp"
 #include "shardgraph/passes/propagate_sharding.hpp"
@@ -18,9 +19,21 @@
 
 namespace shardgraph {
 
+// What the program computes: the forward pass only, or forward and backward (gradients of the
+// output named "loss" for every parameter).
+struct inference {};
+struct training {};
+
 constexpr program compile_graph(const graph& g) {
   return lower(passes::fuse(passes::insert_collectives(passes::propagate_sharding(passes::verify(g)))));
 }
+// verify -> autodiff -> propagate_sharding -> ...: placements are derived once, over forward and
+// backward together, so backward ops follow the same signatures as forward ones.
+constexpr program compile_graph(const graph& g, training) {
+  return lower(passes::fuse(
+      passes::insert_collectives(passes::propagate_sharding(passes::autodiff(passes::verify(g))))));
+}
+constexpr program compile_graph(const graph& g, inference) { return compile_graph(g); }
 
 // Never defined: naming it with a diagnostic makes the compiler print the diagnostic's text.
 template <diagnostic Message>
@@ -32,10 +45,11 @@ consteval bool report_compile_error() {
   return true;
 }
 
-// Build: a constexpr function or captureless lambda returning the model's graph.
-template <auto Build>
+// Build: a constexpr function or captureless lambda returning the model's graph;
+// Mode: inference{} (the default) or training{}.
+template <auto Build, auto Mode = inference{}>
 consteval program compile() {
-  constexpr program result = compile_graph(Build());
+  constexpr program result = compile_graph(Build(), Mode);
   static_assert(report_compile_error<result.nodes.error>(), "shardgraph: compile: the model has an error, shown above");
   return result;
 }

@@ -8,7 +8,8 @@
 //   Replicate   -            local_slice (no traffic)
 //
 // A redistribution of one value to one placement is made once and reused by later consumers
-// in the same repeat region. Each inserted node records the consumer that needed it (`reason`).
+// in the same repeat region (or in the backward block of that block). Each inserted node records
+// the consumer that needed it (`reason`).
 #include "shardgraph/ir/graph.hpp"
 
 namespace shardgraph::passes {
@@ -60,6 +61,14 @@ constexpr int add_redistribution(graph& g, int source, int axis, placement from,
   return g.add(n);
 }
 
+// A redistribution made in region `made_in` serves a consumer in `used_in` when both are the same
+// region, or when the consumer is in the backward block of that forward block: a training program
+// keeps every forward block value per layer, so the backward block reads layer l's copy.
+constexpr bool reusable(const graph& g, int made_in, int used_in) {
+  if (made_in == used_in) return true;
+  return used_in >= 0 && g[used_in].reverse && g[used_in].origin == made_in;
+}
+
 }  // namespace detail
 
 constexpr graph insert_collectives(const graph& in) {
@@ -72,6 +81,7 @@ constexpr graph insert_collectives(const graph& in) {
   for (int i = 0; i < in.size(); ++i) {
     node n = in[i];
     if (n.region >= 0) n.region = new_index[n.region];
+    if (n.origin >= 0) n.origin = new_index[n.origin];
     // Redistributions run where their consumer runs; for repeat_end that is inside the block.
     const int consumer_region = n.region;
     int first_inserted = g.size();
@@ -84,7 +94,7 @@ constexpr graph insert_collectives(const graph& in) {
       }
       int found = -1;
       for (const auto& e : cache)
-        if (e.source == source && e.target == want && e.region == consumer_region) found = e.result;
+        if (e.source == source && e.target == want && detail::reusable(g, e.region, consumer_region)) found = e.result;
       if (found < 0) {
         int current = source;
         for (int axis = 0; axis < g.axes.size(); ++axis) {

@@ -211,6 +211,141 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
     case op::local_slice:
       if (axis == n.axis) r.out = n.spec[axis];
       break;
+
+    // gradients: each is linear in the incoming gradient, and reads forward values whole where
+    // the forward op did
+    case op::transpose:
+      if (in[0].is_shard(last)) r.out = shard_on(last - 1);
+      else if (in[0].is_shard(last - 1)) r.out = shard_on(last);
+      break;
+    case op::linear_weight_grad: {  // x (..., k), dy (..., n) -> (k, n) or (n, k)
+      placement x = in[0], dy = in[1];
+      const int kdim = n.transpose_b ? 1 : 0, ndim = 1 - kdim;
+      if (x.is_partial() || dy.is_partial()) {  // linear in each: keep one side partial, the other whole
+        if (x.is_partial()) r.need[1] = replicate;
+        else r.need[0] = replicate;
+        r.out = partial;
+      } else if (x.is_replicate() && dy.is_replicate()) {
+        r.out = replicate;
+      } else if (x.is_replicate() && dy.is_shard(last)) {
+        r.out = shard_on(ndim);
+      } else if (x.is_shard(last) && dy.is_replicate()) {
+        r.out = shard_on(kdim);
+      } else if (x.is_shard(last) && dy.is_shard(last)) {
+        r.need[0] = replicate;
+        r.out = shard_on(ndim);
+      } else if (x.is_shard()) {  // batch or sequence sharded: a partial sum over the local rows
+        r.need[1] = x;
+        r.out = partial;
+      } else {
+        r.need[0] = dy;
+        r.out = partial;
+      }
+      break;
+    }
+    case op::bias_grad:
+      r.out = in[0].is_shard(last) ? shard_on(0) : in[0].is_shard() ? partial : in[0];
+      break;
+    case op::gelu_grad:
+    case op::silu_grad: {  // (x, dy): nonlinear in x, linear in dy
+      placement x = in[0].is_partial() ? replicate : in[0];
+      placement dy = in[1];
+      if (x == dy || (x.is_replicate() && dy.is_partial())) {
+        r.out = dy;
+      } else if (x.is_shard()) {
+        dy = x;
+        r.out = x;
+      } else {
+        x = dy;
+        r.out = dy;
+      }
+      r.need[0] = x;
+      r.need[1] = dy;
+      break;
+    }
+    case op::layer_norm_grad_x:
+    case op::rms_norm_grad_x: {  // (x, w, dy)
+      placement x = whole_last(in[0], last);
+      r.need[0] = x;
+      r.need[1] = replicate;
+      r.need[2] = x;
+      r.out = x;
+      break;
+    }
+    case op::layer_norm_grad_w:
+    case op::rms_norm_grad_w: {  // (x, dy) -> (features)
+      placement x = whole_last(in[0], last);
+      r.need[0] = r.need[1] = x;
+      r.out = x.is_shard() ? partial : replicate;
+      break;
+    }
+    case op::rope_grad:
+      r.out = r.need[0] = (in[0].is_partial() || in[0].is_shard(2) || in[0].is_shard(3)) ? replicate : in[0];
+      break;
+    case op::attention_grad_q:
+    case op::attention_grad_k:
+    case op::attention_grad_v: {
+      auto passes = [](placement p) { return p.is_shard(0) || p.is_shard(1); };
+      placement t = passes(in[0]) ? in[0] : (in[0].is_replicate() && passes(in[1])) ? in[1] : replicate;
+      r.need[0] = r.need[1] = r.need[2] = r.need[3] = r.out = t;
+      break;
+    }
+    case op::softmax_grad: {  // (y, dy)
+      placement y = whole_last(in[0], last);
+      r.need[0] = r.need[1] = r.out = y;
+      break;
+    }
+    case op::embedding_grad: {  // (ids, dy, table) -> table's shape; the table is read for its shape only
+      placement ids = in[0], dy = in[1], table = in[2];
+      if (table.is_shard(0)) {
+        r.need[0] = r.need[1] = replicate;
+        r.out = table;
+      } else if (table.is_shard(1)) {
+        r.need[0] = replicate;
+        r.need[1] = shard_on(2);
+        r.out = table;
+      } else if (ids.is_shard()) {
+        r.need[1] = ids;
+        r.out = partial;
+      } else if (dy.is_shard(0) || dy.is_shard(1)) {
+        r.need[0] = dy;
+        r.out = partial;
+      } else if (dy.is_shard(2)) {
+        r.out = shard_on(1);
+      } else {
+        r.out = dy;  // Replicate, or Partial: the gradient is linear in dy
+      }
+      break;
+    }
+    case op::position_embedding_grad: {  // (dy, table) -> table's shape
+      placement dy = in[0], table = in[1];
+      if (table.is_shard(1)) {
+        r.need[0] = shard_on(2);
+        r.out = table;
+      } else if (dy.is_shard(0)) {
+        r.out = partial;
+      } else if (dy.is_shard()) {
+        r.out = r.need[0] = replicate;
+      } else {
+        r.out = dy;
+      }
+      break;
+    }
+    case op::cross_entropy_grad: {  // (logits, targets, dloss)
+      placement logits = whole_last(in[0], 2);
+      if (!logits.is_shard() && in[1].is_shard()) logits = in[1];
+      r.need[0] = logits;
+      r.need[1] = logits.is_shard() ? logits : replicate;
+      r.need[2] = replicate;
+      r.out = logits;
+      break;
+    }
+    case op::ones:
+      r.out = replicate;
+      break;
+    case op::param_grad:
+      r.out = r.need[0] = g[n.origin].spec[axis];
+      break;
   }
   return r;
 }

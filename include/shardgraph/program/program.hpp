@@ -54,6 +54,8 @@ struct program {
     return c;
   }
   constexpr const node& node_of(const step& s) const { return nodes[s.node]; }
+  // A training program holds the backward pass: one param_grad per parameter that gets a gradient.
+  constexpr bool is_training() const { return count(op::param_grad) > 0; }
 };
 
 // Orders the graph's nodes into steps. Leaves (inputs, parameters) are bound, not run.
@@ -75,7 +77,7 @@ constexpr program lower(const graph& g) {
     else if (n.kind == op::repeat_begin) k = step_kind::loop_begin;
     else if (n.kind == op::repeat_end) k = step_kind::loop_end;
     else if (n.kind == op::output) k = step_kind::output;
-    else if (n.kind == op::redistribute) k = step_kind::copy;
+    else if (n.kind == op::redistribute || n.kind == op::param_grad) k = step_kind::copy;
     p.steps.push_back({k, i, i});
   }
   return p;

@@ -62,6 +62,32 @@ class rank_program {
     load_weights(weights);
   }
 
+  // This rank's slice of every parameter gradient of a training program, after forward():
+  // "grad.<parameter>" (block weights per layer: "grad.h.3.attn.q.weight") -> (slice, values).
+  struct gradient {
+    tensor_slice slice;
+    host_tensor values;
+  };
+  std::map<std::string, gradient> gradients() {
+    const graph& g = program_.nodes;
+    std::map<std::string, gradient> result;
+    for (int i = 0; i < g.size(); ++i) {
+      const node& n = g[i];
+      if (n.kind != op::param_grad) continue;
+      const node& p = g[n.origin];
+      const local_dims& d = layout_.of(i);
+      const std::int64_t layers = p.region >= 0 ? layers_ : 1;
+      for (std::int64_t l = 0; l < layers; ++l) {
+        layer_ = l;
+        host_tensor t(n.type, d.local);
+        backend_.download(value(i), t.bytes().data());
+        std::string name = p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), l) : std::string(p.name.view());
+        result.emplace(name, gradient{tensor_slice{d.global, d.offset, d.local}, std::move(t)});
+      }
+    }
+    return result;
+  }
+
   int coordinate(std::string_view axis) const { return layout_.coordinate(program_.nodes.axes.index_of(axis)); }
   const local_layout& layout() const { return layout_; }
   const program& compiled() const { return program_; }
@@ -81,21 +107,25 @@ class rank_program {
         case step_kind::communicate: run_collective(st.node); break;
         case step_kind::slice: run_slice(st.node); break;
         case step_kind::output:
-        case step_kind::copy: backend_.copy(value(n.inputs[0]), values_[index(st.node)]); break;
+        case step_kind::copy: backend_.copy(value(n.inputs[0]), value(st.node)); break;
         case step_kind::loop_begin:
-          backend_.copy(value(n.inputs[0]), values_[index(st.node)]);
           loop_start = s;
-          layer_ = 0;
+          layer_ = n.reverse ? layers_ - 1 : 0;
+          backend_.copy(value(n.inputs[0]), value(st.node));
           break;
-        case step_kind::loop_end:
-          if (layer_ + 1 < layers_) {
-            ++layer_;
-            backend_.copy(value(n.inputs[0]), values_[index(n.region)]);
+        case step_kind::loop_end: {
+          buffer& result = value(n.inputs[0]);  // before the layer changes: it may be a per-layer value
+          const bool reverse = g[n.region].reverse;
+          const bool more = reverse ? layer_ > 0 : layer_ + 1 < layers_;
+          if (more) {
+            layer_ += reverse ? -1 : 1;
+            backend_.copy(result, value(n.region));
             s = loop_start;
           } else {
-            backend_.copy(value(n.inputs[0]), values_[index(st.node)]);
+            backend_.copy(result, value(st.node));
           }
           break;
+        }
       }
     }
     tensor_map outputs;
@@ -136,6 +166,19 @@ class rank_program {
     }
   }
 
+  // Values that exist once per layer: the weights of a repeat block, and, in a training program,
+  // every value the forward block computes (the backward block reads layer l's) and the
+  // gradients of the block's weights.
+  bool per_layer(int i) const {
+    const graph& g = program_.nodes;
+    const node& n = g[i];
+    if (n.kind == op::parameter) return n.region >= 0;
+    if (!program_.is_training()) return false;
+    if (n.kind == op::param_grad) return g[n.origin].region >= 0;
+    if (n.kind == op::repeat_begin) return !n.reverse;
+    return n.body() >= 0 && !g[n.body()].reverse;
+  }
+
   void allocate() {
     const graph& g = program_.nodes;
     layers_ = 1;
@@ -143,14 +186,14 @@ class rank_program {
       if (g[i].kind == op::repeat_begin) layers_ = sizes_.get(size_symbol::layers);
     values_.reserve(index(g.size()));
     staging_.resize(index(g.size()));
-    layer_params_.resize(index(g.size()));
+    per_layer_.resize(index(g.size()));
     for (int i = 0; i < g.size(); ++i) {
       const node& n = g[i];
       const std::int64_t numel = layout_.of(i).numel();
-      bool per_layer = n.kind == op::parameter && n.region >= 0;
-      values_.push_back(backend_.allocate(n.type, per_layer ? 0 : numel));
-      if (per_layer)
-        for (std::int64_t l = 0; l < layers_; ++l) layer_params_[index(i)].push_back(backend_.allocate(n.type, numel));
+      const bool layered = per_layer(i);
+      values_.push_back(backend_.allocate(n.type, layered ? 0 : numel));
+      if (layered)
+        for (std::int64_t l = 0; l < layers_; ++l) per_layer_[index(i)].push_back(backend_.allocate(n.type, numel));
       if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
         std::int64_t in = layout_.of(n.inputs[0]).numel();
         std::int64_t staged = n.kind == op::all_gather ? in * axis_sizes_[index(n.axis)] : in;
@@ -175,7 +218,7 @@ class rank_program {
       }
       for (std::int64_t l = 0; l < layers_; ++l) {
         weights(detail::layer_name(n.name.view(), g[n.region].name.view(), l), slice, host);
-        backend_.upload(layer_params_[index(i)][index(static_cast<int>(l))], host.bytes().data());
+        backend_.upload(per_layer_[index(i)][index(static_cast<int>(l))], host.bytes().data());
       }
     }
   }
@@ -206,8 +249,8 @@ class rank_program {
   }
 
   buffer& value(int i) {
-    const node& n = program_.nodes[i];
-    if (n.kind == op::parameter && n.region >= 0) return layer_params_[index(i)][index(static_cast<int>(layer_))];
+    std::vector<buffer>& layered = per_layer_[index(i)];
+    if (!layered.empty()) return layered[index(static_cast<int>(layer_))];
     return values_[index(i)];
   }
 
@@ -223,7 +266,7 @@ class rank_program {
     compute::kernel_call<buffer> call;
     call.kind = n.kind;
     call.type = n.type;
-    call.out = &values_[index(i)];
+    call.out = &value(i);
     call.scalar = n.scalar;
     call.transpose_b = n.transpose_b;
     for (int k = 0; k < n.input_count; ++k) call.in[k] = &value(n.inputs[k]);
@@ -254,6 +297,36 @@ class rank_program {
         set({logits.local[0] * logits.local[1], logits.local[2], logits.global[0] * logits.global[1]});
         break;
       }
+      case op::transpose: set({product(x, 0, x.size() - 2), x[x.size() - 2], x.back()}); break;
+      case op::linear_weight_grad: {
+        const std::vector<std::int64_t>& dy = layout_.of(n.inputs[1]).local;
+        set({product(x, 0, x.size() - 1), x.back(), dy.back()});
+        break;
+      }
+      case op::bias_grad:
+      case op::layer_norm_grad_x:
+      case op::layer_norm_grad_w:
+      case op::rms_norm_grad_x:
+      case op::rms_norm_grad_w:
+      case op::softmax_grad: set({product(x, 0, x.size() - 1), x.back()}); break;
+      case op::gelu_grad:
+      case op::silu_grad:
+      case op::ones: set({layout_.of(i).numel()}); break;
+      case op::rope_grad: set({x[0], x[1], x[2], x[3]}); break;
+      case op::attention_grad_q:
+      case op::attention_grad_k:
+      case op::attention_grad_v: set({x[0], x[1], layout_.of(n.inputs[1]).local[1], x[2], x[3]}); break;
+      case op::embedding_grad: {
+        const local_dims& table = layout_.of(i);
+        set({product(x, 0, x.size()), table.local[0], table.local[1], table.offset[0]});
+        break;
+      }
+      case op::position_embedding_grad: set({x[0], x[1], x[2], out[0]}); break;
+      case op::cross_entropy_grad: {
+        const local_dims& logits = layout_.of(n.inputs[0]);
+        set({logits.local[0] * logits.local[1], logits.local[2], logits.global[0] * logits.global[1]});
+        break;
+      }
       default:
         fail("executor: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
              "this op has no kernel", "this is a bug in lower(); please report it");
@@ -267,7 +340,7 @@ class rank_program {
     compute::kernel_call<buffer> call;
     call.kind = g[last].kind;
     call.type = g[last].type;
-    call.out = &values_[index(last)];
+    call.out = &value(last);
     call.dims[0] = layout_.of(last).numel();
     call.operands[call.operand_count++] = &value(g[first].inputs[0]);
     for (int j = first; j <= last; ++j) {
@@ -300,7 +373,7 @@ class rank_program {
   void run_slice(int i) {
     const node& n = program_.nodes[i];
     compute::block_layout b = blocks_along(i, n.to_dim, axis_sizes_[index(n.axis)]);
-    backend_.slice(value(n.inputs[0]), values_[index(i)], b, layout_.coordinate(n.axis));
+    backend_.slice(value(n.inputs[0]), value(i), b, layout_.coordinate(n.axis));
   }
 
   template <class T>
@@ -312,7 +385,7 @@ class rank_program {
     const node& n = program_.nodes[i];
     const int parts = axis_sizes_[index(n.axis)];
     buffer& in = value(n.inputs[0]);
-    buffer& out = values_[index(i)];
+    buffer& out = value(i);
     if (parts == 1) return backend_.copy(in, out);
     Comm& group = axis_comms_[index(n.axis)];
     const std::int64_t in_numel = layout_.of(n.inputs[0]).numel();
@@ -374,7 +447,7 @@ class rank_program {
   std::vector<Comm> axis_comms_;
   std::vector<buffer> values_;
   std::vector<std::vector<buffer>> staging_;
-  std::vector<std::vector<buffer>> layer_params_;
+  std::vector<std::vector<buffer>> per_layer_;
   std::int64_t layers_ = 1;
   std::int64_t layer_ = 0;
 };

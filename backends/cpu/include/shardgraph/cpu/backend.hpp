@@ -9,6 +9,7 @@
 
 #include "shardgraph/compute/compute_backend.hpp"
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/cpu/backward.hpp"
 #include "shardgraph/cpu/kernels.hpp"
 
 namespace shardgraph::cpu {
@@ -34,6 +35,11 @@ class buffer {
 class backend {
  public:
   using buffer = cpu::buffer;
+  backend() = default;
+  backend(const backend&) {}  // scratch memory is per instance
+  backend& operator=(const backend&) { return *this; }
+  backend(backend&&) = default;
+  backend& operator=(backend&&) = default;
 
   buffer allocate(dtype type, std::int64_t numel) {
     if (type != dtype::f64 && type != dtype::f32 && type != dtype::i64 && type != dtype::i32)
@@ -81,6 +87,8 @@ class backend {
       }
   }
 
+  std::vector<std::byte> scratch_;
+
   template <class T>
   static const T* in(const compute::kernel_call<buffer>& c, int k) { return c.in[k]->as<T>(); }
 
@@ -123,6 +131,89 @@ class backend {
       case op::add_bias:
       case op::gelu:
       case op::silu: return run_chain<T>(c);
+      default: return run_gradient<T>(c);
+    }
+  }
+
+  // The ops autodiff emits. Kernels that produce several gradients at once write the ones not
+  // asked for into scratch memory.
+  template <class T>
+  void run_gradient(const compute::kernel_call<buffer>& c) {
+    T* out = c.out->as<T>();
+    const std::int64_t* d = c.dims;
+    const std::size_t out_bytes = c.out->size_bytes();
+    auto scratch = [&](std::int64_t n) -> T* {
+      scratch_.assign(static_cast<std::size_t>(n) * sizeof(T), std::byte{0});
+      return reinterpret_cast<T*>(scratch_.data());
+    };
+    switch (c.kind) {
+      case op::transpose:
+        for (std::int64_t b = 0; b < d[0]; ++b)
+          for (std::int64_t i = 0; i < d[1]; ++i)
+            for (std::int64_t j = 0; j < d[2]; ++j) out[(b * d[2] + j) * d[1] + i] = in<T>(c, 0)[(b * d[1] + i) * d[2] + j];
+        return;
+      case op::linear_weight_grad:  // x (rows, k), dy (rows, n): (k, n) = x^T dy, or (n, k) = dy^T x
+        if (c.transpose_b) return gemm_at_b(in<T>(c, 1), in<T>(c, 0), out, d[0], d[2], d[1], false);
+        return gemm_at_b(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1], d[2], false);
+      case op::bias_grad:
+        std::memset(out, 0, out_bytes);
+        return bias_backward(in<T>(c, 0), out, d[0], d[1]);
+      case op::gelu_grad:
+        for (std::int64_t i = 0; i < d[0]; ++i) out[i] = gelu_tanh_grad(in<T>(c, 0)[i]) * in<T>(c, 1)[i];
+        return;
+      case op::silu_grad:
+        for (std::int64_t i = 0; i < d[0]; ++i) out[i] = silu_grad(in<T>(c, 0)[i]) * in<T>(c, 1)[i];
+        return;
+      case op::layer_norm_grad_x: {
+        T* dw = scratch(2 * d[1]);
+        return layer_norm_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, dw, dw + d[1], d[0], d[1], c.scalar);
+      }
+      case op::layer_norm_grad_w: {  // dw does not depend on w: use ones
+        T* tmp = scratch(d[0] * d[1] + 2 * d[1]);
+        T* ones = tmp + d[0] * d[1];
+        for (std::int64_t j = 0; j < d[1]; ++j) ones[j] = T(1);
+        std::memset(out, 0, out_bytes);
+        return layer_norm_backward(in<T>(c, 0), ones, in<T>(c, 1), tmp, out, ones + d[1], d[0], d[1], c.scalar);
+      }
+      case op::rms_norm_grad_x: {
+        T* dw = scratch(d[1]);
+        return rms_norm_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, dw, d[0], d[1], c.scalar);
+      }
+      case op::rms_norm_grad_w: {
+        T* tmp = scratch(d[0] * d[1] + d[1]);
+        T* ones = tmp + d[0] * d[1];
+        for (std::int64_t j = 0; j < d[1]; ++j) ones[j] = T(1);
+        std::memset(out, 0, out_bytes);
+        return rms_norm_backward(in<T>(c, 0), ones, in<T>(c, 1), tmp, out, d[0], d[1], c.scalar);
+      }
+      case op::rope_grad:
+        std::memcpy(out, in<T>(c, 0), out_bytes);
+        return rope_backward(out, d[0], d[1], d[2], d[3], c.scalar);
+      case op::attention_grad_q:
+      case op::attention_grad_k:
+      case op::attention_grad_v: {
+        const std::int64_t q_size = d[0] * d[1] * d[3] * d[4], kv_size = d[0] * d[2] * d[3] * d[4];
+        T* dq = scratch(q_size + 2 * kv_size);
+        T* dk = dq + q_size;
+        T* dv = dk + kv_size;
+        causal_attention_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), in<T>(c, 3), dq, dk, dv, d[0], d[1], d[2], d[3], d[4]);
+        const T* wanted = c.kind == op::attention_grad_q ? dq : c.kind == op::attention_grad_k ? dk : dv;
+        std::memcpy(out, wanted, out_bytes);
+        return;
+      }
+      case op::softmax_grad: return softmax_backward(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1]);
+      case op::embedding_grad:
+        std::memset(out, 0, out_bytes);
+        return embedding_backward(c.in[0]->as<std::int64_t>(), in<T>(c, 1), out, d[0], d[1], d[2], d[3]);
+      case op::position_embedding_grad:
+        std::memset(out, 0, out_bytes);
+        return position_embedding_backward(in<T>(c, 0), out, d[0], d[1], d[2]);
+      case op::cross_entropy_grad:
+        return cross_entropy_backward(in<T>(c, 0), c.in[1]->as<std::int64_t>(), out, d[0], d[1],
+                                      static_cast<double>(in<T>(c, 2)[0]) / static_cast<double>(d[2]));
+      case op::ones:
+        for (std::int64_t i = 0; i < d[0]; ++i) out[i] = T(1);
+        return;
       default:
         fail("cpu::backend", "op " + std::string(op_name(c.kind)) + " has no cpu kernel",
              "this is a bug in the executor; please report it");

@@ -1,0 +1,103 @@
+#pragma once
+// Gradient of causal_attention (attention.hpp). Per (batch, head) it recomputes the (seq, seq)
+// attention weights P from q and k, as the forward does, so it needs only the forward's inputs:
+//   S = q k^T * scale (j <= i),  P = softmax(S) per row,  out = P v
+//   dv += P^T dout        dP = dout v^T
+//   dS = P * (dP - rowsum(dP * P)) * scale        (the softmax gradient, and the scale)
+//   dq = dS k             dk += dS^T q
+// A kv head serves heads / kv_heads query heads, so dk and dv sum over that group. Exact and
+// O(seq^2) memory per head, as the forward; the row sums accumulate in accumulator_t<T>.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include <Eigen/Core>
+
+#include "shardgraph/cpu/accumulator.hpp"
+#include "shardgraph/cpu/checks.hpp"
+#include "shardgraph/cpu/gemm.hpp"
+#include "shardgraph/cpu/softmax.hpp"
+
+namespace shardgraph::cpu {
+
+// q, dout, dq (batch, heads, seq, head_dim); k, v, dk, dv (batch, kv_heads, seq, head_dim); the
+// sizes, causal mask, scale 1 / sqrt(head_dim) and head grouping (query head h reads kv head
+// h / (heads / kv_heads)) are those of causal_attention. dq, dk and dv are written (dk and dv hold
+// the sum over the query heads of each group); none of them may overlap q, k, v, dout or each other.
+template <class T>
+void causal_attention_backward(const T* q, const T* k, const T* v, const T* dout, T* dq, T* dk, T* dv,
+                               std::int64_t batch, std::int64_t heads, std::int64_t kv_heads,
+                               std::int64_t seq, std::int64_t head_dim) {
+  constexpr auto where = "cpu::causal_attention_backward";
+  detail::check_size(where, "batch", batch);
+  detail::check_size(where, "heads", heads);
+  detail::check_size(where, "kv_heads", kv_heads);
+  detail::check_size(where, "seq", seq);
+  detail::check_size(where, "head_dim", head_dim);
+  if (heads > 0 && (kv_heads == 0 || heads % kv_heads != 0)) {
+    fail(where,
+         "heads (" + std::to_string(heads) + ") is not a multiple of kv_heads (" + std::to_string(kv_heads) +
+             ")",
+         "each kv head must serve the same number of query heads; with tensor parallelism shard both by the "
+         "same tp");
+  }
+  const std::int64_t q_elements = batch * heads * seq * head_dim;
+  const std::int64_t kv_elements = batch * kv_heads * seq * head_dim;
+  detail::check_pointer(where, "q", q, q_elements);
+  detail::check_pointer(where, "k", k, kv_elements);
+  detail::check_pointer(where, "v", v, kv_elements);
+  detail::check_pointer(where, "dout", dout, q_elements);
+  detail::check_pointer(where, "dq", dq, q_elements);
+  detail::check_pointer(where, "dk", dk, kv_elements);
+  detail::check_pointer(where, "dv", dv, kv_elements);
+  std::fill(dk, dk + kv_elements, T(0));
+  std::fill(dv, dv + kv_elements, T(0));
+  if (batch == 0 || heads == 0 || seq == 0 || head_dim == 0) return;
+
+  using acc = accumulator_t<T>;
+  using const_map = Eigen::Map<const row_major_matrix<T>>;
+  using map = Eigen::Map<row_major_matrix<T>>;
+  const std::int64_t group = heads / kv_heads;
+  const T scale = T(1 / std::sqrt(double(head_dim)));
+  // (seq, seq) of one head; only the lower triangle (j <= i) is meaningful in either.
+  row_major_matrix<T> weights(seq, seq);   // P
+  row_major_matrix<T> gradient(seq, seq);  // dP, then dS
+
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const std::int64_t kv_h = h / group;
+      const std::int64_t q_at = (b * heads + h) * seq * head_dim;
+      const std::int64_t kv_at = (b * kv_heads + kv_h) * seq * head_dim;
+      const_map q_matrix(q + q_at, seq, head_dim);
+      const_map k_matrix(k + kv_at, seq, head_dim);
+      const_map v_matrix(v + kv_at, seq, head_dim);
+      const_map dout_matrix(dout + q_at, seq, head_dim);
+      map dq_matrix(dq + q_at, seq, head_dim);
+      map dk_matrix(dk + kv_at, seq, head_dim);
+      map dv_matrix(dv + kv_at, seq, head_dim);
+
+      weights.noalias() = q_matrix * k_matrix.transpose();
+      for (std::int64_t i = 0; i < seq; ++i) {
+        T* row = weights.data() + i * seq;
+        for (std::int64_t j = 0; j <= i; ++j) row[j] *= scale;
+        softmax_row(row, row, i + 1);
+      }
+      gradient.noalias() = dout_matrix * v_matrix.transpose();
+      for (std::int64_t i = 0; i < seq; ++i) {
+        const T* p = weights.data() + i * seq;
+        T* g = gradient.data() + i * seq;
+        acc dot = 0;
+        for (std::int64_t j = 0; j <= i; ++j) dot += acc(g[j]) * acc(p[j]);
+        const T dot_t = T(dot);
+        for (std::int64_t j = 0; j <= i; ++j) g[j] = p[j] * (g[j] - dot_t) * scale;
+      }
+
+      dv_matrix.noalias() += weights.template triangularView<Eigen::Lower>().transpose() * dout_matrix;
+      dq_matrix.noalias() = gradient.template triangularView<Eigen::Lower>() * k_matrix;
+      dk_matrix.noalias() += gradient.template triangularView<Eigen::Lower>().transpose() * q_matrix;
+    }
+  }
+}
+
+}  // namespace shardgraph::cpu
