@@ -4,6 +4,7 @@
 // with shardgraph's own safetensors and JSON readers.
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ constexpr sg::graph gpt2_graph() { return sg::models::gpt2<Mesh>({.type = sg::dt
 constexpr sg::graph llama_graph() { return sg::models::llama<Mesh>({.type = sg::dtype::f64}); }
 constexpr sg::program gpt2 = sg::compile<gpt2_graph>();
 constexpr sg::program llama = sg::compile<llama_graph>();
+constexpr sg::program gpt2_training = sg::compile<gpt2_graph, sg::training{}>();
+constexpr sg::program llama_training = sg::compile<llama_graph, sg::training{}>();
 
 const std::string golden_dir = SHARDGRAPH_GOLDEN_DIR;
 
@@ -110,4 +113,62 @@ TEST_CASE("a config that disagrees with the compiled model is refused with the k
   } catch (const sg::error& e) {
     CHECK(std::string(e.what()).find("model_type is \"llama\"") != std::string::npos);
   }
+}
+
+namespace {
+
+// Runs the training program on dp x tp ranks and checks every parameter gradient slice against
+// HF's gradient (golden "grad.<hf name>"), located through the same name map the loader uses.
+template <class Locate>
+void check_gradients_against_hf(const sg::program& p, const sg::model_sizes& sizes, const sg::weight_source& weights,
+                                const golden_case& g, Locate locate, double tolerance) {
+  for (auto [dp, tp] : {std::pair{1, 1}, {2, 2}}) {
+    CAPTURE(dp, tp);
+    std::mutex m;
+    int checked = 0;
+    sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
+      auto rank = sg::bind(p, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}, {"tp", tp}}, weights);
+      rank.forward(g.inputs);
+      for (auto& [name, grad] : rank.gradients()) {
+        sg::io::detail::hf_location where = locate(name);
+        const sg::io::tensor_info& info = g.expected.info("grad." + where.name);
+        const std::vector<double> expected = g.expected.read_as<double>("grad." + where.name);
+        sg::tensor_slice in_file = grad.slice;
+        in_file.global = info.shape;
+        in_file.offset.back() += where.column_shift;
+        double diff = 0, scale = 0;
+        for (double e : expected) scale = std::max(scale, std::abs(e));
+        sg::for_each_in_slice(in_file, [&](std::int64_t global, std::int64_t local) {
+          diff = std::max(diff, std::abs(grad.values.at(local) - expected[static_cast<std::size_t>(global)]));
+        });
+        std::lock_guard lock(m);
+        CAPTURE(name);
+        CHECK(diff <= tolerance * scale + 1e-14);
+        ++checked;
+      }
+    });
+    CHECK(checked > 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 parameter gradients equal HF transformers' (loss.backward())", "[golden][training]") {
+  golden_case g = load_golden("gpt2");
+  sg::models::gpt2_config config = sg::io::hf_gpt2_config(golden_dir + "/gpt2/config.json");
+  auto file = std::make_shared<const sg::io::safetensors_file>(golden_dir + "/gpt2/model.safetensors");
+  check_gradients_against_hf(gpt2_training, config.sizes(g.batch, g.seq), sg::io::hf_gpt2_weights(file, config.model), g,
+                             [&](const std::string& name) { return sg::io::detail::gpt2_location(name, config.model); },
+                             1e-9);
+}
+
+TEST_CASE("LLaMA parameter gradients equal HF transformers' (loss.backward())", "[golden][training]") {
+  golden_case g = load_golden("llama");
+  sg::models::llama_config config = sg::io::hf_llama_config(golden_dir + "/llama/config.json");
+  auto file = std::make_shared<const sg::io::safetensors_file>(golden_dir + "/llama/model.safetensors");
+  check_gradients_against_hf(llama_training, config.sizes(g.batch, g.seq), sg::io::hf_llama_weights(file), g,
+                             [](const std::string& name) {
+                               return sg::io::detail::hf_location{name == "lm_head.weight" ? name : "model." + name, 0};
+                             },
+                             1e-5);
 }
