@@ -74,3 +74,24 @@ concept ComputeBackend = requires(B& b, typename B::buffer& buf, const typename 
 };
 
 }  // namespace shardgraph::compute
+
+namespace shardgraph::compute {
+
+// What training needs beyond running the program: the optimizer's elementwise work on parameter,
+// gradient and state buffers (same size and dtype), done where the buffers live.
+struct adamw_arguments {
+  double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
+  std::int64_t step = 1;  // 1-based, for the bias corrections
+};
+
+template <class B>
+concept TrainingBackend = ComputeBackend<B> && requires(B& b, typename B::buffer& buf, const typename B::buffer& cbuf,
+                                                         double factor, const adamw_arguments& a) {
+  { b.sum_of_squares(cbuf) } -> std::convertible_to<double>;  // accumulated in double
+  b.scale(buf, factor);                                       // buf *= factor
+  b.add_scaled(cbuf, buf, factor);                            // buf += factor * cbuf
+  b.fill_zero(buf);
+  b.adamw(buf, cbuf, buf, buf, a);                            // param, grad, m, v (torch.optim.AdamW)
+};
+
+}  // namespace shardgraph::compute

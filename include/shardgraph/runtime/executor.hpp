@@ -64,13 +64,13 @@ class rank_program {
 
   // This rank's slice of every parameter gradient of a training program, after forward():
   // "grad.<parameter>" (block weights per layer: "grad.h.3.attn.q.weight") -> (slice, values).
-  struct gradient {
+  struct tensor_part {
     tensor_slice slice;
     host_tensor values;
   };
-  std::map<std::string, gradient> gradients() {
+  std::map<std::string, tensor_part> gradients() {
     const graph& g = program_.nodes;
-    std::map<std::string, gradient> result;
+    std::map<std::string, tensor_part> result;
     for (int i = 0; i < g.size(); ++i) {
       const node& n = g[i];
       if (n.kind != op::param_grad) continue;
@@ -82,11 +82,51 @@ class rank_program {
         host_tensor t(n.type, d.local);
         backend_.download(value(i), t.bytes().data());
         std::string name = p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), l) : std::string(p.name.view());
-        result.emplace(name, gradient{tensor_slice{d.global, d.offset, d.local}, std::move(t)});
+        result.emplace(name, tensor_part{tensor_slice{d.global, d.offset, d.local}, std::move(t)});
       }
     }
     return result;
   }
+
+  // Visits this rank's slice of every parameter: fn(name, parameter node, layer, value, gradient)
+  // where gradient is null in an inference program or for a parameter that gets none. Block
+  // weights are visited once per layer ("h.3.attn.q.weight").
+  template <class Fn>
+  void for_each_parameter(Fn&& fn) {
+    const graph& g = program_.nodes;
+    std::vector<int> grad_of(index(g.size()), -1);
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::param_grad) grad_of[index(g[i].origin)] = i;
+    const std::int64_t saved_layer = layer_;
+    for (int i = 0; i < g.size(); ++i) {
+      const node& p = g[i];
+      if (p.kind != op::parameter) continue;
+      const std::int64_t layers = p.region >= 0 ? layers_ : 1;
+      for (std::int64_t l = 0; l < layers; ++l) {
+        layer_ = l;
+        std::string name = p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), l) : std::string(p.name.view());
+        buffer* grad = grad_of[index(i)] >= 0 ? &value(grad_of[index(i)]) : nullptr;
+        fn(name, p, l, value(i), grad);
+      }
+    }
+    layer_ = saved_layer;
+  }
+
+  // This rank's slice of every parameter (for checks and checkpoints): name -> (slice, values).
+  std::map<std::string, tensor_part> parameters() {
+    std::map<std::string, tensor_part> result;
+    for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer& v, buffer*) {
+      const local_dims& d = layout_.of(index_of(p));
+      host_tensor t(p.type, d.local);
+      backend_.download(v, t.bytes().data());
+      result.emplace(name, tensor_part{tensor_slice{d.global, d.offset, d.local}, std::move(t)});
+    });
+    return result;
+  }
+
+  Backend& backend() { return backend_; }
+  Comm& axis_communicator(int axis) { return axis_comms_[index(axis)]; }
+  int axis_size(int axis) const { return axis_sizes_[index(axis)]; }
 
   int coordinate(std::string_view axis) const { return layout_.coordinate(program_.nodes.axes.index_of(axis)); }
   const local_layout& layout() const { return layout_; }
@@ -140,6 +180,7 @@ class rank_program {
 
  private:
   static std::size_t index(int i) { return static_cast<std::size_t>(i); }
+  int index_of(const node& n) const { return static_cast<int>(&n - &program_.nodes[0]); }
 
   static const program& checked(const program& p) {
     if (!p.ok()) throw error(std::string(p.error()));

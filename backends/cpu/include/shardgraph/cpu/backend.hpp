@@ -11,6 +11,8 @@
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/cpu/backward.hpp"
 #include "shardgraph/cpu/kernels.hpp"
+#include "shardgraph/optim/adamw.hpp"
+#include "shardgraph/optim/grad_clip.hpp"
 
 namespace shardgraph::cpu {
 
@@ -68,6 +70,39 @@ class backend {
                   from.bytes() + static_cast<std::size_t>((o * l.parts + index)) * row, row);
   }
 
+  // The optimizer's work (compute::TrainingBackend), on f32 and f64 buffers.
+  double sum_of_squares(const buffer& b) {
+    return with_float(b, [&](auto* x) { return shardgraph::sum_of_squares<std::remove_const_t<std::remove_pointer_t<decltype(x)>>>({x, size(b)}); });
+  }
+  void scale(buffer& b, double factor) {
+    with_float(b, [&](auto* x) {
+      for (std::size_t i = 0; i < size(b); ++i) x[i] = static_cast<std::remove_pointer_t<decltype(x)>>(x[i] * factor);
+      return 0.0;
+    });
+  }
+  void add_scaled(const buffer& from, buffer& to, double factor) {
+    check_same(from, to, "add_scaled");
+    with_float(to, [&](auto* y) {
+      using T = std::remove_pointer_t<decltype(y)>;
+      const T* x = from.as<T>();
+      for (std::size_t i = 0; i < size(to); ++i) y[i] = static_cast<T>(y[i] + factor * x[i]);
+      return 0.0;
+    });
+  }
+  void fill_zero(buffer& b) { std::memset(b.bytes(), 0, b.size_bytes()); }
+  void adamw(buffer& param, const buffer& grad, buffer& m, buffer& v, const compute::adamw_arguments& a) {
+    check_same(grad, param, "adamw");
+    check_same(m, param, "adamw");
+    check_same(v, param, "adamw");
+    adamw_config c{.lr = a.lr, .beta1 = a.beta1, .beta2 = a.beta2, .eps = a.eps, .weight_decay = a.weight_decay};
+    with_float(param, [&](auto* p) {
+      using T = std::remove_pointer_t<decltype(p)>;
+      adamw_step<T>({p, size(param)}, {grad.as<T>(), size(param)}, {m.as<T>(), size(param)}, {v.as<T>(), size(param)}, c,
+                    a.step, a.lr, a.weight_decay > 0);
+      return 0.0;
+    });
+  }
+
   void run(const compute::kernel_call<buffer>& call) {
     if (call.type == dtype::f64) return run_typed<double>(call);
     if (call.type == dtype::f32) return run_typed<float>(call);
@@ -88,6 +123,19 @@ class backend {
   }
 
   std::vector<std::byte> scratch_;
+
+  static std::size_t size(const buffer& b) { return static_cast<std::size_t>(b.numel()); }
+  static void check_same(const buffer& a, const buffer& b, const char* what) {
+    if (a.type() != b.type() || a.numel() != b.numel())
+      fail(std::string("cpu::backend::") + what, "buffers of different dtype or size", "this is a bug in the trainer; please report it");
+  }
+  template <class Fn>
+  static double with_float(const buffer& b, Fn&& fn) {
+    if (b.type() == dtype::f64) return fn(const_cast<double*>(b.as<double>()));
+    if (b.type() == dtype::f32) return fn(const_cast<float*>(b.as<float>()));
+    fail("cpu::backend", "the optimizer works on f32 and f64 values, not " + std::string(dtype_name(b.type())),
+         "build the model with dtype f32 or f64");
+  }
 
   template <class T>
   static const T* in(const compute::kernel_call<buffer>& c, int k) { return c.in[k]->as<T>(); }

@@ -1,0 +1,129 @@
+// The trainer on thread ranks: after 3 AdamW steps (with clipping) every weight of every dp x tp
+// layout equals the one-rank run (f64, relative 1e-9); gradient accumulation over micro-batches
+// equals one large batch; a program without backward is refused.
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <shardgraph/cpu.hpp>
+#include <shardgraph/runtime/trainer.hpp>
+#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/threads.hpp>
+
+#include "catch.hpp"
+
+namespace sg = shardgraph;
+
+namespace {
+
+using Mesh = sg::mesh<"dp", "tp">;
+constexpr sg::graph gpt2_sharded() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f64}); }
+constexpr sg::graph gpt2_single() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f64, .data_axis = "", .tensor_axis = ""}); }
+constexpr sg::program sharded = sg::compile<gpt2_sharded, sg::training{}>();
+constexpr sg::program single = sg::compile<gpt2_single, sg::training{}>();
+
+const sg::models::gpt2_config tiny{.vocab = 64, .positions = 16, .model = 32, .heads = 4, .layers = 2};
+constexpr std::int64_t batch = 8, seq = 8;
+
+sg::tensor_map tokens(std::int64_t rows, std::int64_t first_row, int step) {
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(rows * seq)), targets(ids.size());
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t t = 0; t < seq; ++t) {
+      std::size_t i = static_cast<std::size_t>(r * seq + t);
+      std::int64_t global = (first_row + r) * seq + t + 1000 * step;
+      ids[i] = (global * 37 + 11) % 64;
+      targets[i] = (global * 53 + 7) % 64;
+    }
+  sg::tensor_map m;
+  m.emplace("input_ids", sg::host_tensor::from<std::int64_t>({rows, seq}, ids));
+  m.emplace("targets", sg::host_tensor::from<std::int64_t>({rows, seq}, targets));
+  return m;
+}
+
+const sg::training_options options{.adamw = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1},
+                                   .schedule = std::nullopt,
+                                   .max_grad_norm = 0.5};
+
+using weights = std::map<std::string, std::vector<double>>;
+
+// Trains `steps` steps on dp*tp ranks (each step: `micro` micro-batches splitting the batch) and
+// returns the whole weights assembled from every rank's slices, plus rank 0's reports.
+weights train(const sg::program& p, int dp, int tp, int steps, int micro, std::vector<sg::step_report>* reports) {
+  weights whole;
+  std::mutex m;
+  sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(p, tiny.sizes(batch / micro, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}, {"tp", tp}},
+                         sg::random_weights(3, 0.3));
+    sg::trainer t(rank, options);
+    for (int s = 0; s < steps; ++s) {
+      std::vector<sg::tensor_map> parts;
+      for (int k = 0; k < micro; ++k) parts.push_back(tokens(batch / micro, k * (batch / micro), s));
+      sg::step_report r = t.step(parts);
+      if (comm.rank() == 0 && reports) reports->push_back(r);
+    }
+    auto params = rank.parameters();
+    std::lock_guard lock(m);
+    for (auto& [name, part] : params) {
+      std::vector<double>& dst = whole[name];
+      std::int64_t n = 1;
+      for (auto v : part.slice.global) n *= v;
+      dst.resize(static_cast<std::size_t>(n));
+      sg::for_each_in_slice(part.slice, [&](std::int64_t g, std::int64_t l) { dst[static_cast<std::size_t>(g)] = part.values.at(l); });
+    }
+  });
+  return whole;
+}
+
+double max_relative_difference(const weights& a, const weights& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (auto& [name, want] : b) {
+    const std::vector<double>& have = a.at(name);
+    double diff = 0, scale = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      diff = std::max(diff, std::abs(have[i] - want[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: after 3 AdamW steps every dp x tp layout's weights equal one rank", "[runtime][training][threads]") {
+  std::vector<sg::step_report> reference_reports;
+  const weights initial = train(single, 1, 1, 0, 1, nullptr);
+  const weights reference = train(single, 1, 1, 3, 1, &reference_reports);
+  REQUIRE(reference_reports.size() == 3);
+  CHECK(reference_reports[0].grad_norm > options.max_grad_norm);  // clipping is exercised
+  CHECK(max_relative_difference(reference, initial) > 1e-3);       // the weights moved
+  for (int dp : {1, 2, 4})
+    for (int tp : {1, 2}) {
+      CAPTURE(dp, tp);
+      std::vector<sg::step_report> reports;
+      weights got = train(sharded, dp, tp, 3, 1, &reports);
+      CHECK(max_relative_difference(got, reference) < 1e-9);
+      for (std::size_t s = 0; s < reports.size(); ++s) {
+        CHECK(std::abs(reports[s].loss - reference_reports[s].loss) < 1e-12 * reference_reports[s].loss);
+        CHECK(std::abs(reports[s].grad_norm - reference_reports[s].grad_norm) < 1e-9 * reference_reports[s].grad_norm);
+      }
+    }
+}
+
+TEST_CASE("trainer: two micro-batches of half the batch equal one batch", "[runtime][training][threads]") {
+  const weights one = train(sharded, 2, 2, 2, 1, nullptr);
+  const weights two = train(sharded, 2, 2, 2, 2, nullptr);
+  CHECK(max_relative_difference(two, one) < 1e-9);
+}
+
+TEST_CASE("trainer: an inference program is refused with the fix", "[runtime][training]") {
+  static constexpr sg::program forward_only = sg::compile<gpt2_single>();
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(forward_only, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights());
+    CHECK(sg::testing::contains(sg::testing::error_of([&] { sg::trainer t(rank, options); }),
+                                "compile the model with shardgraph::training{}"));
+  });
+}
