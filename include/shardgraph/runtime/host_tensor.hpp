@@ -25,7 +25,7 @@ class host_tensor {
     if (static_cast<std::int64_t>(values.size()) != t.numel())
       fail("host_tensor", std::to_string(values.size()) + " values for a shape of " + std::to_string(t.numel()) + " elements",
            "give one value per element");
-    std::memcpy(t.bytes_.data(), values.data(), t.bytes_.size());
+    if (!values.empty()) std::memcpy(t.bytes_.data(), values.data(), t.bytes_.size());
     return t;
   }
   template <class T>
