@@ -3,7 +3,7 @@
 // answer digits and checks that the layout trains exactly like one rank.
 //
 //   train_gpt [--mesh dp=2,tp=2] [--steps 2500] [--batch 16] [--seq 32] [--lr 3e-3]
-//             [--precision f32|f64] [--zero 0] [--seed 1]
+//             [--precision f32|f64] [--zero 0|1|2] [--seed 1]
 //             [--require-accuracy A] [--require-loss L]   exit 1 unless held-out accuracy >= A, final loss <= L
 //
 //   addition stream --sampler--> global batch (batch, seq) --dp--> ranks (dp=i, tp=j)
@@ -144,18 +144,16 @@ double max_relative_difference(const run_result& a, const run_result& b) {
   return worst;
 }
 
-template <sg::dtype T>
+template <sg::dtype T, int Zero>
 int run(const options& o) {
-  static constexpr sg::program sharded = sg::compile<build<T, true>, sg::training{}>();
-  static constexpr sg::program single = sg::compile<build<T, false>, sg::training{}>();
-  static constexpr sg::program check_sharded = sg::compile<build<sg::dtype::f64, true>, sg::training{}>();
+  static constexpr sg::program sharded = sg::compile<build<T, true>, sg::training{.zero_stage = Zero}>();
+  static constexpr sg::program check_sharded = sg::compile<build<sg::dtype::f64, true>, sg::training{.zero_stage = Zero}>();
   static constexpr sg::program check_single = sg::compile<build<sg::dtype::f64, false>, sg::training{}>();
-  (void)single;
   const sg::models::gpt2_config c = model_config(o);
   std::printf("train_gpt: GPT (%lld layers, model %lld, %lld heads) on the addition task, mesh %s (%d thread ranks), "
-              "%s, batch %lld x seq %lld, %d steps\n",
+              "%s, ZeRO stage %d, batch %lld x seq %lld, %d steps\n",
               static_cast<long long>(c.layers), static_cast<long long>(c.model), static_cast<long long>(c.heads),
-              o.mesh.to_string().c_str(), o.mesh.world_size(sharded.nodes.axes), o.precision.c_str(),
+              o.mesh.to_string().c_str(), o.mesh.world_size(sharded.nodes.axes), o.precision.c_str(), Zero,
               static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.steps);
   run_result trained = train(sharded, o, o.mesh, o.steps, true);
   std::printf("loss %.4f -> %.4f; held-out accuracy on answer digits: %.1f%%\n", trained.first_loss, trained.last_loss,
@@ -209,11 +207,13 @@ int main(int argc, char** argv) {
       else return usage("unknown option " + std::string(a));
     }
     if (o.steps < 1) return usage("--steps must be at least 1");
-    if (o.zero != 0)
-      throw sg::error(sg::error_message("train_gpt --zero " + std::to_string(o.zero), "ZeRO stages 1-3 are not implemented yet",
-                                        "use --zero 0 (plain data parallelism)"));
-    if (o.precision == "f32") return run<sg::dtype::f32>(o);
-    if (o.precision == "f64") return run<sg::dtype::f64>(o);
+    if (o.zero < 0 || o.zero > 2)
+      throw sg::error(sg::error_message("train_gpt --zero " + std::to_string(o.zero),
+                                        "stage 3 (sharded parameters) is not implemented yet", "use --zero 0, 1 or 2"));
+    if (o.precision == "f32")
+      return o.zero == 0 ? run<sg::dtype::f32, 0>(o) : o.zero == 1 ? run<sg::dtype::f32, 1>(o) : run<sg::dtype::f32, 2>(o);
+    if (o.precision == "f64")
+      return o.zero == 0 ? run<sg::dtype::f64, 0>(o) : o.zero == 1 ? run<sg::dtype::f64, 1>(o) : run<sg::dtype::f64, 2>(o);
     throw sg::error(sg::error_message("train_gpt --precision " + o.precision, "bf16 and fp16 are not implemented yet",
                                       "use --precision f32 or f64"));
   } catch (const sg::error& e) {

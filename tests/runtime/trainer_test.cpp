@@ -23,6 +23,14 @@ constexpr sg::graph gpt2_sharded() { return sg::models::gpt2<Mesh>({.type = sg::
 constexpr sg::graph gpt2_single() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f64, .data_axis = "", .tensor_axis = ""}); }
 constexpr sg::program sharded = sg::compile<gpt2_sharded, sg::training{}>();
 constexpr sg::program single = sg::compile<gpt2_single, sg::training{}>();
+constexpr sg::program zero1 = sg::compile<gpt2_sharded, sg::training{.zero_stage = 1}>();
+constexpr sg::program zero2 = sg::compile<gpt2_sharded, sg::training{.zero_stage = 2}>();
+
+// ZeRO-2 leaves every parameter gradient Partial on dp (the trainer reduce-scatters it): the only
+// dp all_reduce left is the loss's. Plain data parallelism all-reduces all 20 gradients.
+static_assert(zero2.count(sg::op::all_reduce, "dp") == 1);
+static_assert(sharded.count(sg::op::all_reduce, "dp") == 21);
+static_assert(zero1.count(sg::op::all_reduce, "dp") == 21);
 
 const sg::models::gpt2_config tiny{.vocab = 64, .positions = 16, .model = 32, .heads = 4, .layers = 2};
 constexpr std::int64_t batch = 8, seq = 8;
@@ -111,6 +119,39 @@ TEST_CASE("trainer: after 3 AdamW steps every dp x tp layout's weights equal one
         CHECK(std::abs(reports[s].grad_norm - reference_reports[s].grad_norm) < 1e-9 * reference_reports[s].grad_norm);
       }
     }
+}
+
+TEST_CASE("trainer: ZeRO-1 and ZeRO-2 weights after 3 steps equal one rank, with sharded optimizer states",
+          "[runtime][training][threads]") {
+  const weights reference = train(single, 1, 1, 3, 1, nullptr);
+  for (const sg::program* p : {&zero1, &zero2})
+    for (auto [dp, tp] : {std::pair{2, 1}, {4, 1}, {2, 2}}) {
+      CAPTURE(p->zero_stage, dp, tp);
+      CHECK(max_relative_difference(train(*p, dp, tp, 3, 1, nullptr), reference) < 1e-9);
+    }
+  // Micro-batches under ZeRO-2 accumulate reduce-scattered chunks.
+  CHECK(max_relative_difference(train(zero2, 2, 2, 3, 2, nullptr), reference) < 1e-9);
+}
+
+TEST_CASE("trainer: ZeRO shards optimizer states (stage 1) and gradient sums (stage 2) over dp", "[runtime][training][threads]") {
+  auto memory_of = [](const sg::program& p, int dp) {
+    sg::optimizer_memory m;
+    sg::threads::world(dp).run([&](sg::threads::communicator& comm) {
+      auto rank = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}}, sg::random_weights());
+      sg::trainer t(rank, options);
+      t.step(tokens(batch, 0, 0));
+      if (comm.rank() == 0) m = t.memory();
+    });
+    return m;
+  };
+  const sg::optimizer_memory plain = memory_of(sharded, 4), stage1 = memory_of(zero1, 4), stage2 = memory_of(zero2, 4);
+  CHECK(plain.optimizer_states > 0);
+  // Each of the 36 slices rounds its chunk up by fewer than 4 elements of 8 bytes, twice (m and v).
+  CHECK(stage1.optimizer_states * 4 <= plain.optimizer_states + 36 * 2 * 4 * 8 * 4);
+  CHECK(stage1.optimizer_states * 4 >= plain.optimizer_states);
+  CHECK(stage1.gradient_sums == plain.gradient_sums);
+  CHECK(stage2.gradient_sums * 4 >= plain.gradient_sums);
+  CHECK(stage2.gradient_sums * 4 <= plain.gradient_sums + 36 * 4 * 8 * 4);
 }
 
 TEST_CASE("trainer: two micro-batches of half the batch equal one batch", "[runtime][training][threads]") {

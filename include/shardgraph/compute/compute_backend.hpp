@@ -86,12 +86,14 @@ struct adamw_arguments {
 
 template <class B>
 concept TrainingBackend = ComputeBackend<B> && requires(B& b, typename B::buffer& buf, const typename B::buffer& cbuf,
-                                                         double factor, const adamw_arguments& a) {
+                                                         double factor, const adamw_arguments& a,
+                                                         std::int64_t offset) {
   { b.sum_of_squares(cbuf) } -> std::convertible_to<double>;  // accumulated in double
   b.scale(buf, factor);                                       // buf *= factor
   b.add_scaled(cbuf, buf, factor);                            // buf += factor * cbuf
   b.fill_zero(buf);
   b.adamw(buf, cbuf, buf, buf, a);                            // param, grad, m, v (torch.optim.AdamW)
+  b.copy_range(cbuf, offset, buf, offset, offset);            // elements [from, from + count) -> [to, ...)
 };
 
 }  // namespace shardgraph::compute

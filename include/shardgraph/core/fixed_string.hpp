@@ -25,6 +25,10 @@ struct name_buffer {
 
   constexpr name_buffer() = default;
   constexpr name_buffer(std::string_view text) { assign(text); }
+  template <std::size_t N>
+  constexpr name_buffer(const char (&text)[N]) {
+    assign(std::string_view(text, N - 1));
+  }
 
   constexpr void assign(std::string_view text) {
     if (text.size() >= capacity) constexpr_fail("shardgraph: name_buffer: a node name is longer than 55 characters. use a shorter name");

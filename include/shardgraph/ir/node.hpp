@@ -36,6 +36,8 @@ struct node {
   int group = -1;            // fusion group: index of the group's first node; -1 if not fused
   int origin = -1;           // param_grad: the parameter; a backward repeat_begin: the forward block's begin
   bool reverse = false;      // repeat_begin of a backward block: runs the layers last to first
+  int deferred_axis = -1;    // param_grad under ZeRO-2: on this (data-parallel) axis a Partial gradient
+                             // stays Partial; the optimizer reduce-scatters it
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

@@ -25,7 +25,8 @@ namespace detail {
 
 class gradient_builder {
  public:
-  constexpr explicit gradient_builder(graph& g) : g_(g), forward_count_(g.size()) {
+  constexpr gradient_builder(graph& g, int deferred_axis)
+      : g_(g), forward_count_(g.size()), deferred_axis_(deferred_axis) {
     for (int& d : grad_) d = -1;
   }
 
@@ -159,6 +160,7 @@ class gradient_builder {
         p.input_count = 1;
         p.origin = i;
         p.type = n.type;
+        p.deferred_axis = deferred_axis_;
         emit(p, n.name.view(), "grad.");
         return;
       }
@@ -223,14 +225,17 @@ class gradient_builder {
   int forward_count_;
   int grad_[max_nodes]{};
   int region_ = -1;
+  int deferred_axis_ = -1;
 };
 
 }  // namespace detail
 
-constexpr graph autodiff(const graph& in) {
+// deferred_axis (ZeRO-2): parameter gradients are left Partial over that data-parallel axis; the
+// optimizer reduce-scatters them, so each rank receives only the chunk it updates.
+constexpr graph autodiff(const graph& in, int deferred_axis = -1) {
   graph g = in;
   if (!g.ok()) return g;
-  detail::gradient_builder(g).run();
+  detail::gradient_builder(g, deferred_axis).run();
   return g;
 }
 

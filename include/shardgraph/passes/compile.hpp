@@ -21,17 +21,36 @@ namespace shardgraph {
 
 // What the program computes: the forward pass only, or forward and backward (gradients of the
 // output named "loss" for every parameter).
+// training::zero_stage selects sharded data parallelism (ZeRO): 0 plain data parallel; 1 optimizer
+// states sharded over data-parallel ranks; 2 also gradients (reduce-scattered instead of
+// all-reduced). Stage 1 and 0 compile to the same program; stage 2 changes the gradient reductions.
 struct inference {};
-struct training {};
+struct training {
+  int zero_stage = 0;
+  name_buffer zero_axis = "dp";  // the data-parallel axis ZeRO shards over
+};
 
 constexpr program compile_graph(const graph& g) {
   return lower(passes::fuse(passes::insert_collectives(passes::propagate_sharding(passes::verify(g)))));
 }
 // verify -> autodiff -> propagate_sharding -> ...: placements are derived once, over forward and
 // backward together, so backward ops follow the same signatures as forward ones.
-constexpr program compile_graph(const graph& g, training) {
-  return lower(passes::fuse(
-      passes::insert_collectives(passes::propagate_sharding(passes::autodiff(passes::verify(g))))));
+constexpr program compile_graph(const graph& g, training t) {
+  graph checked = passes::verify(g);
+  if (checked.ok() && (t.zero_stage < 0 || t.zero_stage > 2) && checked.size() > 0)
+    if (diagnostic* d = checked.report(checked.size() - 1))
+      *d << "ZeRO stage " << t.zero_stage << " is not available (stage 3, sharded parameters, is not implemented yet). "
+         << "choose zero_stage 0, 1 or 2";
+  const int zero_axis = checked.axes.index_of(t.zero_axis.view());
+  if (checked.ok() && t.zero_stage >= 1 && zero_axis < 0 && checked.size() > 0)
+    if (diagnostic* d = checked.report(checked.size() - 1))
+      *d << "ZeRO shards over axis '" << t.zero_axis.view() << "', which the mesh does not have. "
+         << "set training::zero_axis to the data-parallel axis";
+  program p = lower(passes::fuse(passes::insert_collectives(
+      passes::propagate_sharding(passes::autodiff(checked, t.zero_stage >= 2 ? zero_axis : -1)))));
+  p.zero_stage = t.zero_stage;
+  p.zero_axis = t.zero_stage >= 1 ? zero_axis : -1;
+  return p;
 }
 constexpr program compile_graph(const graph& g, inference) { return compile_graph(g); }
 

@@ -345,6 +345,8 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
       break;
     case op::param_grad:
       r.out = r.need[0] = g[n.origin].spec[axis];
+      if (n.deferred_axis == axis && in[0].is_partial() && g[n.origin].spec[axis].is_replicate())
+        r.out = r.need[0] = partial;  // reduce-scattered by the optimizer (ZeRO-2/3)
       break;
   }
   return r;

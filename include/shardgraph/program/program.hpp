@@ -43,6 +43,8 @@ struct step {
 struct program {
   graph nodes;
   static_vector<step, max_nodes> steps;
+  int zero_stage = 0;  // training programs: the ZeRO stage they were compiled for
+  int zero_axis = -1;  // and the mesh axis it shards over
 
   constexpr bool ok() const { return nodes.ok(); }
   constexpr std::string_view error() const { return nodes.error.view(); }

@@ -11,12 +11,21 @@
 // rank owns its slice; Replicate: only coordinate 0 does; optim/grad_clip.hpp), and the sums are
 // all-reduced over every mesh axis. Weight decay follows nanoGPT: parameters of two or more
 // dimensions decay, biases and norm weights do not.
+//
+// Sharded data parallelism (ZeRO), from the program's zero_stage and zero_axis (training{} at compile
+// time; D ranks; each local parameter slice of N elements is cut into D chunks of ceil(N / D), rank r
+// owning chunk r):
+//   stage 1  gradients arrive all-reduced; rank r keeps AdamW's moments for its chunk only, updates
+//            its chunk, and all-gathers the parameter from every rank's chunk.
+//   stage 2  gradients arrive Partial (the program leaves out their all-reduce); each micro-batch's
+//            gradient is reduce-scattered, so rank r accumulates only its chunk; then as stage 1.
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shardgraph/compute/compute_backend.hpp"
@@ -31,6 +40,12 @@ struct training_options {
   adamw_config adamw;                     // adamw.lr is the rate when no schedule is given
   std::optional<warmup_cosine> schedule;  // learning rate per step
   double max_grad_norm = 1.0;             // 0 or infinity: no clipping
+};
+
+// Bytes this rank's trainer holds beyond the program's own values.
+struct optimizer_memory {
+  std::int64_t optimizer_states = 0;  // AdamW's m and v
+  std::int64_t gradient_sums = 0;     // the step's accumulated gradients (a chunk under ZeRO-2)
 };
 
 struct step_report {
@@ -49,6 +64,17 @@ class trainer {
     if (!rank.compiled().is_training())
       fail("trainer", "the program has no backward pass", "compile the model with shardgraph::training{}");
     if (options_.schedule) options_.schedule->check();
+    zero_stage_ = rank.compiled().zero_stage;
+    zero_axis_ = rank.compiled().zero_axis;
+  }
+
+  optimizer_memory memory() const {
+    optimizer_memory m;
+    for (const auto& [name, s] : states_) {
+      m.optimizer_states += static_cast<std::int64_t>(s.m.size_bytes() + s.v.size_bytes());
+      m.gradient_sums += static_cast<std::int64_t>(s.sum.size_bytes());
+    }
+    return m;
   }
 
   step_report step(std::span<const tensor_map> micro_batches) {
@@ -72,19 +98,47 @@ class trainer {
   std::int64_t steps_done() const { return step_; }
 
  private:
+  // Per parameter slice: the step's gradient sum and AdamW's moments; under ZeRO, this rank's
+  // chunk [offset, offset + count) of the slice's n elements, and scratch for the collectives.
   struct state {
-    buffer sum, m, v;  // the step's averaged gradient and AdamW's moments
+    buffer sum, m, v;
+    std::int64_t n = 0, offset = 0, count = 0, chunk = 0;
+    buffer gathered, chunk_value, grad_chunk;  // ZeRO: (parts * chunk) staging; this rank's parameter and gradient chunks
   };
+
+  int zero_parts() { return zero_stage_ >= 1 ? rank_.axis_size(zero_axis_) : 1; }
 
   state& state_of(const std::string& name, const buffer& like, const node& p) {
     auto it = states_.find(name);
     if (it != states_.end()) return it->second;
     Backend& b = rank_.backend();
-    const std::int64_t numel = static_cast<std::int64_t>(like.numel());
-    state s{b.allocate(p.type, numel), b.allocate(p.type, numel), b.allocate(p.type, numel)};
+    state s;
+    s.n = static_cast<std::int64_t>(like.numel());
+    const int parts = zero_parts();
+    if (zero_stage_ >= 1) {
+      const std::int64_t r = rank_.coordinate(rank_.compiled().nodes.axes.name(zero_axis_));
+      s.chunk = (s.n + parts - 1) / parts;
+      s.offset = std::min(s.n, r * s.chunk);
+      s.count = std::min(s.n, s.offset + s.chunk) - s.offset;
+      s.gathered = b.allocate(p.type, s.chunk * parts);
+      s.chunk_value = b.allocate(p.type, s.chunk);
+      s.grad_chunk = b.allocate(p.type, s.chunk);
+      b.fill_zero(s.gathered);
+      b.fill_zero(s.chunk_value);
+    } else {
+      s.chunk = s.count = s.n;
+    }
+    s.sum = b.allocate(p.type, zero_stage_ >= 2 ? s.chunk : s.n);
+    s.m = b.allocate(p.type, s.chunk);
+    s.v = b.allocate(p.type, s.chunk);
     b.fill_zero(s.m);
     b.fill_zero(s.v);
     return states_.emplace(name, std::move(s)).first->second;
+  }
+
+  template <class T>
+  static std::span<T> span_of(Backend& b, buffer& buf) {
+    return {static_cast<T*>(b.data(buf)), static_cast<std::size_t>(buf.numel())};
   }
 
   void accumulate_gradients(double share, bool first) {
@@ -93,11 +147,22 @@ class trainer {
       if (grad == nullptr) return;
       state& s = state_of(name, value, p);
       if (first) b.fill_zero(s.sum);
-      b.add_scaled(*grad, s.sum, share);
+      if (zero_stage_ < 2) return b.add_scaled(*grad, s.sum, share);
+      // ZeRO-2: reduce-scatter the Partial gradient; this rank keeps its chunk.
+      b.fill_zero(s.gathered);
+      b.copy_range(*grad, 0, s.gathered, 0, s.n);
+      detail::with_element_type(p.type, [&](auto zero) {
+        using T = decltype(zero);
+        rank_.axis_communicator(zero_axis_).reduce_scatter(std::span<const T>(span_of<T>(b, s.gathered)),
+                                                           span_of<T>(b, s.chunk_value));
+      });
+      b.add_scaled(s.chunk_value, s.sum, share);
     });
   }
 
   // Sum of squares of the gradient elements this rank owns, all-reduced over every mesh axis.
+  // Under ZeRO each rank of the zero axis owns its chunk; elsewhere a Replicate slice is owned by
+  // coordinate 0 of that axis.
   double owned_sum_of_squares() {
     Backend& b = rank_.backend();
     const graph& g = rank_.compiled().nodes;
@@ -105,8 +170,15 @@ class trainer {
     rank_.for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
       if (grad == nullptr) return;
       for (int a = 0; a < g.axes.size(); ++a)
-        if (p.spec[a].is_replicate() && rank_.coordinate(g.axes.name(a)) != 0) return;
-      sum += b.sum_of_squares(states_.at(name).sum);
+        if (a != zero_axis_ && p.spec[a].is_replicate() && rank_.coordinate(g.axes.name(a)) != 0) return;
+      state& s = states_.at(name);
+      if (zero_stage_ == 1) {  // the whole reduced gradient is here: count this rank's chunk
+        b.fill_zero(s.chunk_value);
+        b.copy_range(s.sum, s.offset, s.chunk_value, 0, s.count);
+        sum += b.sum_of_squares(s.chunk_value);
+      } else {
+        sum += b.sum_of_squares(s.sum);
+      }
     });
     for (int a = 0; a < g.axes.size(); ++a) rank_.axis_communicator(a).all_reduce(std::span<double>(&sum, 1));
     return sum;
@@ -117,12 +189,29 @@ class trainer {
     rank_.for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
       if (grad == nullptr) return;
       state& s = states_.at(name);
-      if (coefficient != 1.0) b.scale(s.sum, coefficient);
       compute::adamw_arguments a{.lr = lr, .beta1 = options_.adamw.beta1, .beta2 = options_.adamw.beta2,
                                  .eps = options_.adamw.eps,
                                  .weight_decay = p.shape.rank() >= 2 ? options_.adamw.weight_decay : 0.0,
                                  .step = step_};
-      b.adamw(value, s.sum, s.m, s.v, a);
+      if (zero_stage_ == 0) {
+        if (coefficient != 1.0) b.scale(s.sum, coefficient);
+        return b.adamw(value, s.sum, s.m, s.v, a);
+      }
+      // This rank's chunk of the gradient and of the parameter, updated, then gathered from all ranks.
+      buffer& grad_chunk = s.grad_chunk;
+      b.fill_zero(grad_chunk);
+      if (zero_stage_ == 1) b.copy_range(s.sum, s.offset, grad_chunk, 0, s.count);
+      else b.copy_range(s.sum, 0, grad_chunk, 0, s.chunk);
+      if (coefficient != 1.0) b.scale(grad_chunk, coefficient);
+      b.fill_zero(s.chunk_value);
+      b.copy_range(value, s.offset, s.chunk_value, 0, s.count);
+      b.adamw(s.chunk_value, grad_chunk, s.m, s.v, a);
+      detail::with_element_type(p.type, [&](auto zero) {
+        using T = decltype(zero);
+        rank_.axis_communicator(zero_axis_).all_gather(std::span<const T>(span_of<T>(b, s.chunk_value)),
+                                                       span_of<T>(b, s.gathered));
+      });
+      b.copy_range(s.gathered, 0, value, 0, s.n);
     });
   }
 
@@ -130,6 +219,8 @@ class trainer {
   training_options options_;
   std::map<std::string, state> states_;
   std::int64_t step_ = 0;
+  int zero_stage_ = 0;
+  int zero_axis_ = -1;
 };
 
 }  // namespace shardgraph

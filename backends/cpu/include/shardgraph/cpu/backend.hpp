@@ -90,6 +90,15 @@ class backend {
     });
   }
   void fill_zero(buffer& b) { std::memset(b.bytes(), 0, b.size_bytes()); }
+  void copy_range(const buffer& from, std::int64_t from_offset, buffer& to, std::int64_t to_offset, std::int64_t count) {
+    if (from.type() != to.type() || from_offset < 0 || to_offset < 0 || count < 0 || from_offset + count > from.numel() ||
+        to_offset + count > to.numel())
+      fail("cpu::backend::copy_range", "the range leaves a buffer or the dtypes differ",
+           "this is a bug in the trainer; please report it");
+    const std::size_t e = dtype_size(from.type());
+    std::memcpy(to.bytes() + static_cast<std::size_t>(to_offset) * e, from.bytes() + static_cast<std::size_t>(from_offset) * e,
+                static_cast<std::size_t>(count) * e);
+  }
   void adamw(buffer& param, const buffer& grad, buffer& m, buffer& v, const compute::adamw_arguments& a) {
     check_same(grad, param, "adamw");
     check_same(m, param, "adamw");
