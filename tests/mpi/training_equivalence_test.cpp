@@ -1,7 +1,7 @@
 // Every layout trains like one rank, across MPI processes (one rank per process):
 //   mpirun -np 2: dp=2 and tp=2;  mpirun -np 4: dp=2,tp=2, dp=4 and tp=4.
 // Each process also trains the unsharded program alone (on a communicator of itself) and compares
-// its slice of every weight after 3 AdamW steps (f64, relative 1e-9), and the forward logits.
+// its slice of every weight after 3 AdamW steps (f64, relative 1e-9).
 #include <cmath>
 #include <string>
 #include <vector>

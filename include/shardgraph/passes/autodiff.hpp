@@ -31,12 +31,17 @@ class gradient_builder {
   }
 
   constexpr void run() {
+    for (int i = 0; i < g_.size(); ++i)
+      if (g_[i].kind == op::param_grad || g_[i].kind == op::ones) {
+        if (diagnostic* d = g_.report(i)) *d << "the graph is already differentiated. apply autodiff once, to a forward graph";
+        return;
+      }
     int loss = find_loss();
     if (loss < 0) return;
     node seed;
     seed.kind = op::ones;
     seed.type = g_[loss].type;
-    grad_[loss] = emit(seed, "d.loss");
+    grad_[loss] = emit(seed, "loss");
     sweep(forward_count_ - 1, 0);
   }
 

@@ -62,8 +62,8 @@ class rank_program {
     load_weights(weights);
   }
 
-  // This rank's slice of every parameter gradient of a training program, after forward():
-  // "grad.<parameter>" (block weights per layer: "grad.h.3.attn.q.weight") -> (slice, values).
+  // This rank's slice of every parameter gradient of a training program, after forward(), keyed
+  // by the parameter's name (block weights per layer: "h.3.attn.q.weight") -> (slice, values).
   struct tensor_part {
     tensor_slice slice;
     host_tensor values;
@@ -122,6 +122,27 @@ class rank_program {
       result.emplace(name, tensor_part{tensor_slice{d.global, d.offset, d.local}, std::move(t)});
     });
     return result;
+  }
+
+  // Bytes this rank's program holds, by kind (what bind allocated; the trainer adds its own).
+  struct memory_report {
+    std::int64_t parameters = 0;     // this rank's weight slices, every layer
+    std::int64_t gradients = 0;      // param_grad values, every layer (training programs)
+    std::int64_t activations = 0;    // every other value; per layer for forward blocks in training
+    std::int64_t communication = 0;  // staging buffers of all_gather, reduce_scatter, all_to_all
+  };
+  memory_report memory() const {
+    memory_report m;
+    const graph& g = program_.nodes;
+    for (int i = 0; i < g.size(); ++i) {
+      std::int64_t bytes = static_cast<std::int64_t>(values_[index(i)].size_bytes());
+      for (const buffer& b : per_layer_[index(i)]) bytes += static_cast<std::int64_t>(b.size_bytes());
+      for (const buffer& b : staging_[index(i)]) m.communication += static_cast<std::int64_t>(b.size_bytes());
+      if (g[i].kind == op::parameter) m.parameters += bytes;
+      else if (g[i].kind == op::param_grad) m.gradients += bytes;
+      else m.activations += bytes;
+    }
+    return m;
   }
 
   Backend& backend() { return backend_; }

@@ -64,6 +64,9 @@ class trainer {
     if (!rank.compiled().is_training())
       fail("trainer", "the program has no backward pass", "compile the model with shardgraph::training{}");
     if (options_.schedule) options_.schedule->check();
+    if (!(options_.max_grad_norm >= 0))
+      fail("trainer", "max_grad_norm is " + std::to_string(options_.max_grad_norm),
+           "give a positive norm, or 0 (or infinity) for no clipping");
     zero_stage_ = rank.compiled().zero_stage;
     zero_axis_ = rank.compiled().zero_axis;
   }
