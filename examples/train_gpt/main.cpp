@@ -4,6 +4,7 @@
 //
 //   train_gpt [--mesh dp=2,tp=2] [--steps 2500] [--batch 16] [--seq 32] [--lr 3e-3]
 //             [--precision f32|f64] [--zero 0|1|2] [--seed 1]
+//             [--check-finite on|off]                     stop at the first op producing NaN/Inf
 //             [--require-accuracy A] [--require-loss L]   exit 1 unless held-out accuracy >= A, final loss <= L
 //
 //   addition stream --sampler--> global batch (batch, seq) --dp--> ranks (dp=i, tp=j)
@@ -41,6 +42,7 @@ struct options {
   sg::mesh_shape mesh = sg::mesh_shape::parse("dp=2,tp=2");
   int steps = 2500, zero = 0;
   double require_accuracy = 0, require_loss = 1e30;
+  bool check_finite = false;
   std::int64_t batch = 16, seq = 32;
   double lr = 3e-3;
   std::string precision = "f32";
@@ -82,7 +84,8 @@ run_result train(const sg::program& p, const options& o, const sg::mesh_shape& m
       .adamw = {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.01},
       .schedule = sg::warmup_cosine{.max_lr = o.lr, .min_lr = o.lr / 10, .warmup_steps = std::max(1, steps / 20),
                                     .total_steps = std::max(1, steps)},
-      .max_grad_norm = 1.0};
+      .max_grad_norm = 1.0,
+      .check_finite = o.check_finite};
   run_result result;
   std::mutex m;
   sg::threads::world(ranks).run([&](sg::threads::communicator& comm) {
@@ -204,6 +207,7 @@ int main(int argc, char** argv) {
       else if (a == "--seed") o.seed = std::stoull(v);
       else if (a == "--require-accuracy") o.require_accuracy = std::stod(v);
       else if (a == "--require-loss") o.require_loss = std::stod(v);
+      else if (a == "--check-finite") o.check_finite = v == "on";
       else return usage("unknown option " + std::string(a));
     }
     if (o.steps < 1) return usage("--steps must be at least 1");

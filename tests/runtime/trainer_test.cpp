@@ -168,3 +168,24 @@ TEST_CASE("trainer: an inference program is refused with the fix", "[runtime][tr
                                 "compile the model with shardgraph::training{}"));
   });
 }
+
+TEST_CASE("trainer: with check_finite, a NaN stops training at the step and the first op that made it",
+          "[runtime][training][threads]") {
+  // One NaN in layer 1's MLP input weight: the first op to produce a non-finite value is that linear.
+  sg::weight_source poisoned = [base = sg::random_weights(3, 0.3)](std::string_view name, const sg::tensor_slice& slice,
+                                                                    sg::host_tensor& out) {
+    base(name, slice, out);
+    if (name == "h.1.mlp.c_fc.weight") out.values<double>()[0] = std::nan("");
+  };
+  sg::training_options checked = options;
+  checked.check_finite = true;
+  const std::string message = sg::testing::error_of([&] {
+    sg::threads::world(2).run([&](sg::threads::communicator& comm) {
+      auto rank = sg::bind(sharded, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"tp", 2}}, poisoned);
+      sg::trainer t(rank, checked);
+      t.step(tokens(batch, 0, 0));
+    });
+  });
+  CHECK(sg::testing::contains(message, "shardgraph: trainer step 1, micro-batch 0: forward: linear 'h.mlp.c_fc' in layer 1"));
+  CHECK(sg::testing::contains(message, "produced a NaN or an infinity"));
+}

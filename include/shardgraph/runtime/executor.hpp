@@ -124,6 +124,14 @@ class rank_program {
     return result;
   }
 
+  // With the finite check on, forward() stops at the first compute step whose value holds a NaN
+  // or an infinity, naming the op, the node and the layer. It costs one pass over every value.
+  void set_finite_check(bool on) {
+    if constexpr (!requires(Backend& b, const buffer& v) { { b.all_finite(v) } -> std::convertible_to<bool>; })
+      if (on) fail("set_finite_check", "this backend has no all_finite()", "add all_finite(buffer) to the backend");
+    finite_check_ = on;
+  }
+
   // Bytes this rank's program holds, by kind (what bind allocated; the trainer adds its own).
   struct memory_report {
     std::int64_t parameters = 0;     // this rank's weight slices, every layer
@@ -163,8 +171,14 @@ class rank_program {
       const step& st = program_.steps[s];
       const node& n = g[st.node];
       switch (st.kind) {
-        case step_kind::compute: run_compute(st.node); break;
-        case step_kind::fused: run_fused(st.first, st.node); break;
+        case step_kind::compute:
+          run_compute(st.node);
+          check_finite(st.node);
+          break;
+        case step_kind::fused:
+          run_fused(st.first, st.node);
+          check_finite(st.node);
+          break;
         case step_kind::communicate: run_collective(st.node); break;
         case step_kind::slice: run_slice(st.node); break;
         case step_kind::output:
@@ -202,6 +216,18 @@ class rank_program {
  private:
   static std::size_t index(int i) { return static_cast<std::size_t>(i); }
   int index_of(const node& n) const { return static_cast<int>(&n - &program_.nodes[0]); }
+
+  void check_finite(int i) {
+    if (!finite_check_ || !is_floating(program_.nodes[i].type)) return;
+    if constexpr (requires(Backend& b, const buffer& v) { { b.all_finite(v) } -> std::convertible_to<bool>; }) {
+      if (backend_.all_finite(value(i))) return;
+      const node& n = program_.nodes[i];
+      std::string where = "forward: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
+      if (n.body() >= 0) where += " in layer " + std::to_string(layer_);
+      fail(where, "produced a NaN or an infinity (the first op to do so on this rank)",
+           "lower the learning rate, clip gradients, or check the inputs and weights feeding this op");
+    }
+  }
 
   static const program& checked(const program& p) {
     if (!p.ok()) throw error(std::string(p.error()));
@@ -512,6 +538,7 @@ class rank_program {
   std::vector<std::vector<buffer>> per_layer_;
   std::int64_t layers_ = 1;
   std::int64_t layer_ = 0;
+  bool finite_check_ = false;
 };
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>

@@ -40,6 +40,7 @@ struct training_options {
   adamw_config adamw;                     // adamw.lr is the rate when no schedule is given
   std::optional<warmup_cosine> schedule;  // learning rate per step
   double max_grad_norm = 1.0;             // 0 or infinity: no clipping
+  bool check_finite = false;              // stop at the first op that produces a NaN or an infinity
 };
 
 // Bytes this rank's trainer holds beyond the program's own values.
@@ -67,6 +68,7 @@ class trainer {
     if (!(options_.max_grad_norm >= 0))
       fail("trainer", "max_grad_norm is " + std::to_string(options_.max_grad_norm),
            "give a positive norm, or 0 (or infinity) for no clipping");
+    rank.set_finite_check(options_.check_finite);
     zero_stage_ = rank.compiled().zero_stage;
     zero_axis_ = rank.compiled().zero_axis;
   }
@@ -85,7 +87,14 @@ class trainer {
     const double share = 1.0 / static_cast<double>(micro_batches.size());
     double loss = 0;
     for (std::size_t k = 0; k < micro_batches.size(); ++k) {
-      tensor_map out = rank_.forward(micro_batches[k]);
+      tensor_map out;
+      try {
+        out = rank_.forward(micro_batches[k]);
+      } catch (const error& e) {
+        if (!options_.check_finite) throw;
+        throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ", micro-batch " + std::to_string(k) +
+                    ": " + std::string(e.what()).substr(std::string("shardgraph: ").size()));
+      }
       loss += share * out.at("loss").at(0);
       accumulate_gradients(share, k == 0);
     }

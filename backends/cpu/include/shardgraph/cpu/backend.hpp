@@ -1,6 +1,7 @@
 #pragma once
 // shardgraph::cpu::backend: the ComputeBackend on host memory, f64 and f32, with Eigen GEMMs.
 // It is the numerical reference every other backend is compared with.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -90,6 +91,13 @@ class backend {
     });
   }
   void fill_zero(buffer& b) { std::memset(b.bytes(), 0, b.size_bytes()); }
+  bool all_finite(const buffer& b) {
+    return with_float(b, [&](auto* x) {
+             for (std::size_t i = 0; i < size(b); ++i)
+               if (!std::isfinite(x[i])) return 0.0;
+             return 1.0;
+           }) != 0.0;
+  }
   void copy_range(const buffer& from, std::int64_t from_offset, buffer& to, std::int64_t to_offset, std::int64_t count) {
     if (from.type() != to.type() || from_offset < 0 || to_offset < 0 || count < 0 || from_offset + count > from.numel() ||
         to_offset + count > to.numel())
