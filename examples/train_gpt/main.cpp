@@ -5,6 +5,7 @@
 //   train_gpt [--mesh dp=2,tp=2] [--steps 2500] [--batch 16] [--seq 32] [--lr 3e-3]
 //             [--precision f32|f64] [--zero 0|1|2] [--seed 1]
 //             [--check-finite on|off]                     stop at the first op producing NaN/Inf
+//             [--recompute none|full|attention]           activation recomputation of the blocks
 //             [--require-accuracy A] [--require-loss L]   exit 1 unless held-out accuracy >= A, final loss <= L
 //
 //   addition stream --sampler--> global batch (batch, seq) --dp--> ranks (dp=i, tp=j)
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -43,6 +45,7 @@ struct options {
   int steps = 2500, zero = 0;
   double require_accuracy = 0, require_loss = 1e30;
   bool check_finite = false;
+  sg::recompute recompute = sg::recompute::none;
   std::int64_t batch = 16, seq = 32;
   double lr = 3e-3;
   std::string precision = "f32";
@@ -154,17 +157,23 @@ int run(const options& o) {
   static constexpr sg::program check_single = sg::compile<build<sg::dtype::f64, false>, sg::training{}>();
   const sg::models::gpt2_config c = model_config(o);
   std::printf("train_gpt: GPT (%lld layers, model %lld, %lld heads) on the addition task, mesh %s (%d thread ranks), "
-              "%s, ZeRO stage %d, batch %lld x seq %lld, %d steps\n",
+              "%s, ZeRO stage %d, recompute %s, batch %lld x seq %lld, %d steps\n",
               static_cast<long long>(c.layers), static_cast<long long>(c.model), static_cast<long long>(c.heads),
               o.mesh.to_string().c_str(), o.mesh.world_size(sharded.nodes.axes), o.precision.c_str(), Zero,
+              o.recompute == sg::recompute::none ? "none" : o.recompute == sg::recompute::full ? "full" : "attention",
               static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.steps);
-  run_result trained = train(sharded, o, o.mesh, o.steps, true);
+  // Recomputation changes what the executor keeps, not the program's steps: set it on a copy.
+  auto with_recompute = std::make_unique<sg::program>(sharded);
+  with_recompute->recompute = o.recompute;
+  run_result trained = train(*with_recompute, o, o.mesh, o.steps, true);
   std::printf("loss %.4f -> %.4f; held-out accuracy on answer digits: %.1f%%\n", trained.first_loss, trained.last_loss,
               100.0 * trained.accuracy);
 
   // The layout check: 3 steps from the same weights and batches, on the mesh and on one rank, in f64.
   options check = o;
-  run_result on_mesh = train(check_sharded, check, o.mesh, 3, false);
+  auto check_with_recompute = std::make_unique<sg::program>(check_sharded);
+  check_with_recompute->recompute = o.recompute;
+  run_result on_mesh = train(*check_with_recompute, check, o.mesh, 3, false);
   run_result on_one = train(check_single, check, sg::mesh_shape{}, 3, false);
   double difference = max_relative_difference(on_mesh, on_one);
   bool same = difference < 1e-9;
@@ -208,6 +217,12 @@ int main(int argc, char** argv) {
       else if (a == "--require-accuracy") o.require_accuracy = std::stod(v);
       else if (a == "--require-loss") o.require_loss = std::stod(v);
       else if (a == "--check-finite") o.check_finite = v == "on";
+      else if (a == "--recompute") {
+        if (v == "none") o.recompute = sg::recompute::none;
+        else if (v == "full") o.recompute = sg::recompute::full;
+        else if (v == "attention") o.recompute = sg::recompute::attention;
+        else return usage("--recompute must be none, full or attention");
+      }
       else return usage("unknown option " + std::string(a));
     }
     if (o.steps < 1) return usage("--steps must be at least 1");

@@ -25,6 +25,10 @@ constexpr sg::program sharded = sg::compile<gpt2_sharded, sg::training{}>();
 constexpr sg::program single = sg::compile<gpt2_single, sg::training{}>();
 constexpr sg::program zero1 = sg::compile<gpt2_sharded, sg::training{.zero_stage = 1}>();
 constexpr sg::program zero2 = sg::compile<gpt2_sharded, sg::training{.zero_stage = 2}>();
+constexpr sg::program recompute_full =
+    sg::compile<gpt2_sharded, sg::training{.zero_stage = 0, .zero_axis = "dp", .recompute = sg::recompute::full}>();
+constexpr sg::program recompute_attention =
+    sg::compile<gpt2_sharded, sg::training{.zero_stage = 2, .zero_axis = "dp", .recompute = sg::recompute::attention}>();
 
 // ZeRO-2 leaves every parameter gradient Partial on dp (the trainer reduce-scatters it): the only
 // dp all_reduce left is the loss's. Plain data parallelism all-reduces all 20 gradients.
@@ -152,6 +156,25 @@ TEST_CASE("trainer: ZeRO shards optimizer states (stage 1) and gradient sums (st
   CHECK(stage1.gradient_sums == plain.gradient_sums);
   CHECK(stage2.gradient_sums * 4 >= plain.gradient_sums);
   CHECK(stage2.gradient_sums * 4 <= plain.gradient_sums + 36 * 4 * 8 * 4);
+}
+
+TEST_CASE("trainer: activation recomputation (full, attention) trains like one rank and keeps less", "[runtime][training][threads]") {
+  const weights reference = train(single, 1, 1, 3, 1, nullptr);
+  for (const sg::program* p : {&recompute_full, &recompute_attention})
+    for (auto [dp, tp] : {std::pair{1, 1}, {2, 2}}) {
+      CAPTURE(static_cast<int>(p->recompute), dp, tp);
+      CHECK(max_relative_difference(train(*p, dp, tp, 3, 1, nullptr), reference) < 1e-9);
+    }
+  auto activations = [](const sg::program& p) {
+    std::int64_t bytes = 0;
+    sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+      bytes = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights()).memory().activations;
+    });
+    return bytes;
+  };
+  const std::int64_t kept = activations(sharded), full = activations(recompute_full), attention = activations(recompute_attention);
+  CHECK(full < attention);
+  CHECK(attention < kept);
 }
 
 TEST_CASE("trainer: two micro-batches of half the batch equal one batch", "[runtime][training][threads]") {

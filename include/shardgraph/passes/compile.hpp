@@ -27,7 +27,8 @@ namespace shardgraph {
 struct inference {};
 struct training {
   int zero_stage = 0;
-  name_buffer zero_axis = "dp";  // the data-parallel axis ZeRO shards over
+  name_buffer zero_axis = "dp";                         // the data-parallel axis ZeRO shards over
+  shardgraph::recompute recompute = recompute::none;  // activation recomputation of repeat blocks
 };
 
 constexpr program compile_graph(const graph& g) {
@@ -50,6 +51,7 @@ constexpr program compile_graph(const graph& g, training t) {
       passes::propagate_sharding(passes::autodiff(checked, t.zero_stage >= 2 ? zero_axis : -1)))));
   p.zero_stage = t.zero_stage;
   p.zero_axis = t.zero_stage >= 1 ? zero_axis : -1;
+  p.recompute = t.recompute;
   return p;
 }
 constexpr program compile_graph(const graph& g, inference) { return compile_graph(g); }

@@ -34,6 +34,11 @@ constexpr std::string_view step_kind_name(step_kind k) {
   return "?";
 }
 
+// Activation recomputation in training programs: keep every forward block value per layer (none),
+// keep only each layer's input and run the block's forward again during backward (full), or
+// keep everything but the attention outputs (attention, the selective kind).
+enum class recompute : std::uint8_t { none, full, attention };
+
 struct step {
   step_kind kind = step_kind::compute;
   int node = -1;   // the node whose value this step produces
@@ -45,6 +50,7 @@ struct program {
   static_vector<step, max_nodes> steps;
   int zero_stage = 0;  // training programs: the ZeRO stage they were compiled for
   int zero_axis = -1;  // and the mesh axis it shards over
+  shardgraph::recompute recompute = shardgraph::recompute::none;
 
   constexpr bool ok() const { return nodes.ok(); }
   constexpr std::string_view error() const { return nodes.error.view(); }

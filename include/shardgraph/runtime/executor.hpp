@@ -171,22 +171,11 @@ class rank_program {
       const step& st = program_.steps[s];
       const node& n = g[st.node];
       switch (st.kind) {
-        case step_kind::compute:
-          run_compute(st.node);
-          check_finite(st.node);
-          break;
-        case step_kind::fused:
-          run_fused(st.first, st.node);
-          check_finite(st.node);
-          break;
-        case step_kind::communicate: run_collective(st.node); break;
-        case step_kind::slice: run_slice(st.node); break;
-        case step_kind::output:
-        case step_kind::copy: backend_.copy(value(n.inputs[0]), value(st.node)); break;
         case step_kind::loop_begin:
           loop_start = s;
           layer_ = n.reverse ? layers_ - 1 : 0;
           backend_.copy(value(n.inputs[0]), value(st.node));
+          if (n.reverse) recompute_layer();
           break;
         case step_kind::loop_end: {
           buffer& result = value(n.inputs[0]);  // before the layer changes: it may be a per-layer value
@@ -196,11 +185,13 @@ class rank_program {
             layer_ += reverse ? -1 : 1;
             backend_.copy(result, value(n.region));
             s = loop_start;
+            if (reverse) recompute_layer();
           } else {
             backend_.copy(result, value(st.node));
           }
           break;
         }
+        default: run_step(st);
       }
     }
     tensor_map outputs;
@@ -216,6 +207,37 @@ class rank_program {
  private:
   static std::size_t index(int i) { return static_cast<std::size_t>(i); }
   int index_of(const node& n) const { return static_cast<int>(&n - &program_.nodes[0]); }
+
+  // Every step but the loop markers.
+  void run_step(const step& st) {
+    const node& n = program_.nodes[st.node];
+    switch (st.kind) {
+      case step_kind::compute:
+        run_compute(st.node);
+        return check_finite(st.node);
+      case step_kind::fused:
+        run_fused(st.first, st.node);
+        return check_finite(st.node);
+      case step_kind::communicate: return run_collective(st.node);
+      case step_kind::slice: return run_slice(st.node);
+      case step_kind::output:
+      case step_kind::copy: return backend_.copy(value(n.inputs[0]), value(st.node));
+      case step_kind::loop_begin:
+      case step_kind::loop_end: return;
+    }
+  }
+
+  // Activation recomputation (training{.recompute}): forward block values that are not kept per
+  // layer are computed again, for layer_, at the start of each backward block iteration.
+  bool recomputed(int i) const {
+    const graph& g = program_.nodes;
+    const node& n = g[i];
+    if (program_.recompute == recompute::none || n.kind == op::parameter || n.body() < 0 || g[n.body()].reverse) return false;
+    return program_.recompute == recompute::full || n.kind == op::attention;
+  }
+  void recompute_layer() {
+    for (std::size_t s : recompute_steps_) run_step(program_.steps[s]);
+  }
 
   void check_finite(int i) {
     if (!finite_check_ || !is_floating(program_.nodes[i].type)) return;
@@ -264,7 +286,7 @@ class rank_program {
     if (!program_.is_training()) return false;
     if (n.kind == op::param_grad) return g[n.origin].region >= 0;
     if (n.kind == op::repeat_begin) return !n.reverse;
-    return n.body() >= 0 && !g[n.body()].reverse;
+    return n.body() >= 0 && !g[n.body()].reverse && !recomputed(i);
   }
 
   void allocate() {
@@ -272,6 +294,10 @@ class rank_program {
     layers_ = 1;
     for (int i = 0; i < g.size(); ++i)
       if (g[i].kind == op::repeat_begin) layers_ = sizes_.get(size_symbol::layers);
+    for (std::size_t s = 0; s < program_.steps.size(); ++s)
+      if (program_.is_training() && program_.steps[s].kind != step_kind::loop_begin &&
+          program_.steps[s].kind != step_kind::loop_end && recomputed(program_.steps[s].node))
+        recompute_steps_.push_back(s);
     values_.reserve(index(g.size()));
     staging_.resize(index(g.size()));
     per_layer_.resize(index(g.size()));
@@ -539,6 +565,7 @@ class rank_program {
   std::int64_t layers_ = 1;
   std::int64_t layer_ = 0;
   bool finite_check_ = false;
+  std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
 };
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
