@@ -1,8 +1,10 @@
 // The trainer on thread ranks: after 3 AdamW steps (with clipping) every weight of every dp x tp
-// layout equals the one-rank run (f64, relative 1e-9); gradient accumulation over micro-batches
-// equals one large batch; a program without backward is refused.
+// layout, ZeRO stage (0, 1, 2) and recompute setting equals the one-rank run (f64, relative 1e-9);
+// gradient accumulation over micro-batches equals one large batch; a program without backward is
+// refused; a NaN is reported at its step and op.
 #include <cmath>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -125,14 +127,18 @@ TEST_CASE("trainer: after 3 AdamW steps every dp x tp layout's weights equal one
     }
 }
 
-TEST_CASE("trainer: ZeRO-1 and ZeRO-2 weights after 3 steps equal one rank, with sharded optimizer states",
+TEST_CASE("trainer: every dp x tp x ZeRO stage x recompute setting equals one rank after 3 steps",
           "[runtime][training][threads]") {
   const weights reference = train(single, 1, 1, 3, 1, nullptr);
-  for (const sg::program* p : {&zero1, &zero2})
-    for (auto [dp, tp] : {std::pair{2, 1}, {4, 1}, {2, 2}}) {
-      CAPTURE(p->zero_stage, dp, tp);
-      CHECK(max_relative_difference(train(*p, dp, tp, 3, 1, nullptr), reference) < 1e-9);
-    }
+  for (const sg::program* compiled : {&sharded, &zero1, &zero2})
+    for (sg::recompute mode : {sg::recompute::none, sg::recompute::full})
+      for (int dp : {1, 2, 4})
+        for (int tp : {1, 2}) {
+          auto p = std::make_unique<sg::program>(*compiled);  // recomputation is chosen per run
+          p->recompute = mode;
+          CAPTURE(p->zero_stage, static_cast<int>(mode), dp, tp);
+          CHECK(max_relative_difference(train(*p, dp, tp, 3, 1, nullptr), reference) < 1e-9);
+        }
   // Micro-batches under ZeRO-2 accumulate reduce-scattered chunks.
   CHECK(max_relative_difference(train(zero2, 2, 2, 3, 2, nullptr), reference) < 1e-9);
 }
