@@ -69,22 +69,14 @@ class rank_program {
     host_tensor values;
   };
   std::map<std::string, tensor_part> gradients() {
-    const graph& g = program_.nodes;
     std::map<std::string, tensor_part> result;
-    for (int i = 0; i < g.size(); ++i) {
-      const node& n = g[i];
-      if (n.kind != op::param_grad) continue;
-      const node& p = g[n.origin];
-      const local_dims& d = layout_.of(i);
-      const std::int64_t layers = p.region >= 0 ? layers_ : 1;
-      for (std::int64_t l = 0; l < layers; ++l) {
-        layer_ = l;
-        host_tensor t(n.type, d.local);
-        backend_.download(value(i), t.bytes().data());
-        std::string name = p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), l) : std::string(p.name.view());
-        result.emplace(name, tensor_part{tensor_slice{d.global, d.offset, d.local}, std::move(t)});
-      }
-    }
+    for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
+      if (grad == nullptr) return;
+      const local_dims& d = layout_.of(index_of(p));
+      host_tensor t(p.type, d.local);
+      backend_.download(*grad, t.bytes().data());
+      result.emplace(name, tensor_part{tensor_slice{d.global, d.offset, d.local}, std::move(t)});
+    });
     return result;
   }
 
@@ -94,9 +86,6 @@ class rank_program {
   template <class Fn>
   void for_each_parameter(Fn&& fn) {
     const graph& g = program_.nodes;
-    std::vector<int> grad_of(index(g.size()), -1);
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::param_grad) grad_of[index(g[i].origin)] = i;
     const std::int64_t saved_layer = layer_;
     for (int i = 0; i < g.size(); ++i) {
       const node& p = g[i];
@@ -105,7 +94,7 @@ class rank_program {
       for (std::int64_t l = 0; l < layers; ++l) {
         layer_ = l;
         std::string name = p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), l) : std::string(p.name.view());
-        buffer* grad = grad_of[index(i)] >= 0 ? &value(grad_of[index(i)]) : nullptr;
+        buffer* grad = grad_of_[index(i)] >= 0 ? &value(grad_of_[index(i)]) : nullptr;
         fn(name, p, l, value(i), grad);
       }
     }
@@ -298,6 +287,9 @@ class rank_program {
       if (program_.is_training() && program_.steps[s].kind != step_kind::loop_begin &&
           program_.steps[s].kind != step_kind::loop_end && recomputed(program_.steps[s].node))
         recompute_steps_.push_back(s);
+    grad_of_.assign(index(g.size()), -1);
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::param_grad) grad_of_[index(g[i].origin)] = i;
     values_.reserve(index(g.size()));
     staging_.resize(index(g.size()));
     per_layer_.resize(index(g.size()));
@@ -566,6 +558,7 @@ class rank_program {
   std::int64_t layer_ = 0;
   bool finite_check_ = false;
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
+  std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
 };
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>

@@ -15,18 +15,15 @@
 
 namespace shardgraph::cpu {
 
-// q (batch, heads, seq, head_dim); k, v (batch, kv_heads, seq, head_dim); out (batch, heads, seq, head_dim).
-// Query head h reads kv head h / (heads / kv_heads), as HF repeat_kv. Token i attends to tokens
-// 0..i only; scale = 1 / sqrt(head_dim). out must not overlap q, k or v.
-template <class T>
-void causal_attention(const T* q, const T* k, const T* v, T* out, std::int64_t batch, std::int64_t heads,
-                      std::int64_t kv_heads, std::int64_t seq, std::int64_t head_dim) {
-  constexpr auto where = "cpu::causal_attention";
-  detail::check_size(where, "batch", batch);
-  detail::check_size(where, "heads", heads);
-  detail::check_size(where, "kv_heads", kv_heads);
-  detail::check_size(where, "seq", seq);
-  detail::check_size(where, "head_dim", head_dim);
+namespace detail {
+// The sizes causal_attention and its gradient share: all non-negative, heads a multiple of kv_heads.
+inline void check_attention_sizes(const char* where, std::int64_t batch, std::int64_t heads, std::int64_t kv_heads,
+                                  std::int64_t seq, std::int64_t head_dim) {
+  check_size(where, "batch", batch);
+  check_size(where, "heads", heads);
+  check_size(where, "kv_heads", kv_heads);
+  check_size(where, "seq", seq);
+  check_size(where, "head_dim", head_dim);
   if (heads > 0 && (kv_heads == 0 || heads % kv_heads != 0)) {
     fail(where,
          "heads (" + std::to_string(heads) + ") is not a multiple of kv_heads (" + std::to_string(kv_heads) +
@@ -34,6 +31,17 @@ void causal_attention(const T* q, const T* k, const T* v, T* out, std::int64_t b
          "each kv head must serve the same number of query heads; with tensor parallelism shard both by the "
          "same tp");
   }
+}
+}  // namespace detail
+
+// q (batch, heads, seq, head_dim); k, v (batch, kv_heads, seq, head_dim); out (batch, heads, seq, head_dim).
+// Query head h reads kv head h / (heads / kv_heads), as HF repeat_kv. Token i attends to tokens
+// 0..i only; scale = 1 / sqrt(head_dim). out must not overlap q, k or v.
+template <class T>
+void causal_attention(const T* q, const T* k, const T* v, T* out, std::int64_t batch, std::int64_t heads,
+                      std::int64_t kv_heads, std::int64_t seq, std::int64_t head_dim) {
+  constexpr auto where = "cpu::causal_attention";
+  detail::check_attention_sizes(where, batch, heads, kv_heads, seq, head_dim);
   detail::check_pointer(where, "q", q, batch * heads * seq * head_dim);
   detail::check_pointer(where, "k", k, batch * kv_heads * seq * head_dim);
   detail::check_pointer(where, "v", v, batch * kv_heads * seq * head_dim);

@@ -15,17 +15,19 @@
 
 namespace shardgraph::cpu {
 
-// x (batch, heads, seq, head_dim), rotated in place; token t sits at position position_offset + t
-// (position_offset > 0 when decoding after a KV cache, or for a sequence-parallel shard).
+namespace detail {
+
+// Rotates each pair (i, i + head_dim/2) of x (batch, heads, seq, head_dim) in place by
+// direction * angle(position, i); direction -1 is the transpose (rope's gradient). The angles are
+// computed in double and rounded to T once. `where` and `name` label errors.
 template <class T>
-void rope(T* x, std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t head_dim, double theta,
-          std::int64_t position_offset = 0) {
-  constexpr auto where = "cpu::rope";
-  detail::check_size(where, "batch", batch);
-  detail::check_size(where, "heads", heads);
-  detail::check_size(where, "seq", seq);
-  detail::check_size(where, "head_dim", head_dim);
-  detail::check_size(where, "position_offset", position_offset);
+void rotate_half(T* x, std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t head_dim, double theta,
+                 std::int64_t position_offset, double direction, const char* where, const char* name) {
+  check_size(where, "batch", batch);
+  check_size(where, "heads", heads);
+  check_size(where, "seq", seq);
+  check_size(where, "head_dim", head_dim);
+  check_size(where, "position_offset", position_offset);
   if (head_dim % 2 != 0) {
     fail(where,
          "head_dim " + std::to_string(head_dim) +
@@ -33,7 +35,7 @@ void rope(T* x, std::int64_t batch, std::int64_t heads, std::int64_t seq, std::i
          "use an even head_dim");
   }
   if (!(theta > 0)) fail(where, "theta is not positive", "pass the model's rope_theta, e.g. 10000");
-  detail::check_pointer(where, "x", x, batch * heads * seq * head_dim);
+  check_pointer(where, name, x, batch * heads * seq * head_dim);
 
   const std::int64_t half = head_dim / 2;
   // (seq, half) tables, shared by every (batch, head).
@@ -45,7 +47,7 @@ void rope(T* x, std::int64_t batch, std::int64_t heads, std::int64_t seq, std::i
       const double inverse_frequency = 1.0 / std::pow(theta, double(2 * i) / double(head_dim));
       const double angle = position * inverse_frequency;
       cosines[static_cast<std::size_t>(t * half + i)] = T(std::cos(angle));
-      sines[static_cast<std::size_t>(t * half + i)] = T(std::sin(angle));
+      sines[static_cast<std::size_t>(t * half + i)] = T(direction * std::sin(angle));
     }
   }
 
@@ -62,6 +64,16 @@ void rope(T* x, std::int64_t batch, std::int64_t heads, std::int64_t seq, std::i
       second[i] = x2 * c[i] + x1 * s[i];
     }
   }
+}
+
+}  // namespace detail
+
+// x (batch, heads, seq, head_dim), rotated in place; token t sits at position position_offset + t
+// (position_offset > 0 when decoding after a KV cache, or for a sequence-parallel shard).
+template <class T>
+void rope(T* x, std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t head_dim, double theta,
+          std::int64_t position_offset = 0) {
+  detail::rotate_half(x, batch, heads, seq, head_dim, theta, position_offset, 1.0, "cpu::rope", "x");
 }
 
 }  // namespace shardgraph::cpu

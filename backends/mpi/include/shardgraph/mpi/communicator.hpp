@@ -55,6 +55,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "shardgraph/comm/buffer.hpp"
 #include "shardgraph/comm/communicator.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/mpi/argument_agreement.hpp"
@@ -66,13 +67,12 @@
 
 namespace shardgraph::mpi {
 
-// A buffer a collective accepts: std::span, std::vector, std::array, ...
-template <class R>
-concept contiguous_buffer = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
-
-// The element type of a buffer, const if the buffer is read-only.
-template <class R>
-using buffer_element_t = std::remove_reference_t<std::ranges::range_reference_t<R>>;
+// Buffers a collective accepts (std::span, std::vector, std::array, ...): comm/buffer.hpp.
+using comm::buffer_element_t;
+using comm::contiguous_buffer;
+using comm::read_only;
+using comm::same_elements;
+using comm::writable;
 
 namespace detail {
 
@@ -386,27 +386,6 @@ class communicator {
         summable<T>,
         "shardgraph: mpi::communicator: all_reduce and reduce_scatter sum arithmetic elements (not bool). "
         "Sum numbers.");
-  }
-
-  template <class In, class Out>
-  static constexpr bool same_elements() {
-    using in_element = std::remove_const_t<buffer_element_t<In>>;
-    using out_element = buffer_element_t<Out>;
-    static_assert(
-        std::is_same_v<in_element, std::remove_const_t<out_element>>,
-        "shardgraph: mpi::communicator: in and out hold different element types. Pass buffers of one "
-        "type.");
-    static_assert(!std::is_const_v<out_element>,
-                  "shardgraph: mpi::communicator: out is read-only. Pass a writable buffer.");
-    return std::is_same_v<in_element, out_element>;
-  }
-  template <class R>
-  static auto read_only(R& r) {
-    return std::span<const std::remove_const_t<buffer_element_t<R>>>(r);
-  }
-  template <class R>
-  static auto writable(R& r) {
-    return std::span<buffer_element_t<R>>(r);
   }
 
   template <class T>

@@ -30,6 +30,7 @@
 //
 // Elements: element_type.hpp (moves take any trivially copyable type; sums take float, double and
 // 8-, 32- and 64-bit integers, not std::uint16_t, which holds bf16 bits here).
+#include <shardgraph/comm/buffer.hpp>
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/check.hpp>
 #include <shardgraph/cuda/device_guard.hpp>
@@ -57,13 +58,12 @@ namespace shardgraph::nccl {
 
 class world;
 
-// A buffer a collective accepts: std::span (of device memory), or any contiguous range over it.
-template <class R>
-concept contiguous_buffer = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
-
-// The element type of a buffer, const if the buffer is read-only.
-template <class R>
-using buffer_element_t = std::remove_reference_t<std::ranges::range_reference_t<R>>;
+// Buffers a collective accepts (std::span, std::vector, std::array, ...): comm/buffer.hpp.
+using comm::buffer_element_t;
+using comm::contiguous_buffer;
+using comm::read_only;
+using comm::same_elements;
+using comm::writable;
 
 class communicator {
  public:
@@ -294,26 +294,6 @@ class communicator {
   static constexpr void require_movable() {
     static_assert(detail::movable<std::remove_const_t<T>>,
                   "shardgraph: nccl: the elements are not trivially copyable. Move plain data");
-  }
-
-  template <class In, class Out>
-  static constexpr bool same_elements() {
-    using in_element = std::remove_const_t<buffer_element_t<In>>;
-    using out_element = buffer_element_t<Out>;
-    static_assert(
-        std::is_same_v<in_element, std::remove_const_t<out_element>>,
-        "shardgraph: nccl collective: in and out hold different element types. Pass buffers of one type");
-    static_assert(!std::is_const_v<out_element>,
-                  "shardgraph: nccl collective: out is read-only. Pass a writable buffer");
-    return std::is_same_v<in_element, out_element>;
-  }
-  template <class R>
-  static auto read_only(R& r) {
-    return std::span<const std::remove_const_t<buffer_element_t<R>>>(r);
-  }
-  template <class R>
-  static auto writable(R& r) {
-    return std::span<buffer_element_t<R>>(r);
   }
 
   // Checks that the communicator is usable, runs `issue` (the argument checks and the NCCL calls)

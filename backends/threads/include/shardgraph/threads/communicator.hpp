@@ -14,6 +14,7 @@
 // elements; all_reduce and reduce_scatter need arithmetic elements. Inputs and outputs must not
 // overlap, except in the in-place forms all_gather(out.subspan(rank * n, n), out) and
 // reduce_scatter(in, in.subspan(rank * n, n)).
+#include <shardgraph/comm/buffer.hpp>
 #include <shardgraph/threads/group.hpp>
 #include <shardgraph/threads/text.hpp>
 
@@ -34,13 +35,12 @@ namespace shardgraph::threads {
 
 class world;
 
-// A buffer a collective accepts: std::span, std::vector, std::array, ...
-template <class R>
-concept contiguous_buffer = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
-
-// The element type of a buffer, const if the buffer is read-only.
-template <class R>
-using buffer_element_t = std::remove_reference_t<std::ranges::range_reference_t<R>>;
+// Buffers a collective accepts (std::span, std::vector, std::array, ...): comm/buffer.hpp.
+using comm::buffer_element_t;
+using comm::contiguous_buffer;
+using comm::read_only;
+using comm::same_elements;
+using comm::writable;
 
 class communicator {
  public:
@@ -223,26 +223,6 @@ class communicator {
   static constexpr bool movable = std::is_trivially_copyable_v<T>;
   template <class T>
   static constexpr bool summable = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
-
-  template <class In, class Out>
-  static constexpr bool same_elements() {
-    using in_element = std::remove_const_t<buffer_element_t<In>>;
-    using out_element = buffer_element_t<Out>;
-    static_assert(
-        std::is_same_v<in_element, std::remove_const_t<out_element>>,
-        "shardgraph: collective: in and out hold different element types. Pass buffers of one type");
-    static_assert(!std::is_const_v<out_element>,
-                  "shardgraph: collective: out is read-only. Pass a writable buffer");
-    return std::is_same_v<in_element, out_element>;
-  }
-  template <class R>
-  static auto read_only(R& r) {
-    return std::span<const std::remove_const_t<buffer_element_t<R>>>(r);
-  }
-  template <class R>
-  static auto writable(R& r) {
-    return std::span<buffer_element_t<R>>(r);
-  }
 
   template <class T>
   static detail::slot make_slot(std::string_view op, std::span<const T> in, std::span<T> out) {

@@ -15,6 +15,7 @@
 #include <Eigen/Core>
 
 #include "shardgraph/cpu/accumulator.hpp"
+#include "shardgraph/cpu/attention.hpp"
 #include "shardgraph/cpu/checks.hpp"
 #include "shardgraph/cpu/gemm.hpp"
 #include "shardgraph/cpu/softmax.hpp"
@@ -30,18 +31,7 @@ void causal_attention_backward(const T* q, const T* k, const T* v, const T* dout
                                std::int64_t batch, std::int64_t heads, std::int64_t kv_heads,
                                std::int64_t seq, std::int64_t head_dim) {
   constexpr auto where = "cpu::causal_attention_backward";
-  detail::check_size(where, "batch", batch);
-  detail::check_size(where, "heads", heads);
-  detail::check_size(where, "kv_heads", kv_heads);
-  detail::check_size(where, "seq", seq);
-  detail::check_size(where, "head_dim", head_dim);
-  if (heads > 0 && (kv_heads == 0 || heads % kv_heads != 0)) {
-    fail(where,
-         "heads (" + std::to_string(heads) + ") is not a multiple of kv_heads (" + std::to_string(kv_heads) +
-             ")",
-         "each kv head must serve the same number of query heads; with tensor parallelism shard both by the "
-         "same tp");
-  }
+  detail::check_attention_sizes(where, batch, heads, kv_heads, seq, head_dim);
   const std::int64_t q_elements = batch * heads * seq * head_dim;
   const std::int64_t kv_elements = batch * kv_heads * seq * head_dim;
   detail::check_pointer(where, "q", q, q_elements);
