@@ -3,10 +3,13 @@
 // answer digits and checks that the layout trains exactly like one rank.
 //
 //   train_gpt [--mesh dp=2,tp=2] [--steps 2500] [--batch 16] [--seq 32] [--lr 3e-3]
-//             [--precision f32|f64] [--zero 0|1|2] [--seed 1]
+//             [--precision f32|f64] [--zero 0|1|2|3] [--seed 1]
+//             [--bucket-mb 25]                            gradient all-reduce bucket size (0: one per
+//             gradient)
 //             [--check-finite on|off]                     stop at the first op producing NaN/Inf
 //             [--recompute none|full|attention]           activation recomputation of the blocks
-//             [--require-accuracy A] [--require-loss L]   exit 1 unless held-out accuracy >= A, final loss <= L
+//             [--require-accuracy A] [--require-loss L]   exit 1 unless held-out accuracy >= A, final loss <=
+//             L
 //
 //   addition stream --sampler--> global batch (batch, seq) --dp--> ranks (dp=i, tp=j)
 //        forward + backward (tp all_reduces inside each block, dp all_reduce of every gradient)
@@ -36,13 +39,16 @@ namespace {
 using Mesh = sg::mesh<"dp", "tp">;
 template <sg::dtype T, bool Sharded>
 constexpr sg::graph build() {
-  return sg::models::gpt2<Mesh>({.type = T, .layer_norm_eps = 1e-5, .data_axis = Sharded ? "dp" : "",
+  return sg::models::gpt2<Mesh>({.type = T,
+                                 .layer_norm_eps = 1e-5,
+                                 .data_axis = Sharded ? "dp" : "",
                                  .tensor_axis = Sharded ? "tp" : ""});
 }
 
 struct options {
   sg::mesh_shape mesh = sg::mesh_shape::parse("dp=2,tp=2");
   int steps = 2500, zero = 0;
+  double bucket_mb = 25;
   double require_accuracy = 0, require_loss = 1e30;
   bool check_finite = false;
   sg::recompute recompute = sg::recompute::none;
@@ -77,7 +83,8 @@ struct run_result {
   double first_loss = 0, last_loss = 0, accuracy = 0;
 };
 
-run_result train(const sg::program& p, const options& o, const sg::mesh_shape& mesh, int steps, bool verbose) {
+run_result train(const sg::program& p, const options& o, const sg::mesh_shape& mesh, int steps,
+                 bool verbose) {
   const sg::data::addition_task task{.max_digits = 2, .seed = o.seed, .held_out_percent = 10};
   const token_vector train_tokens{task.make_stream(200000, false)};
   const token_vector held_out_tokens{task.make_stream(4000, true)};
@@ -85,14 +92,17 @@ run_result train(const sg::program& p, const options& o, const sg::mesh_shape& m
   const int ranks = mesh.world_size(p.nodes.axes);
   const sg::training_options training{
       .adamw = {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.01},
-      .schedule = sg::warmup_cosine{.max_lr = o.lr, .min_lr = o.lr / 10, .warmup_steps = std::max(1, steps / 20),
+      .schedule = sg::warmup_cosine{.max_lr = o.lr,
+                                    .min_lr = o.lr / 10,
+                                    .warmup_steps = std::max(1, steps / 20),
                                     .total_steps = std::max(1, steps)},
       .max_grad_norm = 1.0,
       .check_finite = o.check_finite};
   run_result result;
   std::mutex m;
   sg::threads::world(ranks).run([&](sg::threads::communicator& comm) {
-    auto rank = sg::bind(p, config.sizes(o.batch, o.seq), comm, sg::cpu::backend{}, mesh, sg::random_weights(o.seed, 0.1));
+    auto rank = sg::bind(p, config.sizes(o.batch, o.seq), comm, sg::cpu::backend{}, mesh,
+                         sg::random_weights(o.seed, 0.1));
     sg::trainer trainer(rank, training);
     sg::data::distributed_sampler sampler(sg::data::window_count(train_tokens.size(), o.seq), 0, 1, o.seed);
     sg::data::batch_loader loader(train_tokens, sampler, o.batch, o.seq);
@@ -103,14 +113,15 @@ run_result train(const sg::program& p, const options& o, const sg::mesh_shape& m
       result.last_loss = r.loss;
       if (verbose && comm.rank() == 0 && (s == 1 || s % 25 == 0 || s == steps)) {
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::printf("step %4d/%d | loss %.4f | grad norm %6.3f | lr %.2e | %7.0f tok/s | %s left\n", s, steps, r.loss,
-                    r.grad_norm, r.lr, static_cast<double>(s * o.batch * o.seq) / elapsed,
+        std::printf("step %4d/%d | loss %.4f | grad norm %6.3f | lr %.2e | %7.0f tok/s | %s left\n", s, steps,
+                    r.loss, r.grad_norm, r.lr, static_cast<double>(s * o.batch * o.seq) / elapsed,
                     clock_text(elapsed / s * (steps - s)).c_str());
         std::fflush(stdout);
       }
     }
     // Held-out accuracy on answer digits: the training program's forward also returns logits.
-    sg::data::distributed_sampler held_sampler(sg::data::window_count(held_out_tokens.size(), o.seq), 0, 1, o.seed, false);
+    sg::data::distributed_sampler held_sampler(sg::data::window_count(held_out_tokens.size(), o.seq), 0, 1,
+                                               o.seed, false);
     sg::data::batch_loader held_loader(held_out_tokens, held_sampler, o.batch, o.seq);
     sg::data::accuracy_count score;
     for (std::int64_t b = 0; b < held_loader.steps_per_epoch(); ++b) {
@@ -130,7 +141,9 @@ run_result train(const sg::program& p, const options& o, const sg::mesh_shape& m
       std::int64_t n = 1;
       for (auto v : part.slice.global) n *= v;
       dst.resize(static_cast<std::size_t>(n));
-      sg::for_each_in_slice(part.slice, [&](std::int64_t g, std::int64_t l) { dst[static_cast<std::size_t>(g)] = part.values.at(l); });
+      sg::for_each_in_slice(part.slice, [&](std::int64_t g, std::int64_t l) {
+        dst[static_cast<std::size_t>(g)] = part.values.at(l);
+      });
     }
   });
   return result;
@@ -153,43 +166,52 @@ double max_relative_difference(const run_result& a, const run_result& b) {
 template <sg::dtype T, int Zero>
 int run(const options& o) {
   static constexpr sg::program sharded = sg::compile<build<T, true>, sg::training{.zero_stage = Zero}>();
-  static constexpr sg::program check_sharded = sg::compile<build<sg::dtype::f64, true>, sg::training{.zero_stage = Zero}>();
+  static constexpr sg::program check_sharded =
+      sg::compile<build<sg::dtype::f64, true>, sg::training{.zero_stage = Zero}>();
   static constexpr sg::program check_single = sg::compile<build<sg::dtype::f64, false>, sg::training{}>();
   const sg::models::gpt2_config c = model_config(o);
-  std::printf("train_gpt: GPT (%lld layers, model %lld, %lld heads) on the addition task, mesh %s (%d thread ranks), "
-              "%s, ZeRO stage %d, recompute %s, batch %lld x seq %lld, %d steps\n",
-              static_cast<long long>(c.layers), static_cast<long long>(c.model), static_cast<long long>(c.heads),
-              o.mesh.to_string().c_str(), o.mesh.world_size(sharded.nodes.axes), o.precision.c_str(), Zero,
-              o.recompute == sg::recompute::none ? "none" : o.recompute == sg::recompute::full ? "full" : "attention",
-              static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.steps);
-  // Recomputation changes what the executor keeps, not the program's steps: set it on a copy.
+  std::printf(
+      "train_gpt: GPT (%lld layers, model %lld, %lld heads) on the addition task, mesh %s (%d thread ranks), "
+      "%s, ZeRO stage %d, recompute %s, batch %lld x seq %lld, %d steps\n",
+      static_cast<long long>(c.layers), static_cast<long long>(c.model), static_cast<long long>(c.heads),
+      o.mesh.to_string().c_str(), o.mesh.world_size(sharded.nodes.axes), o.precision.c_str(), Zero,
+      o.recompute == sg::recompute::none   ? "none"
+      : o.recompute == sg::recompute::full ? "full"
+                                           : "attention",
+      static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.steps);
+  // Recomputation and bucket size change what the executor does, not the program's steps: set them on a copy.
   auto with_recompute = std::make_unique<sg::program>(sharded);
   with_recompute->recompute = o.recompute;
+  with_recompute->bucket_bytes = static_cast<std::int64_t>(o.bucket_mb * 1024 * 1024);
   run_result trained = train(*with_recompute, o, o.mesh, o.steps, true);
-  std::printf("loss %.4f -> %.4f; held-out accuracy on answer digits: %.1f%%\n", trained.first_loss, trained.last_loss,
-              100.0 * trained.accuracy);
+  std::printf("loss %.4f -> %.4f; held-out accuracy on answer digits: %.1f%%\n", trained.first_loss,
+              trained.last_loss, 100.0 * trained.accuracy);
 
   // The layout check: 3 steps from the same weights and batches, on the mesh and on one rank, in f64.
   options check = o;
   auto check_with_recompute = std::make_unique<sg::program>(check_sharded);
   check_with_recompute->recompute = o.recompute;
+  check_with_recompute->bucket_bytes = with_recompute->bucket_bytes;
   run_result on_mesh = train(*check_with_recompute, check, o.mesh, 3, false);
   run_result on_one = train(check_single, check, sg::mesh_shape{}, 3, false);
   double difference = max_relative_difference(on_mesh, on_one);
   bool same = difference < 1e-9;
-  std::printf("%s: after 3 steps (f64) the %s layout's weights %s one rank's (max relative difference %.2e)\n",
-              same ? "OK" : "FAILED", o.mesh.to_string().c_str(), same ? "equal" : "differ from", difference);
+  std::printf(
+      "%s: after 3 steps (f64) the %s layout's weights %s one rank's (max relative difference %.2e)\n",
+      same ? "OK" : "FAILED", o.mesh.to_string().c_str(), same ? "equal" : "differ from", difference);
   bool learned = trained.accuracy >= o.require_accuracy && trained.last_loss <= o.require_loss;
   if (!learned)
-    std::printf("FAILED: required held-out accuracy >= %.3f and final loss <= %.4f\n", o.require_accuracy, o.require_loss);
+    std::printf("FAILED: required held-out accuracy >= %.3f and final loss <= %.4f\n", o.require_accuracy,
+                o.require_loss);
   return same && learned ? 0 : 1;
 }
 
 int usage(const std::string& why) {
-  std::fprintf(stderr,
-               "shardgraph: train_gpt: %s. usage: train_gpt [--mesh dp=2,tp=2] [--steps N] [--batch B] [--seq T] "
-               "[--lr LR] [--precision f32|f64] [--zero 0] [--seed S]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "shardgraph: train_gpt: %s. usage: train_gpt [--mesh dp=2,tp=2] [--steps N] [--batch B] [--seq T] "
+      "[--lr LR] [--precision f32|f64] [--zero 0|1|2|3] [--bucket-mb MB] [--seed S]\n",
+      why.c_str());
   return 2;
 }
 
@@ -206,35 +228,63 @@ int main(int argc, char** argv) {
       }
       if (i + 1 >= argc) return usage("missing value after " + std::string(a));
       std::string v = argv[++i];
-      if (a == "--mesh") o.mesh = sg::mesh_shape::parse(v);
-      else if (a == "--steps") o.steps = std::stoi(v);
-      else if (a == "--batch") o.batch = std::stoll(v);
-      else if (a == "--seq") o.seq = std::stoll(v);
-      else if (a == "--lr") o.lr = std::stod(v);
-      else if (a == "--precision") o.precision = v;
-      else if (a == "--zero") o.zero = std::stoi(v);
-      else if (a == "--seed") o.seed = std::stoull(v);
-      else if (a == "--require-accuracy") o.require_accuracy = std::stod(v);
-      else if (a == "--require-loss") o.require_loss = std::stod(v);
-      else if (a == "--check-finite") o.check_finite = v == "on";
+      if (a == "--mesh")
+        o.mesh = sg::mesh_shape::parse(v);
+      else if (a == "--steps")
+        o.steps = std::stoi(v);
+      else if (a == "--batch")
+        o.batch = std::stoll(v);
+      else if (a == "--seq")
+        o.seq = std::stoll(v);
+      else if (a == "--lr")
+        o.lr = std::stod(v);
+      else if (a == "--precision")
+        o.precision = v;
+      else if (a == "--zero")
+        o.zero = std::stoi(v);
+      else if (a == "--bucket-mb")
+        o.bucket_mb = std::stod(v);
+      else if (a == "--seed")
+        o.seed = std::stoull(v);
+      else if (a == "--require-accuracy")
+        o.require_accuracy = std::stod(v);
+      else if (a == "--require-loss")
+        o.require_loss = std::stod(v);
+      else if (a == "--check-finite")
+        o.check_finite = v == "on";
       else if (a == "--recompute") {
-        if (v == "none") o.recompute = sg::recompute::none;
-        else if (v == "full") o.recompute = sg::recompute::full;
-        else if (v == "attention") o.recompute = sg::recompute::attention;
-        else return usage("--recompute must be none, full or attention");
-      }
-      else return usage("unknown option " + std::string(a));
+        if (v == "none")
+          o.recompute = sg::recompute::none;
+        else if (v == "full")
+          o.recompute = sg::recompute::full;
+        else if (v == "attention")
+          o.recompute = sg::recompute::attention;
+        else
+          return usage("--recompute must be none, full or attention");
+      } else
+        return usage("unknown option " + std::string(a));
     }
     if (o.steps < 1) return usage("--steps must be at least 1");
-    if (o.zero < 0 || o.zero > 2)
+    if (o.zero < 0 || o.zero > 3)
       throw sg::error(sg::error_message("train_gpt --zero " + std::to_string(o.zero),
-                                        "stage 3 (sharded parameters) is not implemented yet", "use --zero 0, 1 or 2"));
-    if (o.precision == "f32")
-      return o.zero == 0 ? run<sg::dtype::f32, 0>(o) : o.zero == 1 ? run<sg::dtype::f32, 1>(o) : run<sg::dtype::f32, 2>(o);
-    if (o.precision == "f64")
-      return o.zero == 0 ? run<sg::dtype::f64, 0>(o) : o.zero == 1 ? run<sg::dtype::f64, 1>(o) : run<sg::dtype::f64, 2>(o);
-    throw sg::error(sg::error_message("train_gpt --precision " + o.precision, "bf16 and fp16 are not implemented yet",
-                                      "use --precision f32 or f64"));
+                                        "ZeRO stages are 0 to 3", "use --zero 0, 1, 2 or 3"));
+    if (!(o.bucket_mb >= 0)) return usage("--bucket-mb must be 0 or more");
+    auto by_stage = [&]<sg::dtype T>() {
+      switch (o.zero) {
+        case 0:
+          return run<T, 0>(o);
+        case 1:
+          return run<T, 1>(o);
+        case 2:
+          return run<T, 2>(o);
+        default:
+          return run<T, 3>(o);
+      }
+    };
+    if (o.precision == "f32") return by_stage.template operator()<sg::dtype::f32>();
+    if (o.precision == "f64") return by_stage.template operator()<sg::dtype::f64>();
+    throw sg::error(sg::error_message("train_gpt --precision " + o.precision,
+                                      "bf16 and fp16 are not implemented yet", "use --precision f32 or f64"));
   } catch (const sg::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -1,5 +1,6 @@
 // Every layout trains like one rank, across MPI processes (one rank per process):
-//   mpirun -np 2: dp=2 and tp=2;  mpirun -np 4: dp=2,tp=2, dp=4 and tp=4.
+//   mpirun -np 2: dp=2 and tp=2;  mpirun -np 4: dp=2,tp=2, dp=4 and tp=4;
+// each with plain data parallelism in small gradient buckets (4 KiB) and with ZeRO-3.
 // Each process also trains the unsharded program alone (on a communicator of itself) and compares
 // its slice of every weight after 3 AdamW steps (f64, relative 1e-9).
 #include <cmath>
@@ -24,6 +25,8 @@ constexpr sg::graph single_graph() {
 }
 constexpr sg::program sharded = sg::compile<sharded_graph, sg::training{}>();
 constexpr sg::program single = sg::compile<single_graph, sg::training{}>();
+constexpr sg::program small_buckets = sg::compile<sharded_graph, sg::training{.bucket_bytes = 4096}>();
+constexpr sg::program zero3 = sg::compile<sharded_graph, sg::training{.zero_stage = 3}>();
 
 const sg::models::gpt2_config tiny{.vocab = 64, .positions = 16, .model = 32, .heads = 4, .layers = 2};
 constexpr std::int64_t batch = 8, seq = 8;
@@ -41,9 +44,10 @@ sg::tensor_map tokens(int step) {
   return m;
 }
 
-const sg::training_options options{.adamw = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1},
-                                   .schedule = std::nullopt,
-                                   .max_grad_norm = 0.5};
+const sg::training_options options{
+    .adamw = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1},
+    .schedule = std::nullopt,
+    .max_grad_norm = 0.5};
 
 template <class Comm>
 auto trained_parameters(const sg::program& p, Comm& comm, const sg::mesh_shape& mesh) {
@@ -62,19 +66,21 @@ TEST_CASE("MPI processes: every dp x tp layout's weights after 3 steps equal one
   std::vector<sg::mesh_shape> layouts;
   if (world.size() == 2) layouts = {{{"dp", 2}}, {{"tp", 2}}};
   if (world.size() == 4) layouts = {{{"dp", 2}, {"tp", 2}}, {{"dp", 4}}, {{"tp", 4}}};
-  for (const sg::mesh_shape& mesh : layouts) {
-    CAPTURE(mesh.to_string(), world.rank());
-    const auto got = trained_parameters(sharded, world, mesh);
-    CHECK(got.size() == reference.size());
-    for (auto& [name, part] : got) {
-      CAPTURE(name);
-      const auto& whole = reference.at(name);
-      double diff = 0, scale = 0;
-      for (std::int64_t i = 0; i < whole.values.numel(); ++i) scale = std::max(scale, std::abs(whole.values.at(i)));
-      sg::for_each_in_slice(part.slice, [&](std::int64_t global, std::int64_t local) {
-        diff = std::max(diff, std::abs(part.values.at(local) - whole.values.at(global)));
-      });
-      CHECK(diff <= 1e-9 * scale);
+  for (const sg::program* p : {&sharded, &small_buckets, &zero3})
+    for (const sg::mesh_shape& mesh : layouts) {
+      CAPTURE(mesh.to_string(), world.rank(), p->zero_stage, p->bucket_bytes);
+      const auto got = trained_parameters(*p, world, mesh);
+      CHECK(got.size() == reference.size());
+      for (auto& [name, part] : got) {
+        CAPTURE(name);
+        const auto& whole = reference.at(name);
+        double diff = 0, scale = 0;
+        for (std::int64_t i = 0; i < whole.values.numel(); ++i)
+          scale = std::max(scale, std::abs(whole.values.at(i)));
+        sg::for_each_in_slice(part.slice, [&](std::int64_t global, std::int64_t local) {
+          diff = std::max(diff, std::abs(part.values.at(local) - whole.values.at(global)));
+        });
+        CHECK(diff <= 1e-9 * scale);
+      }
     }
-  }
 }

@@ -1,5 +1,6 @@
 // The trainer on thread ranks: after 3 AdamW steps (with clipping) every weight of every dp x tp
-// layout, ZeRO stage (0, 1, 2) and recompute setting equals the one-rank run (f64, relative 1e-9);
+// layout, ZeRO stage (0 to 3), gradient bucket size and recompute setting equals the one-rank run
+// (f64, relative 1e-9);
 // gradient accumulation over micro-batches equals one large batch; a program without backward is
 // refused; a NaN is reported at its step and op.
 #include <cmath>
@@ -22,21 +23,27 @@ namespace {
 
 using Mesh = sg::mesh<"dp", "tp">;
 constexpr sg::graph gpt2_sharded() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f64}); }
-constexpr sg::graph gpt2_single() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f64, .data_axis = "", .tensor_axis = ""}); }
+constexpr sg::graph gpt2_single() {
+  return sg::models::gpt2<Mesh>({.type = sg::dtype::f64, .data_axis = "", .tensor_axis = ""});
+}
 constexpr sg::program sharded = sg::compile<gpt2_sharded, sg::training{}>();
 constexpr sg::program single = sg::compile<gpt2_single, sg::training{}>();
 constexpr sg::program zero1 = sg::compile<gpt2_sharded, sg::training{.zero_stage = 1}>();
 constexpr sg::program zero2 = sg::compile<gpt2_sharded, sg::training{.zero_stage = 2}>();
+constexpr sg::program zero3 = sg::compile<gpt2_sharded, sg::training{.zero_stage = 3}>();
 constexpr sg::program recompute_full =
-    sg::compile<gpt2_sharded, sg::training{.zero_stage = 0, .zero_axis = "dp", .recompute = sg::recompute::full}>();
+    sg::compile<gpt2_sharded,
+                sg::training{.zero_stage = 0, .zero_axis = "dp", .recompute = sg::recompute::full}>();
 constexpr sg::program recompute_attention =
-    sg::compile<gpt2_sharded, sg::training{.zero_stage = 2, .zero_axis = "dp", .recompute = sg::recompute::attention}>();
+    sg::compile<gpt2_sharded,
+                sg::training{.zero_stage = 2, .zero_axis = "dp", .recompute = sg::recompute::attention}>();
 
 // ZeRO-2 leaves every parameter gradient Partial on dp (the trainer reduce-scatters it): the only
 // dp all_reduce left is the loss's. Plain data parallelism all-reduces all 20 gradients.
 static_assert(zero2.count(sg::op::all_reduce, "dp") == 1);
 static_assert(sharded.count(sg::op::all_reduce, "dp") == 21);
 static_assert(zero1.count(sg::op::all_reduce, "dp") == 21);
+static_assert(zero3.count(sg::op::all_reduce, "dp") == 1 && zero3.zero_stage == 3);
 
 const sg::models::gpt2_config tiny{.vocab = 64, .positions = 16, .model = 32, .heads = 4, .layers = 2};
 constexpr std::int64_t batch = 8, seq = 8;
@@ -56,20 +63,22 @@ sg::tensor_map tokens(std::int64_t rows, std::int64_t first_row, int step) {
   return m;
 }
 
-const sg::training_options options{.adamw = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1},
-                                   .schedule = std::nullopt,
-                                   .max_grad_norm = 0.5};
+const sg::training_options options{
+    .adamw = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1},
+    .schedule = std::nullopt,
+    .max_grad_norm = 0.5};
 
 using weights = std::map<std::string, std::vector<double>>;
 
 // Trains `steps` steps on dp*tp ranks (each step: `micro` micro-batches splitting the batch) and
 // returns the whole weights assembled from every rank's slices, plus rank 0's reports.
-weights train(const sg::program& p, int dp, int tp, int steps, int micro, std::vector<sg::step_report>* reports) {
+weights train(const sg::program& p, int dp, int tp, int steps, int micro,
+              std::vector<sg::step_report>* reports) {
   weights whole;
   std::mutex m;
   sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
-    auto rank = sg::bind(p, tiny.sizes(batch / micro, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}, {"tp", tp}},
-                         sg::random_weights(3, 0.3));
+    auto rank = sg::bind(p, tiny.sizes(batch / micro, seq), comm, sg::cpu::backend{},
+                         sg::mesh_shape{{"dp", dp}, {"tp", tp}}, sg::random_weights(3, 0.3));
     sg::trainer t(rank, options);
     for (int s = 0; s < steps; ++s) {
       std::vector<sg::tensor_map> parts;
@@ -84,7 +93,9 @@ weights train(const sg::program& p, int dp, int tp, int steps, int micro, std::v
       std::int64_t n = 1;
       for (auto v : part.slice.global) n *= v;
       dst.resize(static_cast<std::size_t>(n));
-      sg::for_each_in_slice(part.slice, [&](std::int64_t g, std::int64_t l) { dst[static_cast<std::size_t>(g)] = part.values.at(l); });
+      sg::for_each_in_slice(part.slice, [&](std::int64_t g, std::int64_t l) {
+        dst[static_cast<std::size_t>(g)] = part.values.at(l);
+      });
     }
   });
   return whole;
@@ -105,15 +116,33 @@ double max_relative_difference(const weights& a, const weights& b) {
   return worst;
 }
 
+// What rank 0 of a dp-rank run holds after one step: the program's memory and the trainer's.
+struct step_memory {
+  sg::rank_program<sg::cpu::backend, sg::threads::communicator>::memory_report program;
+  sg::optimizer_memory optimizer;
+};
+step_memory memory_after_one_step(const sg::program& p, int dp) {
+  step_memory m;
+  sg::threads::world(dp).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}},
+                         sg::random_weights());
+    sg::trainer t(rank, options);
+    t.step(tokens(batch, 0, 0));
+    if (comm.rank() == 0) m = {rank.memory(), t.memory()};
+  });
+  return m;
+}
+
 }  // namespace
 
-TEST_CASE("trainer: after 3 AdamW steps every dp x tp layout's weights equal one rank", "[runtime][training][threads]") {
+TEST_CASE("trainer: after 3 AdamW steps every dp x tp layout's weights equal one rank",
+          "[runtime][training][threads]") {
   std::vector<sg::step_report> reference_reports;
   const weights initial = train(single, 1, 1, 0, 1, nullptr);
   const weights reference = train(single, 1, 1, 3, 1, &reference_reports);
   REQUIRE(reference_reports.size() == 3);
   CHECK(reference_reports[0].grad_norm > options.max_grad_norm);  // clipping is exercised
-  CHECK(max_relative_difference(reference, initial) > 1e-3);       // the weights moved
+  CHECK(max_relative_difference(reference, initial) > 1e-3);      // the weights moved
   for (int dp : {1, 2, 4})
     for (int tp : {1, 2}) {
       CAPTURE(dp, tp);
@@ -122,7 +151,8 @@ TEST_CASE("trainer: after 3 AdamW steps every dp x tp layout's weights equal one
       CHECK(max_relative_difference(got, reference) < 1e-9);
       for (std::size_t s = 0; s < reports.size(); ++s) {
         CHECK(std::abs(reports[s].loss - reference_reports[s].loss) < 1e-12 * reference_reports[s].loss);
-        CHECK(std::abs(reports[s].grad_norm - reference_reports[s].grad_norm) < 1e-9 * reference_reports[s].grad_norm);
+        CHECK(std::abs(reports[s].grad_norm - reference_reports[s].grad_norm) <
+              1e-9 * reference_reports[s].grad_norm);
       }
     }
 }
@@ -130,7 +160,7 @@ TEST_CASE("trainer: after 3 AdamW steps every dp x tp layout's weights equal one
 TEST_CASE("trainer: every dp x tp x ZeRO stage x recompute setting equals one rank after 3 steps",
           "[runtime][training][threads]") {
   const weights reference = train(single, 1, 1, 3, 1, nullptr);
-  for (const sg::program* compiled : {&sharded, &zero1, &zero2})
+  for (const sg::program* compiled : {&sharded, &zero1, &zero2, &zero3})
     for (sg::recompute mode : {sg::recompute::none, sg::recompute::full})
       for (int dp : {1, 2, 4})
         for (int tp : {1, 2}) {
@@ -139,22 +169,68 @@ TEST_CASE("trainer: every dp x tp x ZeRO stage x recompute setting equals one ra
           CAPTURE(p->zero_stage, static_cast<int>(mode), dp, tp);
           CHECK(max_relative_difference(train(*p, dp, tp, 3, 1, nullptr), reference) < 1e-9);
         }
-  // Micro-batches under ZeRO-2 accumulate reduce-scattered chunks.
+  // Micro-batches under ZeRO-2 and 3 accumulate reduce-scattered chunks.
   CHECK(max_relative_difference(train(zero2, 2, 2, 3, 2, nullptr), reference) < 1e-9);
+  CHECK(max_relative_difference(train(zero3, 2, 2, 3, 2, nullptr), reference) < 1e-9);
+  CHECK(max_relative_difference(train(zero3, 4, 1, 3, 2, nullptr), reference) < 1e-9);
 }
 
-TEST_CASE("trainer: ZeRO shards optimizer states (stage 1) and gradient sums (stage 2) over dp", "[runtime][training][threads]") {
-  auto memory_of = [](const sg::program& p, int dp) {
-    sg::optimizer_memory m;
+TEST_CASE("trainer: gradient buckets of any size train like one rank; they follow bucket_bytes",
+          "[runtime][training][threads]") {
+  const weights reference = train(single, 1, 1, 3, 1, nullptr);
+  auto buckets_of = [](const sg::program& p, int dp) {
+    std::vector<sg::rank_program<sg::cpu::backend, sg::threads::communicator>::bucket_report> r;
     sg::threads::world(dp).run([&](sg::threads::communicator& comm) {
-      auto rank = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}}, sg::random_weights());
-      sg::trainer t(rank, options);
-      t.step(tokens(batch, 0, 0));
-      if (comm.rank() == 0) m = t.memory();
+      auto rank = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}},
+                           sg::random_weights());
+      if (comm.rank() == 0) r = rank.gradient_buckets();
     });
-    return m;
+    return r;
   };
-  const sg::optimizer_memory plain = memory_of(sharded, 4), stage1 = memory_of(zero1, 4), stage2 = memory_of(zero2, 4);
+  // The tiny GPT-2 has 36 parameter gradients (2 layers of 16, plus 4 outside the block), all
+  // reduced on dp: by default (25 MiB) one bucket holds them all.
+  REQUIRE(buckets_of(sharded, 2).size() == 1);
+  CHECK(buckets_of(sharded, 2)[0].gradients == 36);
+  CHECK(buckets_of(sharded, 1).empty());  // one rank on dp: nothing to reduce
+  for (std::int64_t bytes : {std::int64_t{0}, std::int64_t{4096}, std::int64_t{40000}}) {
+    auto p = std::make_unique<sg::program>(sharded);
+    p->bucket_bytes = bytes;
+    CAPTURE(bytes);
+    const auto buckets = buckets_of(*p, 2);
+    if (bytes == 0) CHECK(buckets.empty());
+    int gradients = 0;
+    for (const auto& b : buckets) {
+      gradients += b.gradients;
+      CHECK((b.bytes <= bytes || b.gradients == 1));  // a gradient larger than a bucket goes alone
+    }
+    if (bytes > 0) CHECK(gradients == 36);
+    if (bytes == 4096) CHECK(buckets.size() > 4);
+    for (auto [dp, tp] : {std::pair{2, 1}, {4, 2}}) {
+      CAPTURE(dp, tp);
+      CHECK(max_relative_difference(train(*p, dp, tp, 3, 1, nullptr), reference) < 1e-9);
+    }
+  }
+}
+
+TEST_CASE("trainer: ZeRO-3 keeps 1/D of the parameters, plus two gathered layers",
+          "[runtime][training][threads]") {
+  auto memory_of = [](const sg::program& p, int dp) { return memory_after_one_step(p, dp).program; };
+  const auto plain = memory_of(sharded, 4), stage3 = memory_of(zero3, 4);
+  CHECK(plain.gathered_parameters == 0);
+  // 36 chunks round up by fewer than 4 elements of 8 bytes each.
+  CHECK(stage3.parameters * 4 >= plain.parameters);
+  CHECK(stage3.parameters * 4 <= plain.parameters + 36 * 4 * 8 * 4);
+  // Gathered: the block's weights for 2 layers (all of them, as the tiny model has 2 layers) and
+  // the 4 weights outside the block, each padded to a multiple of 4 elements.
+  CHECK(stage3.gathered_parameters >= plain.parameters);
+  CHECK(stage3.gathered_parameters <= plain.parameters + 36 * 4 * 8);
+}
+
+TEST_CASE("trainer: ZeRO shards optimizer states (stage 1) and gradient sums (stage 2) over dp",
+          "[runtime][training][threads]") {
+  auto memory_of = [](const sg::program& p, int dp) { return memory_after_one_step(p, dp).optimizer; };
+  const sg::optimizer_memory plain = memory_of(sharded, 4), stage1 = memory_of(zero1, 4),
+                             stage2 = memory_of(zero2, 4);
   CHECK(plain.optimizer_states > 0);
   // Each of the 36 slices rounds its chunk up by fewer than 4 elements of 8 bytes, twice (m and v).
   CHECK(stage1.optimizer_states * 4 <= plain.optimizer_states + 36 * 2 * 4 * 8 * 4);
@@ -164,7 +240,8 @@ TEST_CASE("trainer: ZeRO shards optimizer states (stage 1) and gradient sums (st
   CHECK(stage2.gradient_sums * 4 <= plain.gradient_sums + 36 * 4 * 8 * 4);
 }
 
-TEST_CASE("trainer: activation recomputation (full, attention) trains like one rank and keeps less", "[runtime][training][threads]") {
+TEST_CASE("trainer: activation recomputation (full, attention) trains like one rank and keeps less",
+          "[runtime][training][threads]") {
   const weights reference = train(single, 1, 1, 3, 1, nullptr);
   for (const sg::program* p : {&recompute_full, &recompute_attention})
     for (auto [dp, tp] : {std::pair{1, 1}, {2, 2}}) {
@@ -174,11 +251,14 @@ TEST_CASE("trainer: activation recomputation (full, attention) trains like one r
   auto activations = [](const sg::program& p) {
     std::int64_t bytes = 0;
     sg::threads::world(1).run([&](sg::threads::communicator& comm) {
-      bytes = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights()).memory().activations;
+      bytes = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights())
+                  .memory()
+                  .activations;
     });
     return bytes;
   };
-  const std::int64_t kept = activations(sharded), full = activations(recompute_full), attention = activations(recompute_attention);
+  const std::int64_t kept = activations(sharded), full = activations(recompute_full),
+                     attention = activations(recompute_attention);
   CHECK(full < attention);
   CHECK(attention < kept);
 }
@@ -192,7 +272,8 @@ TEST_CASE("trainer: two micro-batches of half the batch equal one batch", "[runt
 TEST_CASE("trainer: an inference program is refused with the fix", "[runtime][training]") {
   static constexpr sg::program forward_only = sg::compile<gpt2_single>();
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
-    auto rank = sg::bind(forward_only, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights());
+    auto rank =
+        sg::bind(forward_only, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights());
     CHECK(sg::testing::contains(sg::testing::error_of([&] { sg::trainer t(rank, options); }),
                                 "compile the model with shardgraph::training{}"));
   });
@@ -201,8 +282,9 @@ TEST_CASE("trainer: an inference program is refused with the fix", "[runtime][tr
 TEST_CASE("trainer: with check_finite, a NaN stops training at the step and the first op that made it",
           "[runtime][training][threads]") {
   // One NaN in layer 1's MLP input weight: the first op to produce a non-finite value is that linear.
-  sg::weight_source poisoned = [base = sg::random_weights(3, 0.3)](std::string_view name, const sg::tensor_slice& slice,
-                                                                    sg::host_tensor& out) {
+  sg::weight_source poisoned = [base = sg::random_weights(3, 0.3)](std::string_view name,
+                                                                   const sg::tensor_slice& slice,
+                                                                   sg::host_tensor& out) {
     base(name, slice, out);
     if (name == "h.1.mlp.c_fc.weight") out.values<double>()[0] = std::nan("");
   };
@@ -210,11 +292,13 @@ TEST_CASE("trainer: with check_finite, a NaN stops training at the step and the 
   checked.check_finite = true;
   const std::string message = sg::testing::error_of([&] {
     sg::threads::world(2).run([&](sg::threads::communicator& comm) {
-      auto rank = sg::bind(sharded, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"tp", 2}}, poisoned);
+      auto rank = sg::bind(sharded, tiny.sizes(batch, seq), comm, sg::cpu::backend{},
+                           sg::mesh_shape{{"tp", 2}}, poisoned);
       sg::trainer t(rank, checked);
       t.step(tokens(batch, 0, 0));
     });
   });
-  CHECK(sg::testing::contains(message, "shardgraph: trainer step 1, micro-batch 0: forward: linear 'h.mlp.c_fc' in layer 1"));
+  CHECK(sg::testing::contains(
+      message, "shardgraph: trainer step 1, micro-batch 0: forward: linear 'h.mlp.c_fc' in layer 1"));
   CHECK(sg::testing::contains(message, "produced a NaN or an infinity"));
 }

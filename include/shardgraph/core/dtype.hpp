@@ -37,4 +37,18 @@ template <> constexpr dtype dtype_of<float>() { return dtype::f32; }
 template <> constexpr dtype dtype_of<std::int64_t>() { return dtype::i64; }
 template <> constexpr dtype dtype_of<std::int32_t>() { return dtype::i32; }
 
+// Calls fn(T{}) with the host element type T of t. The 16-bit floats have no host arithmetic type;
+// for them the function returns false and calls nothing, so the caller says what it cannot do.
+template <class Fn>
+constexpr bool visit_host_element(dtype t, Fn&& fn) {
+  switch (t) {
+    case dtype::f64: fn(double{}); return true;
+    case dtype::f32: fn(float{}); return true;
+    case dtype::i64: fn(std::int64_t{}); return true;
+    case dtype::i32: fn(std::int32_t{}); return true;
+    case dtype::bf16: case dtype::f16: return false;
+  }
+  return false;
+}
+
 }  // namespace shardgraph

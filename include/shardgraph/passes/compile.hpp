@@ -23,12 +23,18 @@ namespace shardgraph {
 // output named "loss" for every parameter).
 // training::zero_stage selects sharded data parallelism (ZeRO): 0 plain data parallel; 1 optimizer
 // states sharded over data-parallel ranks; 2 also gradients (reduce-scattered instead of
-// all-reduced). Stage 1 and 0 compile to the same program; stage 2 changes the gradient reductions.
+// all-reduced); 3 also parameters (each rank keeps 1/D of every weight; the executor all-gathers a
+// layer's weights before the layer runs, prefetching the next layer's, and drops them after).
+// Stage 1 and 0 compile to the same program; stages 2 and 3 change the gradient reductions.
+// training::bucket_bytes: the gradient all-reduces of a data-parallel program are packed, in the
+// order backward makes them, into buckets of at most this many bytes; each bucket is reduced by
+// one collective as soon as its last gradient is ready (PyTorch DDP's bucket_cap_mb, 25 MiB).
 struct inference {};
 struct training {
   int zero_stage = 0;
-  name_buffer zero_axis = "dp";                         // the data-parallel axis ZeRO shards over
-  shardgraph::recompute recompute = recompute::none;  // activation recomputation of repeat blocks
+  name_buffer zero_axis = "dp";                        // the data-parallel axis ZeRO shards over
+  shardgraph::recompute recompute = recompute::none;   // activation recomputation of repeat blocks
+  std::int64_t bucket_bytes = std::int64_t{25} << 20;  // gradient bucket size; 0: one collective per gradient
 };
 
 constexpr program compile_graph(const graph& g) {
@@ -38,10 +44,15 @@ constexpr program compile_graph(const graph& g) {
 // backward together, so backward ops follow the same signatures as forward ones.
 constexpr program compile_graph(const graph& g, training t) {
   graph checked = passes::verify(g);
-  if (checked.ok() && (t.zero_stage < 0 || t.zero_stage > 2) && checked.size() > 0)
+  if (checked.ok() && (t.zero_stage < 0 || t.zero_stage > 3) && checked.size() > 0)
     if (diagnostic* d = checked.report(checked.size() - 1))
-      *d << "ZeRO stage " << t.zero_stage << " is not available (stage 3, sharded parameters, is not implemented yet). "
-         << "choose zero_stage 0, 1 or 2";
+      *d << "ZeRO stage " << t.zero_stage << " does not exist (stages are 0 to 3). "
+         << "choose zero_stage 0 (data parallel), 1 (optimizer states), 2 (and gradients) or 3 (and "
+            "parameters)";
+  if (checked.ok() && t.bucket_bytes < 0 && checked.size() > 0)
+    if (diagnostic* d = checked.report(checked.size() - 1))
+      *d << "bucket_bytes is negative. give the gradient bucket size in bytes, or 0 for one collective per "
+            "gradient";
   const int zero_axis = checked.axes.index_of(t.zero_axis.view());
   if (checked.ok() && t.zero_stage >= 1 && zero_axis < 0 && checked.size() > 0)
     if (diagnostic* d = checked.report(checked.size() - 1))
@@ -52,6 +63,7 @@ constexpr program compile_graph(const graph& g, training t) {
   p.zero_stage = t.zero_stage;
   p.zero_axis = t.zero_stage >= 1 ? zero_axis : -1;
   p.recompute = t.recompute;
+  p.bucket_bytes = t.bucket_bytes;
   return p;
 }
 constexpr program compile_graph(const graph& g, inference) { return compile_graph(g); }
@@ -71,7 +83,8 @@ consteval bool report_compile_error() {
 template <auto Build, auto Mode = inference{}>
 consteval program compile() {
   constexpr program result = compile_graph(Build(), Mode);
-  static_assert(report_compile_error<result.nodes.error>(), "shardgraph: compile: the model has an error, shown above");
+  static_assert(report_compile_error<result.nodes.error>(),
+                "shardgraph: compile: the model has an error, shown above");
   return result;
 }
 

@@ -22,14 +22,22 @@ enum class step_kind : std::uint8_t {
 
 constexpr std::string_view step_kind_name(step_kind k) {
   switch (k) {
-    case step_kind::compute: return "compute";
-    case step_kind::fused: return "fused";
-    case step_kind::communicate: return "communicate";
-    case step_kind::slice: return "slice";
-    case step_kind::loop_begin: return "loop_begin";
-    case step_kind::loop_end: return "loop_end";
-    case step_kind::output: return "output";
-    case step_kind::copy: return "copy";
+    case step_kind::compute:
+      return "compute";
+    case step_kind::fused:
+      return "fused";
+    case step_kind::communicate:
+      return "communicate";
+    case step_kind::slice:
+      return "slice";
+    case step_kind::loop_begin:
+      return "loop_begin";
+    case step_kind::loop_end:
+      return "loop_end";
+    case step_kind::output:
+      return "output";
+    case step_kind::copy:
+      return "copy";
   }
   return "?";
 }
@@ -51,6 +59,7 @@ struct program {
   int zero_stage = 0;  // training programs: the ZeRO stage they were compiled for
   int zero_axis = -1;  // and the mesh axis it shards over
   shardgraph::recompute recompute = shardgraph::recompute::none;
+  std::int64_t bucket_bytes = std::int64_t{25} << 20;  // gradient all-reduce buckets (training{})
 
   constexpr bool ok() const { return nodes.ok(); }
   constexpr std::string_view error() const { return nodes.error.view(); }
@@ -80,12 +89,18 @@ constexpr program lower(const graph& g) {
       continue;
     }
     step_kind k = step_kind::compute;
-    if (is_collective(n.kind)) k = step_kind::communicate;
-    else if (n.kind == op::local_slice) k = step_kind::slice;
-    else if (n.kind == op::repeat_begin) k = step_kind::loop_begin;
-    else if (n.kind == op::repeat_end) k = step_kind::loop_end;
-    else if (n.kind == op::output) k = step_kind::output;
-    else if (n.kind == op::redistribute || n.kind == op::param_grad) k = step_kind::copy;
+    if (is_collective(n.kind))
+      k = step_kind::communicate;
+    else if (n.kind == op::local_slice)
+      k = step_kind::slice;
+    else if (n.kind == op::repeat_begin)
+      k = step_kind::loop_begin;
+    else if (n.kind == op::repeat_end)
+      k = step_kind::loop_end;
+    else if (n.kind == op::output)
+      k = step_kind::output;
+    else if (n.kind == op::redistribute || n.kind == op::param_grad)
+      k = step_kind::copy;
     p.steps.push_back({k, i, i});
   }
   return p;

@@ -9,6 +9,17 @@
 // one group per mesh axis, loads this rank's weight slices and allocates every value.
 // forward() slices the global inputs, runs the steps in order (a repeat block once per layer,
 // reading that layer's weights) and returns the outputs, whole on every rank.
+//
+// Two things the program leaves to run time, because they depend on sizes:
+//  - Gradient buckets (training{.bucket_bytes}): an all_reduce that feeds a param_grad directly is
+//    not run where it stands; its input is packed into the bucket it was planned into at bind (in
+//    the order backward produces gradients, layers last to first), and the bucket is all-reduced
+//    by one collective when its last gradient arrives, writing each gradient to its param_grad.
+//  - ZeRO-3 (training{.zero_stage = 3}): each rank stores chunk r of ceil(n / D) elements of every
+//    parameter slice (D ranks on the zero axis). A repeat block's weights are all-gathered into
+//    one of two buffers when their layer starts, and the next layer's into the other (the
+//    prefetch); weights outside blocks are gathered when forward() starts and dropped when it ends.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -31,13 +42,9 @@ using tensor_map = std::map<std::string, host_tensor>;
 namespace detail {
 template <class Fn>
 void with_element_type(dtype t, Fn&& fn) {
-  switch (t) {
-    case dtype::f64: fn(double{}); return;
-    case dtype::f32: fn(float{}); return;
-    case dtype::i64: fn(std::int64_t{}); return;
-    case dtype::i32: fn(std::int32_t{}); return;
-    default: fail("executor", "dtype " + std::string(dtype_name(t)) + " has no communication path yet", "use f32 or f64");
-  }
+  if (!visit_host_element(t, fn))
+    fail("executor", "dtype " + std::string(dtype_name(t)) + " has no communication path yet",
+         "use f32 or f64");
 }
 
 // "h.attn.q.weight" in block "h", layer 3 -> "h.3.attn.q.weight"
@@ -51,9 +58,11 @@ class rank_program {
  public:
   using buffer = typename Backend::buffer;
 
-  rank_program(const program& p, const model_sizes& sizes, Comm& world, Backend backend, const mesh_shape& mesh,
-               const weight_source& weights)
-      : program_(checked(p)), sizes_(sizes), backend_(std::move(backend)),
+  rank_program(const program& p, const model_sizes& sizes, Comm& world, Backend backend,
+               const mesh_shape& mesh, const weight_source& weights)
+      : program_(checked(p)),
+        sizes_(sizes),
+        backend_(std::move(backend)),
         layout_(program_, sizes, mesh, checked_coordinates(program_, mesh, world)) {
     const graph& g = program_.nodes;
     for (int a = 0; a < g.axes.size(); ++a) axis_sizes_.push_back(mesh.size(g.axes.name(a)));
@@ -82,7 +91,8 @@ class rank_program {
 
   // Visits this rank's slice of every parameter: fn(name, parameter node, layer, value, gradient)
   // where gradient is null in an inference program or for a parameter that gets none. Block
-  // weights are visited once per layer ("h.3.attn.q.weight").
+  // weights are visited once per layer ("h.3.attn.q.weight"). Under ZeRO-3 `value` is this rank's
+  // chunk of the slice (zero_chunk() elements; local_numel() is the slice's).
   template <class Fn>
   void for_each_parameter(Fn&& fn) {
     const graph& g = program_.nodes;
@@ -93,40 +103,73 @@ class rank_program {
       const std::int64_t layers = p.region >= 0 ? layers_ : 1;
       for (std::int64_t l = 0; l < layers; ++l) {
         layer_ = l;
-        std::string name = p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), l) : std::string(p.name.view());
+        std::string name = p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), l)
+                                         : std::string(p.name.view());
         buffer* grad = grad_of_[index(i)] >= 0 ? &value(grad_of_[index(i)]) : nullptr;
-        fn(name, p, l, value(i), grad);
+        fn(name, p, l, zero3_ ? shards_[index(i)][index(static_cast<int>(l))] : value(i), grad);
       }
     }
     layer_ = saved_layer;
   }
 
   // This rank's slice of every parameter (for checks and checkpoints): name -> (slice, values).
+  // Under ZeRO-3 the slices are all-gathered from the chunks, so every rank must call it.
   std::map<std::string, tensor_part> parameters() {
     std::map<std::string, tensor_part> result;
     for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer& v, buffer*) {
       const local_dims& d = layout_.of(index_of(p));
       host_tensor t(p.type, d.local);
-      backend_.download(v, t.bytes().data());
+      if (!zero3_) {
+        backend_.download(v, t.bytes().data());
+      } else {
+        buffer whole = backend_.allocate(p.type, chunk_[index(index_of(p))] * zero_parts_);
+        gather_chunk(index_of(p), v, whole);
+        std::vector<std::byte> bytes(whole.size_bytes());
+        backend_.download(whole, bytes.data());
+        std::memcpy(t.bytes().data(), bytes.data(), t.bytes().size());
+      }
       result.emplace(name, tensor_part{tensor_slice{d.global, d.offset, d.local}, std::move(t)});
     });
     return result;
   }
 
+  // Elements of this rank's slice of parameter p, and (ZeRO-3) of the chunk it stores.
+  std::int64_t local_numel(const node& p) const { return layout_.of(index_of(p)).numel(); }
+  std::int64_t zero_chunk(const node& p) const { return chunk_[index(index_of(p))]; }
+
+  // The gradient buckets planned at bind, in the order they are reduced.
+  struct bucket_report {
+    std::int64_t bytes = 0;
+    int gradients = 0;  // (parameter, layer) gradients packed into it
+  };
+  std::vector<bucket_report> gradient_buckets() const {
+    std::vector<bucket_report> r;
+    for (const gradient_bucket& b : buckets_)
+      r.push_back(
+          {b.elements * static_cast<std::int64_t>(dtype_size(b.type)), static_cast<int>(b.members.size())});
+    return r;
+  }
+
   // With the finite check on, forward() stops at the first compute step whose value holds a NaN
   // or an infinity, naming the op, the node and the layer. It costs one pass over every value.
   void set_finite_check(bool on) {
-    if constexpr (!requires(Backend& b, const buffer& v) { { b.all_finite(v) } -> std::convertible_to<bool>; })
-      if (on) fail("set_finite_check", "this backend has no all_finite()", "add all_finite(buffer) to the backend");
+    if constexpr (!requires(Backend & b, const buffer& v) {
+                    { b.all_finite(v) } -> std::convertible_to<bool>;
+                  })
+      if (on)
+        fail("set_finite_check", "this backend has no all_finite()", "add all_finite(buffer) to the backend");
     finite_check_ = on;
   }
 
   // Bytes this rank's program holds, by kind (what bind allocated; the trainer adds its own).
   struct memory_report {
-    std::int64_t parameters = 0;     // this rank's weight slices, every layer
-    std::int64_t gradients = 0;      // param_grad values, every layer (training programs)
-    std::int64_t activations = 0;    // every other value; per layer for forward blocks in training
-    std::int64_t communication = 0;  // staging buffers of all_gather, reduce_scatter, all_to_all
+    std::int64_t parameters = 0;   // this rank's weight slices, every layer
+    std::int64_t gradients = 0;    // param_grad values, every layer (training programs)
+    std::int64_t activations = 0;  // every other value; per layer for forward blocks in training
+    std::int64_t communication =
+        0;  // staging buffers of all_gather, reduce_scatter, all_to_all; gradient buckets
+    std::int64_t gathered_parameters = 0;  // ZeRO-3: whole weights held while in use (two layers, and
+                                           // the weights outside blocks from forward's start to its end)
   };
   memory_report memory() const {
     memory_report m;
@@ -135,10 +178,23 @@ class rank_program {
       std::int64_t bytes = static_cast<std::int64_t>(values_[index(i)].size_bytes());
       for (const buffer& b : per_layer_[index(i)]) bytes += static_cast<std::int64_t>(b.size_bytes());
       for (const buffer& b : staging_[index(i)]) m.communication += static_cast<std::int64_t>(b.size_bytes());
-      if (g[i].kind == op::parameter) m.parameters += bytes;
-      else if (g[i].kind == op::param_grad) m.gradients += bytes;
-      else m.activations += bytes;
+      if (g[i].kind == op::parameter && zero3_) {
+        for (const buffer& b : shards_[index(i)]) m.parameters += static_cast<std::int64_t>(b.size_bytes());
+        for (const buffer& b : slots_[index(i)])
+          m.gathered_parameters += static_cast<std::int64_t>(b.size_bytes());
+        if (g[i].region < 0)
+          m.gathered_parameters +=
+              chunk_[index(i)] * zero_parts_ * static_cast<std::int64_t>(dtype_size(g[i].type));
+      } else if (g[i].kind == op::parameter) {
+        m.parameters += bytes;
+      } else if (g[i].kind == op::param_grad) {
+        m.gradients += bytes;
+      } else {
+        m.activations += bytes;
+      }
     }
+    for (const auto& [type, b] : bucket_buffers_)
+      m.communication += static_cast<std::int64_t>(b.size_bytes());
     return m;
   }
 
@@ -146,7 +202,9 @@ class rank_program {
   Comm& axis_communicator(int axis) { return axis_comms_[index(axis)]; }
   int axis_size(int axis) const { return axis_sizes_[index(axis)]; }
 
-  int coordinate(std::string_view axis) const { return layout_.coordinate(program_.nodes.axes.index_of(axis)); }
+  int coordinate(std::string_view axis) const {
+    return layout_.coordinate(program_.nodes.axes.index_of(axis));
+  }
   const local_layout& layout() const { return layout_; }
   const program& compiled() const { return program_; }
 
@@ -156,6 +214,7 @@ class rank_program {
       if (g[i].kind == op::input) upload_input(i, inputs);
     std::size_t loop_start = 0;
     layer_ = 0;
+    if (zero3_) gather_unlayered_parameters();
     for (std::size_t s = 0; s < program_.steps.size(); ++s) {
       const step& st = program_.steps[s];
       const node& n = g[st.node];
@@ -163,6 +222,7 @@ class rank_program {
         case step_kind::loop_begin:
           loop_start = s;
           layer_ = n.reverse ? layers_ - 1 : 0;
+          if (zero3_) gather_block_parameters(st.node, layer_, n.reverse);
           backend_.copy(value(n.inputs[0]), value(st.node));
           if (n.reverse) recompute_layer();
           break;
@@ -172,6 +232,7 @@ class rank_program {
           const bool more = reverse ? layer_ > 0 : layer_ + 1 < layers_;
           if (more) {
             layer_ += reverse ? -1 : 1;
+            if (zero3_) prefetch_block_parameters(n.region, layer_ + (reverse ? -1 : 1));
             backend_.copy(result, value(n.region));
             s = loop_start;
             if (reverse) recompute_layer();
@@ -180,9 +241,16 @@ class rank_program {
           }
           break;
         }
-        default: run_step(st);
+        default:
+          run_step(st);
       }
     }
+    for (const gradient_bucket& b : buckets_)
+      if (b.arrived != 0)
+        fail("executor", "a gradient bucket was left half full after backward",
+             "this is a bug in the bucket plan; please report it (training{.bucket_bytes = 0} avoids "
+             "buckets)");
+    if (zero3_) release_unlayered_parameters();
     tensor_map outputs;
     for (int i = 0; i < g.size(); ++i) {
       if (g[i].kind != op::output) continue;
@@ -207,12 +275,19 @@ class rank_program {
       case step_kind::fused:
         run_fused(st.first, st.node);
         return check_finite(st.node);
-      case step_kind::communicate: return run_collective(st.node);
-      case step_kind::slice: return run_slice(st.node);
+      case step_kind::communicate:
+        if (bucketed_grad_[index(st.node)] >= 0) return add_to_bucket(st.node);
+        return run_collective(st.node);
+      case step_kind::slice:
+        return run_slice(st.node);
+      case step_kind::copy:
+        if (written_by_bucket_[index(st.node)]) return;  // its gradient bucket writes it
+        return backend_.copy(value(n.inputs[0]), value(st.node));
       case step_kind::output:
-      case step_kind::copy: return backend_.copy(value(n.inputs[0]), value(st.node));
+        return backend_.copy(value(n.inputs[0]), value(st.node));
       case step_kind::loop_begin:
-      case step_kind::loop_end: return;
+      case step_kind::loop_end:
+        return;
     }
   }
 
@@ -221,7 +296,9 @@ class rank_program {
   bool recomputed(int i) const {
     const graph& g = program_.nodes;
     const node& n = g[i];
-    if (program_.recompute == recompute::none || n.kind == op::parameter || n.body() < 0 || g[n.body()].reverse) return false;
+    if (program_.recompute == recompute::none || n.kind == op::parameter || n.body() < 0 ||
+        g[n.body()].reverse)
+      return false;
     return program_.recompute == recompute::full || n.kind == op::attention;
   }
   void recompute_layer() {
@@ -230,10 +307,13 @@ class rank_program {
 
   void check_finite(int i) {
     if (!finite_check_ || !is_floating(program_.nodes[i].type)) return;
-    if constexpr (requires(Backend& b, const buffer& v) { { b.all_finite(v) } -> std::convertible_to<bool>; }) {
+    if constexpr (requires(Backend & b, const buffer& v) {
+                    { b.all_finite(v) } -> std::convertible_to<bool>;
+                  }) {
       if (backend_.all_finite(value(i))) return;
       const node& n = program_.nodes[i];
-      std::string where = "forward: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
+      std::string where =
+          "forward: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
       if (n.body() >= 0) where += " in layer " + std::to_string(layer_);
       fail(where, "produced a NaN or an infinity (the first op to do so on this rank)",
            "lower the learning rate, clip gradients, or check the inputs and weights feeding this op");
@@ -247,8 +327,9 @@ class rank_program {
   static std::vector<int> checked_coordinates(const program& p, const mesh_shape& mesh, Comm& world) {
     int needed = mesh.world_size(p.nodes.axes);
     if (needed != world.size())
-      fail("bind", "the communicator has " + std::to_string(world.size()) + " ranks but mesh " + mesh.to_string() +
-                       " needs " + std::to_string(needed),
+      fail("bind",
+           "the communicator has " + std::to_string(world.size()) + " ranks but mesh " + mesh.to_string() +
+               " needs " + std::to_string(needed),
            "start " + std::to_string(needed) + " ranks, or choose mesh sizes whose product is " +
                std::to_string(world.size()));
     return mesh.coordinates(p.nodes.axes, world.rank());
@@ -271,7 +352,7 @@ class rank_program {
   bool per_layer(int i) const {
     const graph& g = program_.nodes;
     const node& n = g[i];
-    if (n.kind == op::parameter) return n.region >= 0;
+    if (n.kind == op::parameter) return n.region >= 0 && !zero3_;
     if (!program_.is_training()) return false;
     if (n.kind == op::param_grad) return g[n.origin].region >= 0;
     if (n.kind == op::repeat_begin) return !n.reverse;
@@ -290,6 +371,14 @@ class rank_program {
     grad_of_.assign(index(g.size()), -1);
     for (int i = 0; i < g.size(); ++i)
       if (g[i].kind == op::param_grad) grad_of_[index(g[i].origin)] = i;
+    zero3_ = program_.zero_stage >= 3;
+    if (zero3_) {
+      zero_parts_ = axis_sizes_[index(program_.zero_axis)];
+      zero_coordinate_ = layout_.coordinate(program_.zero_axis);
+    }
+    chunk_.assign(index(g.size()), 0);
+    shards_.resize(index(g.size()));
+    slots_.resize(index(g.size()));
     values_.reserve(index(g.size()));
     staging_.resize(index(g.size()));
     per_layer_.resize(index(g.size()));
@@ -297,9 +386,20 @@ class rank_program {
       const node& n = g[i];
       const std::int64_t numel = layout_.of(i).numel();
       const bool layered = per_layer(i);
+      if (zero3_ && n.kind == op::parameter) {
+        chunk_[index(i)] = (numel + zero_parts_ - 1) / zero_parts_;
+        values_.push_back(backend_.allocate(n.type, 0));  // unlayered: gathered by forward()
+        for (std::int64_t l = 0; l < (n.region >= 0 ? layers_ : 1); ++l)
+          shards_[index(i)].push_back(backend_.allocate(n.type, chunk_[index(i)]));
+        if (n.region >= 0)
+          for (int slot = 0; slot < 2; ++slot)
+            slots_[index(i)].push_back(backend_.allocate(n.type, chunk_[index(i)] * zero_parts_));
+        continue;
+      }
       values_.push_back(backend_.allocate(n.type, layered ? 0 : numel));
       if (layered)
-        for (std::int64_t l = 0; l < layers_; ++l) per_layer_[index(i)].push_back(backend_.allocate(n.type, numel));
+        for (std::int64_t l = 0; l < layers_; ++l)
+          per_layer_[index(i)].push_back(backend_.allocate(n.type, numel));
       if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
         std::int64_t in = layout_.of(n.inputs[0]).numel();
         std::int64_t staged = n.kind == op::all_gather ? in * axis_sizes_[index(n.axis)] : in;
@@ -307,6 +407,170 @@ class rank_program {
         if (n.kind == op::all_to_all) staging_[index(i)].push_back(backend_.allocate(n.type, staged));
       }
     }
+    plan_buckets();
+  }
+
+  // ---- gradient buckets ----
+  struct bucket_member {
+    int node = -1;  // the all_reduce
+    std::int64_t layer = 0, elements = 0, offset = 0;
+  };
+  struct gradient_bucket {
+    int axis = -1;
+    dtype type = dtype::f32;
+    std::int64_t elements = 0;
+    std::vector<bucket_member> members;
+    std::size_t arrived = 0;
+  };
+
+  // Which all_reduces are bucketed (those whose value only a param_grad reads, on an axis of more
+  // than one rank), and the buckets, filled in the order the steps produce them.
+  void plan_buckets() {
+    const graph& g = program_.nodes;
+    bucketed_grad_.assign(index(g.size()), -1);
+    written_by_bucket_.assign(index(g.size()), false);
+    bucket_slot_.assign(index(g.size()), {});
+    constexpr bool can_pack = requires(Backend & b, buffer & x) { b.copy_range(x, 0, x, 0, 0); };
+    if (!can_pack || !program_.is_training() || program_.bucket_bytes <= 0) return;
+    std::vector<int> readers(index(g.size()), 0);
+    for (int i = 0; i < g.size(); ++i)
+      for (int k = 0; k < g[i].input_count; ++k) ++readers[index(g[i].inputs[k])];
+    for (int i = 0; i < g.size(); ++i) {
+      const node& n = g[i];
+      if (n.kind != op::param_grad) continue;
+      // all_reduces over an axis of one rank are copies: look through them (a LayerNorm bias
+      // gradient is reduced on dp, then on tp; with tp = 1 the dp one is the real reduction)
+      int source = n.inputs[0];
+      while (g[source].kind == op::all_reduce && readers[index(source)] == 1 &&
+             axis_sizes_[index(g[source].axis)] == 1)
+        source = g[source].inputs[0];
+      if (g[source].kind == op::all_reduce && readers[index(source)] == 1 &&
+          axis_sizes_[index(g[source].axis)] > 1) {
+        bucketed_grad_[index(source)] = i;
+        written_by_bucket_[index(i)] = true;
+      }
+    }
+    // Walk the steps as forward() runs them (blocks once per layer) and pack in that order.
+    std::size_t loop_start = 0;
+    std::int64_t layer = 0;
+    const auto& steps = program_.steps;
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      const node& n = g[steps[s].node];
+      if (steps[s].kind == step_kind::loop_begin) {
+        loop_start = s;
+        layer = n.reverse ? layers_ - 1 : 0;
+        continue;
+      }
+      if (steps[s].kind == step_kind::loop_end) {
+        const bool reverse = g[n.region].reverse;
+        if (reverse ? layer > 0 : layer + 1 < layers_) {
+          layer += reverse ? -1 : 1;
+          s = loop_start;
+        }
+        continue;
+      }
+      if (steps[s].kind != step_kind::communicate || bucketed_grad_[index(steps[s].node)] < 0) continue;
+      const std::int64_t elements = layout_.of(steps[s].node).numel();
+      const bool fits =
+          !buckets_.empty() && buckets_.back().axis == n.axis && buckets_.back().type == n.type &&
+          (buckets_.back().elements + elements) * static_cast<std::int64_t>(dtype_size(n.type)) <=
+              program_.bucket_bytes;
+      if (!fits) buckets_.push_back({n.axis, n.type, 0, {}, 0});
+      gradient_bucket& b = buckets_.back();
+      const std::int64_t slot_layer = n.body() >= 0 ? layer : 0;
+      std::vector<std::pair<int, int>>& slots = bucket_slot_[index(steps[s].node)];
+      if (slots.size() <= static_cast<std::size_t>(slot_layer))
+        slots.resize(static_cast<std::size_t>(slot_layer) + 1);
+      slots[static_cast<std::size_t>(slot_layer)] = {static_cast<int>(buckets_.size()) - 1,
+                                                     static_cast<int>(b.members.size())};
+      b.members.push_back({steps[s].node, slot_layer, elements, b.elements});
+      b.elements += elements;
+    }
+    // One staging buffer per dtype, as large as its largest bucket of several gradients: buckets
+    // fill one after another. A bucket of one gradient is reduced in its param_grad's own buffer.
+    for (const gradient_bucket& b : buckets_) {
+      if (b.members.size() == 1) continue;
+      auto it = std::find_if(bucket_buffers_.begin(), bucket_buffers_.end(),
+                             [&](const auto& e) { return e.first == b.type; });
+      if (it == bucket_buffers_.end())
+        bucket_buffers_.emplace_back(b.type, backend_.allocate(b.type, b.elements));
+      else if (it->second.numel() < b.elements)
+        it->second = backend_.allocate(b.type, b.elements);
+    }
+  }
+
+  buffer& bucket_buffer(dtype t) {
+    for (auto& [type, b] : bucket_buffers_)
+      if (type == t) return b;
+    fail("executor", "no gradient bucket buffer for this dtype",
+         "this is a bug in plan_buckets; please report it");
+  }
+
+  // The all_reduce `i` of layer_: pack its input; reduce the bucket when it is complete.
+  void add_to_bucket(int i) {
+    if constexpr (requires(Backend & b, buffer & x) { b.copy_range(x, 0, x, 0, 0); }) {
+      const graph& g = program_.nodes;
+      const auto [which, member] =
+          bucket_slot_[index(i)][static_cast<std::size_t>(g[i].body() >= 0 ? layer_ : 0)];
+      gradient_bucket& b = buckets_[index(which)];
+      const bucket_member& m = b.members[index(member)];
+      if (b.members.size() == 1) {
+        buffer& grad = value_at(bucketed_grad_[index(i)], m.layer);
+        backend_.copy_range(value(g[i].inputs[0]), 0, grad, 0, m.elements);
+        return detail::with_element_type(b.type, [&](auto zero) {
+          using T = decltype(zero);
+          axis_comms_[index(b.axis)].all_reduce(span_of<T>(grad, m.elements));
+        });
+      }
+      buffer& staged = bucket_buffer(b.type);
+      backend_.copy_range(value(g[i].inputs[0]), 0, staged, m.offset, m.elements);
+      if (++b.arrived < b.members.size()) return;
+      b.arrived = 0;
+      detail::with_element_type(b.type, [&](auto zero) {
+        using T = decltype(zero);
+        axis_comms_[index(b.axis)].all_reduce(span_of<T>(staged, b.elements));
+      });
+      for (const bucket_member& done : b.members)
+        backend_.copy_range(staged, done.offset, value_at(bucketed_grad_[index(done.node)], done.layer), 0,
+                            done.elements);
+    }
+  }
+
+  // ---- ZeRO-3 parameter gathering ----
+  void gather_chunk(int i, buffer& chunk, buffer& whole) {
+    detail::with_element_type(program_.nodes[i].type, [&](auto zero) {
+      using T = decltype(zero);
+      axis_comms_[index(program_.zero_axis)].all_gather(
+          std::span<const T>(span_of<T>(chunk, chunk_[index(i)])),
+          span_of<T>(whole, chunk_[index(i)] * zero_parts_));
+    });
+  }
+  // Layer `layer` of the block's weights into its buffer, and the next layer's (the prefetch).
+  void gather_block_parameters(int block, std::int64_t layer, bool reverse) {
+    prefetch_block_parameters(block, layer);
+    prefetch_block_parameters(block, layer + (reverse ? -1 : 1));
+  }
+  void prefetch_block_parameters(int block, std::int64_t layer) {
+    if (layer < 0 || layer >= layers_) return;
+    const graph& g = program_.nodes;
+    const int forward_block = g[block].reverse ? g[block].origin : block;
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::parameter && g[i].region == forward_block)
+        gather_chunk(i, shards_[index(i)][index(static_cast<int>(layer))],
+                     slots_[index(i)][index(static_cast<int>(layer % 2))]);
+  }
+  void gather_unlayered_parameters() {
+    const graph& g = program_.nodes;
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::parameter && g[i].region < 0) {
+        values_[index(i)] = backend_.allocate(g[i].type, chunk_[index(i)] * zero_parts_);
+        gather_chunk(i, shards_[index(i)][0], values_[index(i)]);
+      }
+  }
+  void release_unlayered_parameters() {
+    const graph& g = program_.nodes;
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::parameter && g[i].region < 0) values_[index(i)] = backend_.allocate(g[i].type, 0);
   }
 
   void load_weights(const weight_source& weights) {
@@ -317,6 +581,21 @@ class rank_program {
       const local_dims& d = layout_.of(i);
       tensor_slice slice{d.global, d.offset, d.local};
       host_tensor host(n.type, d.local);
+      if (zero3_) {  // keep chunk r of the slice, zero-padded to chunk elements
+        const std::size_t e = dtype_size(n.type);
+        const std::int64_t chunk = chunk_[index(i)], begin = std::min(d.numel(), zero_coordinate_ * chunk);
+        const std::int64_t count = std::min(d.numel(), begin + chunk) - begin;
+        std::vector<std::byte> bytes(static_cast<std::size_t>(chunk) * e);
+        for (std::int64_t l = 0; l < (n.region >= 0 ? layers_ : 1); ++l) {
+          weights(n.region >= 0 ? detail::layer_name(n.name.view(), g[n.region].name.view(), l)
+                                : std::string(n.name.view()),
+                  slice, host);
+          std::memcpy(bytes.data(), host.bytes().data() + static_cast<std::size_t>(begin) * e,
+                      static_cast<std::size_t>(count) * e);
+          backend_.upload(shards_[index(i)][index(static_cast<int>(l))], bytes.data());
+        }
+        continue;
+      }
       if (n.region < 0) {
         weights(n.name.view(), slice, host);
         backend_.upload(values_[index(i)], host.bytes().data());
@@ -333,7 +612,8 @@ class rank_program {
     const node& n = program_.nodes[i];
     const std::string name(n.name.view());
     auto it = inputs.find(name);
-    if (it == inputs.end()) fail("forward", "input '" + name + "' is missing", "pass every input of the program by name");
+    if (it == inputs.end())
+      fail("forward", "input '" + name + "' is missing", "pass every input of the program by name");
     const host_tensor& global = it->second;
     const local_dims& d = layout_.of(i);
     if (global.type() != n.type || global.shape() != d.global) {
@@ -354,9 +634,12 @@ class rank_program {
     backend_.upload(values_[index(i)], local.bytes().data());
   }
 
-  buffer& value(int i) {
+  buffer& value(int i) { return value_at(i, layer_); }
+  buffer& value_at(int i, std::int64_t layer) {
+    if (!slots_[index(i)].empty())
+      return slots_[index(i)][index(static_cast<int>(layer % 2))];  // ZeRO-3 block weights
     std::vector<buffer>& layered = per_layer_[index(i)];
-    if (!layered.empty()) return layered[index(static_cast<int>(layer_))];
+    if (!layered.empty()) return layered[index(static_cast<int>(layer))];
     return values_[index(i)];
   }
 
@@ -388,22 +671,40 @@ class rank_program {
         set({product(x, 0, x.size()), table.local[0], table.local[1], table.offset[0]});
         break;
       }
-      case op::position_embedding: set({x[0], x[1], x[2]}); break;
-      case op::linear: set({product(x, 0, x.size() - 1), x.back(), out.back()}); break;
-      case op::matmul: set({product(x, 0, x.size() - 2), x[x.size() - 2], x.back(), out.back()}); break;
+      case op::position_embedding:
+        set({x[0], x[1], x[2]});
+        break;
+      case op::linear:
+        set({product(x, 0, x.size() - 1), x.back(), out.back()});
+        break;
+      case op::matmul:
+        set({product(x, 0, x.size() - 2), x[x.size() - 2], x.back(), out.back()});
+        break;
       case op::layer_norm:
       case op::rms_norm:
-      case op::softmax: set({product(x, 0, x.size() - 1), x.back()}); break;
-      case op::rope: set({x[0], x[1], x[2], x[3]}); break;
-      case op::split_heads: set({out[0], out[2], out[1], out[3]}); break;
-      case op::merge_heads: set({x[0], x[2], x[1], x[3]}); break;
-      case op::attention: set({x[0], x[1], layout_.of(n.inputs[1]).local[1], x[2], x[3]}); break;
+      case op::softmax:
+        set({product(x, 0, x.size() - 1), x.back()});
+        break;
+      case op::rope:
+        set({x[0], x[1], x[2], x[3]});
+        break;
+      case op::split_heads:
+        set({out[0], out[2], out[1], out[3]});
+        break;
+      case op::merge_heads:
+        set({x[0], x[2], x[1], x[3]});
+        break;
+      case op::attention:
+        set({x[0], x[1], layout_.of(n.inputs[1]).local[1], x[2], x[3]});
+        break;
       case op::cross_entropy: {
         const local_dims& logits = layout_.of(n.inputs[0]);
         set({logits.local[0] * logits.local[1], logits.local[2], logits.global[0] * logits.global[1]});
         break;
       }
-      case op::transpose: set({product(x, 0, x.size() - 2), x[x.size() - 2], x.back()}); break;
+      case op::transpose:
+        set({product(x, 0, x.size() - 2), x[x.size() - 2], x.back()});
+        break;
       case op::linear_weight_grad: {
         const std::vector<std::int64_t>& dy = layout_.of(n.inputs[1]).local;
         set({product(x, 0, x.size() - 1), x.back(), dy.back()});
@@ -414,20 +715,30 @@ class rank_program {
       case op::layer_norm_grad_w:
       case op::rms_norm_grad_x:
       case op::rms_norm_grad_w:
-      case op::softmax_grad: set({product(x, 0, x.size() - 1), x.back()}); break;
+      case op::softmax_grad:
+        set({product(x, 0, x.size() - 1), x.back()});
+        break;
       case op::gelu_grad:
       case op::silu_grad:
-      case op::ones: set({layout_.of(i).numel()}); break;
-      case op::rope_grad: set({x[0], x[1], x[2], x[3]}); break;
+      case op::ones:
+        set({layout_.of(i).numel()});
+        break;
+      case op::rope_grad:
+        set({x[0], x[1], x[2], x[3]});
+        break;
       case op::attention_grad_q:
       case op::attention_grad_k:
-      case op::attention_grad_v: set({x[0], x[1], layout_.of(n.inputs[1]).local[1], x[2], x[3]}); break;
+      case op::attention_grad_v:
+        set({x[0], x[1], layout_.of(n.inputs[1]).local[1], x[2], x[3]});
+        break;
       case op::embedding_grad: {
         const local_dims& table = layout_.of(i);
         set({product(x, 0, x.size()), table.local[0], table.local[1], table.offset[0]});
         break;
       }
-      case op::position_embedding_grad: set({x[0], x[1], x[2], out[0]}); break;
+      case op::position_embedding_grad:
+        set({x[0], x[1], x[2], out[0]});
+        break;
       case op::cross_entropy_grad: {
         const local_dims& logits = layout_.of(n.inputs[0]);
         set({logits.local[0] * logits.local[1], logits.local[2], logits.global[0] * logits.global[1]});
@@ -453,8 +764,10 @@ class rank_program {
       const node& n = g[j];
       compute::elementwise_step s{n.kind, -1, 0};
       int other = -1;
-      if (j == first) other = n.input_count > 1 ? n.inputs[1] : -1;
-      else if (n.input_count > 1) other = n.inputs[0] == j - 1 ? n.inputs[1] : n.inputs[0];
+      if (j == first)
+        other = n.input_count > 1 ? n.inputs[1] : -1;
+      else if (n.input_count > 1)
+        other = n.inputs[0] == j - 1 ? n.inputs[1] : n.inputs[0];
       if (other >= 0) {
         s.operand = call.operand_count;
         call.operands[call.operand_count++] = &value(other);
@@ -505,7 +818,8 @@ class rank_program {
           break;
         case op::all_gather: {
           buffer& staged = staging_[index(i)][0];
-          group.all_gather(std::span<const T>(span_of<T>(in, in_numel)), span_of<T>(staged, in_numel * parts));
+          group.all_gather(std::span<const T>(span_of<T>(in, in_numel)),
+                           span_of<T>(staged, in_numel * parts));
           backend_.interleave(staged, out, blocks_along(n.inputs[0], n.from_dim, parts));
           break;
         }
@@ -540,7 +854,8 @@ class rank_program {
           backend_.interleave(received, out, b);
           break;
         }
-        default: break;
+        default:
+          break;
       }
     });
   }
@@ -559,6 +874,20 @@ class rank_program {
   bool finite_check_ = false;
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
+
+  std::vector<int> bucketed_grad_;       // all_reduce node -> the param_grad it feeds (-1: not bucketed)
+  std::vector<bool> written_by_bucket_;  // param_grad node -> its value comes from a bucket
+  std::vector<std::vector<std::pair<int, int>>>
+      bucket_slot_;  // all_reduce node -> per layer (bucket, member)
+  std::vector<gradient_bucket> buckets_;
+  std::vector<std::pair<dtype, buffer>> bucket_buffers_;
+
+  bool zero3_ = false;
+  int zero_parts_ = 1;
+  std::int64_t zero_coordinate_ = 0;
+  std::vector<std::int64_t> chunk_;          // ZeRO-3: parameter node -> elements of its chunk
+  std::vector<std::vector<buffer>> shards_;  // ZeRO-3: parameter node -> per layer, this rank's chunk
+  std::vector<std::vector<buffer>> slots_;   // ZeRO-3: block parameter node -> two gathered layers
 };
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>

@@ -19,6 +19,8 @@
 //            its chunk, and all-gathers the parameter from every rank's chunk.
 //   stage 2  gradients arrive Partial (the program leaves out their all-reduce); each micro-batch's
 //            gradient is reduce-scattered, so rank r accumulates only its chunk; then as stage 1.
+//   stage 3  as stage 2, but the executor stores only chunk r of each parameter (it gathers whole
+//            weights per layer while they are used): AdamW updates the chunk in place, no gather.
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -92,15 +94,17 @@ class trainer {
         out = rank_.forward(micro_batches[k]);
       } catch (const error& e) {
         if (!options_.check_finite) throw;
-        throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ", micro-batch " + std::to_string(k) +
-                    ": " + std::string(e.what()).substr(std::string("shardgraph: ").size()));
+        throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ", micro-batch " +
+                    std::to_string(k) + ": " +
+                    std::string(e.what()).substr(std::string("shardgraph: ").size()));
       }
       loss += share * out.at("loss").at(0);
       accumulate_gradients(share, k == 0);
     }
     ++step_;
     const double norm = global_norm(owned_sum_of_squares());
-    const double coefficient = options_.max_grad_norm > 0 ? clip_coefficient(norm * norm, options_.max_grad_norm) : 1.0;
+    const double coefficient =
+        options_.max_grad_norm > 0 ? clip_coefficient(norm * norm, options_.max_grad_norm) : 1.0;
     const double lr = options_.schedule ? (*options_.schedule)(step_) : options_.adamw.lr;
     apply_adamw(coefficient, lr);
     return {step_, loss, norm, lr};
@@ -115,7 +119,8 @@ class trainer {
   struct state {
     buffer sum, m, v;
     std::int64_t n = 0, offset = 0, count = 0, chunk = 0;
-    buffer gathered, chunk_value, grad_chunk;  // ZeRO: (parts * chunk) staging; this rank's parameter and gradient chunks
+    buffer gathered, chunk_value,
+        grad_chunk;  // ZeRO: (parts * chunk) staging; this rank's parameter and gradient chunks
   };
 
   int zero_parts() { return zero_stage_ >= 1 ? rank_.axis_size(zero_axis_) : 1; }
@@ -125,7 +130,7 @@ class trainer {
     if (it != states_.end()) return it->second;
     Backend& b = rank_.backend();
     state s;
-    s.n = static_cast<std::int64_t>(like.numel());
+    s.n = zero_stage_ >= 3 ? rank_.local_numel(p) : static_cast<std::int64_t>(like.numel());
     const int parts = zero_parts();
     if (zero_stage_ >= 1) {
       const std::int64_t r = rank_.coordinate(rank_.compiled().nodes.axes.name(zero_axis_));
@@ -155,21 +160,22 @@ class trainer {
 
   void accumulate_gradients(double share, bool first) {
     Backend& b = rank_.backend();
-    rank_.for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
-      if (grad == nullptr) return;
-      state& s = state_of(name, value, p);
-      if (first) b.fill_zero(s.sum);
-      if (zero_stage_ < 2) return b.add_scaled(*grad, s.sum, share);
-      // ZeRO-2: reduce-scatter the Partial gradient; this rank keeps its chunk.
-      b.fill_zero(s.gathered);
-      b.copy_range(*grad, 0, s.gathered, 0, s.n);
-      detail::with_element_type(p.type, [&](auto zero) {
-        using T = decltype(zero);
-        rank_.axis_communicator(zero_axis_).reduce_scatter(std::span<const T>(span_of<T>(b, s.gathered)),
-                                                           span_of<T>(b, s.chunk_value));
-      });
-      b.add_scaled(s.chunk_value, s.sum, share);
-    });
+    rank_.for_each_parameter(
+        [&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
+          if (grad == nullptr) return;
+          state& s = state_of(name, value, p);
+          if (first) b.fill_zero(s.sum);
+          if (zero_stage_ < 2) return b.add_scaled(*grad, s.sum, share);
+          // ZeRO-2: reduce-scatter the Partial gradient; this rank keeps its chunk.
+          b.fill_zero(s.gathered);
+          b.copy_range(*grad, 0, s.gathered, 0, s.n);
+          detail::with_element_type(p.type, [&](auto zero) {
+            using T = decltype(zero);
+            rank_.axis_communicator(zero_axis_)
+                .reduce_scatter(std::span<const T>(span_of<T>(b, s.gathered)), span_of<T>(b, s.chunk_value));
+          });
+          b.add_scaled(s.chunk_value, s.sum, share);
+        });
   }
 
   // Sum of squares of the gradient elements this rank owns, all-reduced over every mesh axis.
@@ -179,52 +185,59 @@ class trainer {
     Backend& b = rank_.backend();
     const graph& g = rank_.compiled().nodes;
     double sum = 0;
-    rank_.for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
-      if (grad == nullptr) return;
-      for (int a = 0; a < g.axes.size(); ++a)
-        if (a != zero_axis_ && p.spec[a].is_replicate() && rank_.coordinate(g.axes.name(a)) != 0) return;
-      state& s = states_.at(name);
-      if (zero_stage_ == 1) {  // the whole reduced gradient is here: count this rank's chunk
-        b.fill_zero(s.chunk_value);
-        b.copy_range(s.sum, s.offset, s.chunk_value, 0, s.count);
-        sum += b.sum_of_squares(s.chunk_value);
-      } else {
-        sum += b.sum_of_squares(s.sum);
-      }
-    });
+    rank_.for_each_parameter(
+        [&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
+          if (grad == nullptr) return;
+          for (int a = 0; a < g.axes.size(); ++a)
+            if (a != zero_axis_ && p.spec[a].is_replicate() && rank_.coordinate(g.axes.name(a)) != 0) return;
+          state& s = states_.at(name);
+          if (zero_stage_ == 1) {  // the whole reduced gradient is here: count this rank's chunk
+            b.fill_zero(s.chunk_value);
+            b.copy_range(s.sum, s.offset, s.chunk_value, 0, s.count);
+            sum += b.sum_of_squares(s.chunk_value);
+          } else {
+            sum += b.sum_of_squares(s.sum);
+          }
+        });
     for (int a = 0; a < g.axes.size(); ++a) rank_.axis_communicator(a).all_reduce(std::span<double>(&sum, 1));
     return sum;
   }
 
   void apply_adamw(double coefficient, double lr) {
     Backend& b = rank_.backend();
-    rank_.for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
-      if (grad == nullptr) return;
-      state& s = states_.at(name);
-      compute::adamw_arguments a{.lr = lr, .beta1 = options_.adamw.beta1, .beta2 = options_.adamw.beta2,
-                                 .eps = options_.adamw.eps,
-                                 .weight_decay = p.shape.rank() >= 2 ? options_.adamw.weight_decay : 0.0,
-                                 .step = step_};
-      if (zero_stage_ == 0) {
-        if (coefficient != 1.0) b.scale(s.sum, coefficient);
-        return b.adamw(value, s.sum, s.m, s.v, a);
-      }
-      // This rank's chunk of the gradient and of the parameter, updated, then gathered from all ranks.
-      buffer& grad_chunk = s.grad_chunk;
-      b.fill_zero(grad_chunk);
-      if (zero_stage_ == 1) b.copy_range(s.sum, s.offset, grad_chunk, 0, s.count);
-      else b.copy_range(s.sum, 0, grad_chunk, 0, s.chunk);
-      if (coefficient != 1.0) b.scale(grad_chunk, coefficient);
-      b.fill_zero(s.chunk_value);
-      b.copy_range(value, s.offset, s.chunk_value, 0, s.count);
-      b.adamw(s.chunk_value, grad_chunk, s.m, s.v, a);
-      detail::with_element_type(p.type, [&](auto zero) {
-        using T = decltype(zero);
-        rank_.axis_communicator(zero_axis_).all_gather(std::span<const T>(span_of<T>(b, s.chunk_value)),
-                                                       span_of<T>(b, s.gathered));
-      });
-      b.copy_range(s.gathered, 0, value, 0, s.n);
-    });
+    rank_.for_each_parameter(
+        [&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
+          if (grad == nullptr) return;
+          state& s = states_.at(name);
+          compute::adamw_arguments a{.lr = lr,
+                                     .beta1 = options_.adamw.beta1,
+                                     .beta2 = options_.adamw.beta2,
+                                     .eps = options_.adamw.eps,
+                                     .weight_decay = p.shape.rank() >= 2 ? options_.adamw.weight_decay : 0.0,
+                                     .step = step_};
+          if (zero_stage_ == 0) {
+            if (coefficient != 1.0) b.scale(s.sum, coefficient);
+            return b.adamw(value, s.sum, s.m, s.v, a);
+          }
+          // This rank's chunk of the gradient and of the parameter, updated, then gathered from all ranks.
+          buffer& grad_chunk = s.grad_chunk;
+          b.fill_zero(grad_chunk);
+          if (zero_stage_ == 1)
+            b.copy_range(s.sum, s.offset, grad_chunk, 0, s.count);
+          else
+            b.copy_range(s.sum, 0, grad_chunk, 0, s.chunk);
+          if (coefficient != 1.0) b.scale(grad_chunk, coefficient);
+          if (zero_stage_ >= 3) return b.adamw(value, grad_chunk, s.m, s.v, a);  // value is this rank's chunk
+          b.fill_zero(s.chunk_value);
+          b.copy_range(value, s.offset, s.chunk_value, 0, s.count);
+          b.adamw(s.chunk_value, grad_chunk, s.m, s.v, a);
+          detail::with_element_type(p.type, [&](auto zero) {
+            using T = decltype(zero);
+            rank_.axis_communicator(zero_axis_)
+                .all_gather(std::span<const T>(span_of<T>(b, s.chunk_value)), span_of<T>(b, s.gathered));
+          });
+          b.copy_range(s.gathered, 0, value, 0, s.n);
+        });
   }
 
   rank_program<Backend, Comm>& rank_;

@@ -139,25 +139,10 @@ inline bool convertible_for_weights(dtype from, dtype to) {
 
 template <class Fn>
 void with_tensor_element(dtype t, Fn&& fn) {
-  switch (t) {
-    case dtype::f64:
-      fn(double{});
-      return;
-    case dtype::f32:
-      fn(float{});
-      return;
-    case dtype::i64:
-      fn(std::int64_t{});
-      return;
-    case dtype::i32:
-      fn(std::int32_t{});
-      return;
-    default:
-      break;
-  }
-  fail("kokkos::view_weights",
-       "dtype " + std::string(dtype_name(t)) + " cannot be filled from a Kokkos::View",
-       "serve the parameter in f64, f32, i64 or i32");
+  if (!visit_host_element(t, fn))
+    fail("kokkos::view_weights",
+         "dtype " + std::string(dtype_name(t)) + " cannot be filled from a Kokkos::View",
+         "serve the parameter in f64, f32, i64 or i32");
 }
 
 // Copies `slice` of parameter `name`, held in `v` (extents = the parameter's global shape), into
