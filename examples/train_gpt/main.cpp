@@ -3,7 +3,7 @@
 // answer digits and checks that the layout trains exactly like one rank.
 //
 //   train_gpt [--mesh dp=2,tp=2] [--steps 2500] [--batch 16] [--seq 32] [--lr 3e-3]
-//             [--precision f32|f64] [--zero 0|1|2|3] [--seed 1]
+//             [--precision f32|f64|bf16|fp16] [--zero 0|1|2|3] [--seed 1]
 //             [--bucket-mb 25]                            gradient all-reduce bucket size (0: one per
 //             gradient)
 //             [--check-finite on|off]                     stop at the first op producing NaN/Inf
@@ -14,6 +14,10 @@
 //   addition stream --sampler--> global batch (batch, seq) --dp--> ranks (dp=i, tp=j)
 //        forward + backward (tp all_reduces inside each block, dp all_reduce of every gradient)
 //        --> global-norm clip --> AdamW on each rank's slice
+//
+// --precision bf16 / fp16 is mixed precision: the model computes and communicates in 16 bits, the
+// trainer updates f32 master weights; fp16 adds dynamic loss scaling (the progress line shows the
+// scale and the steps skipped on overflow). The layout check always runs in f64, where it is exact.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -107,14 +111,20 @@ run_result train(const sg::program& p, const options& o, const sg::mesh_shape& m
     sg::data::distributed_sampler sampler(sg::data::window_count(train_tokens.size(), o.seq), 0, 1, o.seed);
     sg::data::batch_loader loader(train_tokens, sampler, o.batch, o.seq);
     const auto start = std::chrono::steady_clock::now();
+    int skipped = 0;
     for (int s = 1; s <= steps; ++s) {
       sg::step_report r = trainer.step(loader.next_global_batch());
       if (s == 1) result.first_loss = r.loss;
       result.last_loss = r.loss;
+      skipped += r.skipped;
       if (verbose && comm.rank() == 0 && (s == 1 || s % 25 == 0 || s == steps)) {
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::printf("step %4d/%d | loss %.4f | grad norm %6.3f | lr %.2e | %7.0f tok/s | %s left\n", s, steps,
-                    r.loss, r.grad_norm, r.lr, static_cast<double>(s * o.batch * o.seq) / elapsed,
+        std::string scaling;
+        if (o.precision == "fp16")
+          scaling = " | loss scale 2^" + std::to_string(static_cast<int>(std::lround(std::log2(r.loss_scale)))) + ", " +
+                    std::to_string(skipped) + " skipped";
+        std::printf("step %4d/%d | loss %.4f | grad norm %6.3f | lr %.2e%s | %7.0f tok/s | %s left\n", s, steps,
+                    r.loss, r.grad_norm, r.lr, scaling.c_str(), static_cast<double>(s * o.batch * o.seq) / elapsed,
                     clock_text(elapsed / s * (steps - s)).c_str());
         std::fflush(stdout);
       }
@@ -210,7 +220,7 @@ int usage(const std::string& why) {
   std::fprintf(
       stderr,
       "shardgraph: train_gpt: %s. usage: train_gpt [--mesh dp=2,tp=2] [--steps N] [--batch B] [--seq T] "
-      "[--lr LR] [--precision f32|f64] [--zero 0|1|2|3] [--bucket-mb MB] [--seed S]\n",
+      "[--lr LR] [--precision f32|f64|bf16|fp16] [--zero 0|1|2|3] [--bucket-mb MB] [--seed S]\n",
       why.c_str());
   return 2;
 }
@@ -283,8 +293,10 @@ int main(int argc, char** argv) {
     };
     if (o.precision == "f32") return by_stage.template operator()<sg::dtype::f32>();
     if (o.precision == "f64") return by_stage.template operator()<sg::dtype::f64>();
-    throw sg::error(sg::error_message("train_gpt --precision " + o.precision,
-                                      "bf16 and fp16 are not implemented yet", "use --precision f32 or f64"));
+    if (o.precision == "bf16") return by_stage.template operator()<sg::dtype::bf16>();
+    if (o.precision == "fp16") return by_stage.template operator()<sg::dtype::f16>();
+    throw sg::error(sg::error_message("train_gpt --precision " + o.precision, "there is no such precision",
+                                      "use --precision f32, f64, bf16 or fp16"));
   } catch (const sg::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

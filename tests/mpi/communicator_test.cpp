@@ -19,6 +19,7 @@
 #include "catch.hpp"
 #include "test_process.hpp"
 #include "shardgraph/core/half.hpp"
+#include "shardgraph/core/half_types.hpp"
 #include "shardgraph/mpi.hpp"
 
 namespace {
@@ -169,6 +170,20 @@ TEST_CASE("all_gather places rank r's data at offset r * n", "[mpi]") {
     std::vector<float> nothing;
     comm.all_gather(std::span<const float>(nothing), std::span<float>(nothing));
   }
+}
+
+TEST_CASE("all_reduce sums bf16 and f16 values in rank order, each addition rounded", "[mpi]") {
+  // Rank 0 holds 1, the others a half unit in the last place of 1 (bf16: 2^-8, f16: 2^-11): each
+  // addition is a tie that rounds to even, so the sum stays 1 on every rank.
+  communicator comm = fresh_communicator();
+  const bool first = comm.rank() == 0;
+  std::vector<shardgraph::bfloat16> b{shardgraph::bfloat16(first ? 1.0f : 0x1p-8f)};
+  std::vector<shardgraph::float16> h{shardgraph::float16(first ? 1.0f : 0x1p-11f), shardgraph::float16(2.0f)};
+  comm.all_reduce(std::span<shardgraph::bfloat16>(b));
+  comm.all_reduce(std::span<shardgraph::float16>(h));
+  CHECK(static_cast<float>(b[0]) == 1.0f);
+  CHECK(static_cast<float>(h[0]) == 1.0f);
+  CHECK(static_cast<float>(h[1]) == 2.0f * static_cast<float>(comm.size()));
 }
 
 TEST_CASE("reduce_scatter gives rank r the sum of every rank's chunk r", "[mpi]") {

@@ -3,25 +3,19 @@
 // (f64, relative 1e-9);
 // gradient accumulation over micro-batches equals one large batch; a program without backward is
 // refused; a NaN is reported at its step and op.
-#include <cmath>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include <shardgraph/cpu.hpp>
-#include <shardgraph/runtime/trainer.hpp>
-#include <shardgraph/shardgraph.hpp>
-#include <shardgraph/threads.hpp>
-
 #include "catch.hpp"
+#include "tiny_gpt2_training.hpp"
 
 namespace sg = shardgraph;
 
 namespace {
 
-using Mesh = sg::mesh<"dp", "tp">;
+using namespace tiny_gpt2;
+
 constexpr sg::graph gpt2_sharded() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f64}); }
 constexpr sg::graph gpt2_single() {
   return sg::models::gpt2<Mesh>({.type = sg::dtype::f64, .data_axis = "", .tensor_axis = ""});
@@ -45,77 +39,6 @@ static_assert(sharded.count(sg::op::all_reduce, "dp") == 21);
 static_assert(zero1.count(sg::op::all_reduce, "dp") == 21);
 static_assert(zero3.count(sg::op::all_reduce, "dp") == 1 && zero3.zero_stage == 3);
 
-const sg::models::gpt2_config tiny{.vocab = 64, .positions = 16, .model = 32, .heads = 4, .layers = 2};
-constexpr std::int64_t batch = 8, seq = 8;
-
-sg::tensor_map tokens(std::int64_t rows, std::int64_t first_row, int step) {
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(rows * seq)), targets(ids.size());
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t t = 0; t < seq; ++t) {
-      std::size_t i = static_cast<std::size_t>(r * seq + t);
-      std::int64_t global = (first_row + r) * seq + t + 1000 * step;
-      ids[i] = (global * 37 + 11) % 64;
-      targets[i] = (global * 53 + 7) % 64;
-    }
-  sg::tensor_map m;
-  m.emplace("input_ids", sg::host_tensor::from<std::int64_t>({rows, seq}, ids));
-  m.emplace("targets", sg::host_tensor::from<std::int64_t>({rows, seq}, targets));
-  return m;
-}
-
-const sg::training_options options{
-    .adamw = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1},
-    .schedule = std::nullopt,
-    .max_grad_norm = 0.5};
-
-using weights = std::map<std::string, std::vector<double>>;
-
-// Trains `steps` steps on dp*tp ranks (each step: `micro` micro-batches splitting the batch) and
-// returns the whole weights assembled from every rank's slices, plus rank 0's reports.
-weights train(const sg::program& p, int dp, int tp, int steps, int micro,
-              std::vector<sg::step_report>* reports) {
-  weights whole;
-  std::mutex m;
-  sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
-    auto rank = sg::bind(p, tiny.sizes(batch / micro, seq), comm, sg::cpu::backend{},
-                         sg::mesh_shape{{"dp", dp}, {"tp", tp}}, sg::random_weights(3, 0.3));
-    sg::trainer t(rank, options);
-    for (int s = 0; s < steps; ++s) {
-      std::vector<sg::tensor_map> parts;
-      for (int k = 0; k < micro; ++k) parts.push_back(tokens(batch / micro, k * (batch / micro), s));
-      sg::step_report r = t.step(parts);
-      if (comm.rank() == 0 && reports) reports->push_back(r);
-    }
-    auto params = rank.parameters();
-    std::lock_guard lock(m);
-    for (auto& [name, part] : params) {
-      std::vector<double>& dst = whole[name];
-      std::int64_t n = 1;
-      for (auto v : part.slice.global) n *= v;
-      dst.resize(static_cast<std::size_t>(n));
-      sg::for_each_in_slice(part.slice, [&](std::int64_t g, std::int64_t l) {
-        dst[static_cast<std::size_t>(g)] = part.values.at(l);
-      });
-    }
-  });
-  return whole;
-}
-
-double max_relative_difference(const weights& a, const weights& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (auto& [name, want] : b) {
-    const std::vector<double>& have = a.at(name);
-    double diff = 0, scale = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      diff = std::max(diff, std::abs(have[i] - want[i]));
-      scale = std::max(scale, std::abs(want[i]));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
-
 // What rank 0 of a dp-rank run holds after one step: the program's memory and the trainer's.
 struct step_memory {
   sg::rank_program<sg::cpu::backend, sg::threads::communicator>::memory_report program;
@@ -124,7 +47,7 @@ struct step_memory {
 step_memory memory_after_one_step(const sg::program& p, int dp) {
   step_memory m;
   sg::threads::world(dp).run([&](sg::threads::communicator& comm) {
-    auto rank = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}},
+    auto rank = sg::bind(p, config.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}},
                          sg::random_weights());
     sg::trainer t(rank, options);
     t.step(tokens(batch, 0, 0));
@@ -181,7 +104,7 @@ TEST_CASE("trainer: gradient buckets of any size train like one rank; they follo
   auto buckets_of = [](const sg::program& p, int dp) {
     std::vector<sg::rank_program<sg::cpu::backend, sg::threads::communicator>::bucket_report> r;
     sg::threads::world(dp).run([&](sg::threads::communicator& comm) {
-      auto rank = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}},
+      auto rank = sg::bind(p, config.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}},
                            sg::random_weights());
       if (comm.rank() == 0) r = rank.gradient_buckets();
     });
@@ -251,7 +174,7 @@ TEST_CASE("trainer: activation recomputation (full, attention) trains like one r
   auto activations = [](const sg::program& p) {
     std::int64_t bytes = 0;
     sg::threads::world(1).run([&](sg::threads::communicator& comm) {
-      bytes = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights())
+      bytes = sg::bind(p, config.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights())
                   .memory()
                   .activations;
     });
@@ -273,7 +196,7 @@ TEST_CASE("trainer: an inference program is refused with the fix", "[runtime][tr
   static constexpr sg::program forward_only = sg::compile<gpt2_single>();
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
     auto rank =
-        sg::bind(forward_only, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights());
+        sg::bind(forward_only, config.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights());
     CHECK(sg::testing::contains(sg::testing::error_of([&] { sg::trainer t(rank, options); }),
                                 "compile the model with shardgraph::training{}"));
   });
@@ -292,7 +215,7 @@ TEST_CASE("trainer: with check_finite, a NaN stops training at the step and the 
   checked.check_finite = true;
   const std::string message = sg::testing::error_of([&] {
     sg::threads::world(2).run([&](sg::threads::communicator& comm) {
-      auto rank = sg::bind(sharded, tiny.sizes(batch, seq), comm, sg::cpu::backend{},
+      auto rank = sg::bind(sharded, config.sizes(batch, seq), comm, sg::cpu::backend{},
                            sg::mesh_shape{{"tp", 2}}, poisoned);
       sg::trainer t(rank, checked);
       t.step(tokens(batch, 0, 0));

@@ -238,6 +238,34 @@ TEST_CASE("threads::communicator moves int32 and uint16 (bf16 bit patterns) and 
   }
 }
 
+TEST_CASE("threads::communicator sums bf16 and f16 values, each addition rounded, in rank order",
+          "[threads]") {
+  // 1 + 2^-8 + 2^-8 + ...: in bf16 (8 significant bits) each 1 + 2^-8 is a tie that rounds to even
+  // (1), so the rank-order sum stays 1, where one f32 sum rounded once would give 1 + 2^-6.
+  // f16 (11 significant bits) ties the same way at 1 + 2^-11.
+  const int p = 4;
+  const world w(p);
+  std::vector<float> bf16_sums(p), f16_sums(p), bf16_scattered(p);
+  w.run([&](communicator& comm) {
+    const float mine = comm.rank() == 0 ? 1.0f : 0x1p-8f;
+    std::vector<sg::bfloat16> b{sg::bfloat16(mine)};
+    std::vector<sg::float16> h{sg::float16(comm.rank() == 0 ? 1.0f : 0x1p-11f)};
+    comm.all_reduce(b);
+    comm.all_reduce(h);
+    std::vector<sg::bfloat16> chunks(static_cast<std::size_t>(p), sg::bfloat16(static_cast<float>(comm.rank())));
+    std::vector<sg::bfloat16> own(1);
+    comm.reduce_scatter(chunks, own);
+    bf16_sums[comm.rank()] = static_cast<float>(b[0]);
+    f16_sums[comm.rank()] = static_cast<float>(h[0]);
+    bf16_scattered[comm.rank()] = static_cast<float>(own[0]);
+  });
+  for (int r = 0; r < p; ++r) {
+    CHECK(bf16_sums[r] == 1.0f);
+    CHECK(f16_sums[r] == 1.0f);
+    CHECK(bf16_scattered[r] == 6.0f);  // 0 + 1 + 2 + 3
+  }
+}
+
 TEST_CASE("threads::communicator accepts vectors, arrays and spans of non-const elements", "[threads]") {
   const world w(2);
   std::vector<std::vector<float>> seen(2);

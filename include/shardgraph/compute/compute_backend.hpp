@@ -14,6 +14,10 @@
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}
 //   attention           {batch, heads, kv_heads, seq, head_dim}
 //   cross_entropy       {rows, vocab, global_rows}              out[0] = sum of -log p / global_rows
+//   ones                {numel}                                 out = scalar (the loss scale), 1 if scalar is 0
+// kernel_call::type is the output's dtype. Under mixed precision inputs may be bf16 or f16 while the
+// output is f32 (the loss), and the reverse (the loss gradient's consumers); a kernel computes in
+// f32 whenever any of its buffers is 16-bit.
 #include <concepts>
 #include <cstdint>
 
@@ -90,7 +94,8 @@ concept TrainingBackend = ComputeBackend<B> && requires(B& b, typename B::buffer
                                                          std::int64_t offset) {
   { b.sum_of_squares(cbuf) } -> std::convertible_to<double>;  // accumulated in double
   b.scale(buf, factor);                                       // buf *= factor
-  b.add_scaled(cbuf, buf, factor);                            // buf += factor * cbuf
+  b.add_scaled(cbuf, buf, factor);                            // buf += factor * cbuf (dtypes may differ)
+  b.convert(cbuf, buf);                                       // buf = cbuf rounded to buf's dtype
   b.fill_zero(buf);
   b.adamw(buf, cbuf, buf, buf, a);                            // param, grad, m, v (torch.optim.AdamW)
   b.copy_range(cbuf, offset, buf, offset, offset);            // elements [from, from + count) -> [to, ...)

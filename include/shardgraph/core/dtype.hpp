@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "shardgraph/core/half_types.hpp"
+
 namespace shardgraph {
 
 enum class dtype : std::uint8_t { f64, f32, bf16, f16, i64, i32 };
@@ -36,17 +38,20 @@ template <> constexpr dtype dtype_of<double>() { return dtype::f64; }
 template <> constexpr dtype dtype_of<float>() { return dtype::f32; }
 template <> constexpr dtype dtype_of<std::int64_t>() { return dtype::i64; }
 template <> constexpr dtype dtype_of<std::int32_t>() { return dtype::i32; }
+template <> constexpr dtype dtype_of<bfloat16>() { return dtype::bf16; }
+template <> constexpr dtype dtype_of<float16>() { return dtype::f16; }
 
-// Calls fn(T{}) with the host element type T of t. The 16-bit floats have no host arithmetic type;
-// for them the function returns false and calls nothing, so the caller says what it cannot do.
+// Calls fn(T{}) with the host element type T of t (bfloat16 and float16 for the 16-bit floats).
+// Returns false, calling nothing, for a dtype it does not know, so the caller says what it cannot do.
 template <class Fn>
 constexpr bool visit_host_element(dtype t, Fn&& fn) {
   switch (t) {
     case dtype::f64: fn(double{}); return true;
     case dtype::f32: fn(float{}); return true;
+    case dtype::bf16: fn(bfloat16{}); return true;
+    case dtype::f16: fn(float16{}); return true;
     case dtype::i64: fn(std::int64_t{}); return true;
     case dtype::i32: fn(std::int32_t{}); return true;
-    case dtype::bf16: case dtype::f16: return false;
   }
   return false;
 }

@@ -117,6 +117,7 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
       if (!expect(g, i, is_floating(ta) && !is_floating(tb), "logits must be float and targets integer. declare targets as i64"))
         return false;
       out = shape{};
+      type = ta == dtype::f64 ? dtype::f64 : dtype::f32;  // 16-bit logits: the loss is kept in f32, as autocast does
       return true;
     case op::transpose:  // (..., m, n) -> (..., n, m)
       if (!expect(g, i, a.rank() >= 2, "expects at least two dimensions. transpose swaps the last two")) return false;

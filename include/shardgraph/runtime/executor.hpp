@@ -20,6 +20,7 @@
 //    one of two buffers when their layer starts, and the next layer's into the other (the
 //    prefetch); weights outside blocks are gathered when forward() starts and dropped when it ends.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -161,6 +162,18 @@ class rank_program {
     finite_check_ = on;
   }
 
+  // Backward starts from d loss = scale instead of 1, so that every gradient is `scale` times its
+  // value (dynamic loss scaling for f16: small gradients stay above f16's smallest number). With a
+  // scale other than 1 the finite check covers the forward ops only: an overflow in backward is the
+  // loss scaler's to handle, by skipping the step.
+  void set_loss_scale(double scale) {
+    if (!(scale > 0 && std::isfinite(scale)))
+      fail("set_loss_scale", "scale " + std::to_string(scale) + " is not a positive finite number",
+           "give a positive scale, or 1 for none");
+    loss_scale_ = scale;
+  }
+  double loss_scale() const { return loss_scale_; }
+
   // Bytes this rank's program holds, by kind (what bind allocated; the trainer adds its own).
   struct memory_report {
     std::int64_t parameters = 0;   // this rank's weight slices, every layer
@@ -214,6 +227,7 @@ class rank_program {
       if (g[i].kind == op::input) upload_input(i, inputs);
     std::size_t loop_start = 0;
     layer_ = 0;
+    in_backward_ = false;
     if (zero3_) gather_unlayered_parameters();
     for (std::size_t s = 0; s < program_.steps.size(); ++s) {
       const step& st = program_.steps[s];
@@ -306,7 +320,7 @@ class rank_program {
   }
 
   void check_finite(int i) {
-    if (!finite_check_ || !is_floating(program_.nodes[i].type)) return;
+    if (!finite_check_ || !is_floating(program_.nodes[i].type) || (in_backward_ && loss_scale_ != 1.0)) return;
     if constexpr (requires(Backend & b, const buffer& v) {
                     { b.all_finite(v) } -> std::convertible_to<bool>;
                   }) {
@@ -720,8 +734,12 @@ class rank_program {
         break;
       case op::gelu_grad:
       case op::silu_grad:
-      case op::ones:
         set({layout_.of(i).numel()});
+        break;
+      case op::ones:  // the seed of backward: d loss / d loss, times the loss scale
+        set({layout_.of(i).numel()});
+        call.scalar = loss_scale_;
+        in_backward_ = true;
         break;
       case op::rope_grad:
         set({x[0], x[1], x[2], x[3]});
@@ -872,6 +890,8 @@ class rank_program {
   std::int64_t layers_ = 1;
   std::int64_t layer_ = 0;
   bool finite_check_ = false;
+  double loss_scale_ = 1.0;
+  bool in_backward_ = false;  // forward() has run the seed of backward
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
 

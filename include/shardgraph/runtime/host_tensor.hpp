@@ -53,6 +53,17 @@ class host_tensor {
     check<T>();
     return {reinterpret_cast<const T*>(bytes_.data()), static_cast<std::size_t>(numel())};
   }
+  // Stores v into floating element i, rounded to the tensor's dtype (to nearest even for bf16, f16).
+  void set(std::int64_t i, double v) {
+    const auto k = static_cast<std::size_t>(i);
+    switch (type_) {
+      case dtype::f64: values<double>()[k] = v; return;
+      case dtype::f32: values<float>()[k] = static_cast<float>(v); return;
+      case dtype::bf16: values<bfloat16>()[k] = bfloat16(static_cast<float>(v)); return;
+      case dtype::f16: values<float16>()[k] = float16(static_cast<float>(v)); return;
+      default: fail("host_tensor::set", "dtype " + std::string(dtype_name(type_)) + " is not floating point", "store integers through values<T>()");
+    }
+  }
   // Any floating or integer element as double (for comparisons and printing).
   double at(std::int64_t i) const {
     switch (type_) {
@@ -60,6 +71,8 @@ class host_tensor {
       case dtype::f32: return values<float>()[static_cast<std::size_t>(i)];
       case dtype::i64: return static_cast<double>(values<std::int64_t>()[static_cast<std::size_t>(i)]);
       case dtype::i32: return values<std::int32_t>()[static_cast<std::size_t>(i)];
+      case dtype::bf16: return static_cast<float>(values<bfloat16>()[static_cast<std::size_t>(i)]);
+      case dtype::f16: return static_cast<float>(values<float16>()[static_cast<std::size_t>(i)]);
       default: fail("host_tensor::at", "dtype " + std::string(dtype_name(type_)) + " is not readable on the host", "convert it first");
     }
   }

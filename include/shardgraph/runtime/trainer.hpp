@@ -21,6 +21,16 @@
 //            gradient is reduce-scattered, so rank r accumulates only its chunk; then as stage 1.
 //   stage 3  as stage 2, but the executor stores only chunk r of each parameter (it gathers whole
 //            weights per layer while they are used): AdamW updates the chunk in place, no gather.
+//
+// Mixed precision, from the parameters' dtype: a model built in bf16 or f16 computes in it (and
+// communicates in it: gradient all-reduces, reduce-scatters, parameter gathers), while the trainer
+// keeps f32 master weights (this rank's chunk under ZeRO), f32 gradient sums and f32 AdamW moments,
+// as Megatron-LM's distributed optimizer does. After each update the model's weights are the master
+// rounded to nearest even. The master starts from the model's weights as loaded.
+// f16 adds dynamic loss scaling (optim/loss_scaler.hpp, torch's GradScaler): backward starts from
+// d loss = scale; gradients are unscaled as they are summed; if any rank's sum holds an infinity or a
+// NaN (seen as a non-finite global norm, which every rank computes alike) the step is skipped on
+// every rank, AdamW's step count does not advance, and the scale is backed off.
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -33,6 +43,7 @@
 #include "shardgraph/compute/compute_backend.hpp"
 #include "shardgraph/optim/adamw.hpp"
 #include "shardgraph/optim/grad_clip.hpp"
+#include "shardgraph/optim/loss_scaler.hpp"
 #include "shardgraph/optim/lr_schedule.hpp"
 #include "shardgraph/runtime/executor.hpp"
 
@@ -43,12 +54,14 @@ struct training_options {
   std::optional<warmup_cosine> schedule;  // learning rate per step
   double max_grad_norm = 1.0;             // 0 or infinity: no clipping
   bool check_finite = false;              // stop at the first op that produces a NaN or an infinity
+  dynamic_loss_scaler loss_scaler{};      // f16 models: the starting scale and how it moves
 };
 
 // Bytes this rank's trainer holds beyond the program's own values.
 struct optimizer_memory {
   std::int64_t optimizer_states = 0;  // AdamW's m and v
   std::int64_t gradient_sums = 0;     // the step's accumulated gradients (a chunk under ZeRO-2)
+  std::int64_t master_weights = 0;    // mixed precision: the f32 weights (a chunk under ZeRO-1/2/3)
 };
 
 struct step_report {
@@ -56,6 +69,8 @@ struct step_report {
   double loss = 0;       // mean over the step's micro-batches
   double grad_norm = 0;  // before clipping
   double lr = 0;
+  bool skipped = false;   // f16: a gradient overflowed, the update was not applied
+  double loss_scale = 1;  // the scale backward started from (1 without loss scaling)
 };
 
 template <compute::TrainingBackend Backend, comm::Communicator Comm>
@@ -73,13 +88,24 @@ class trainer {
     rank.set_finite_check(options_.check_finite);
     zero_stage_ = rank.compiled().zero_stage;
     zero_axis_ = rank.compiled().zero_axis;
+    const graph& g = rank.compiled().nodes;
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::parameter && (g[i].type == dtype::bf16 || g[i].type == dtype::f16)) {
+        mixed_ = true;
+        scaling_ = scaling_ || g[i].type == dtype::f16;
+      }
+    if (scaling_) options_.loss_scaler.check();
   }
+
+  // The loss scaler's state (f16 models), to inspect or save.
+  const dynamic_loss_scaler& loss_scaler() const { return options_.loss_scaler; }
 
   optimizer_memory memory() const {
     optimizer_memory m;
     for (const auto& [name, s] : states_) {
       m.optimizer_states += static_cast<std::int64_t>(s.m.size_bytes() + s.v.size_bytes());
       m.gradient_sums += static_cast<std::int64_t>(s.sum.size_bytes());
+      m.master_weights += static_cast<std::int64_t>(s.master.size_bytes());
     }
     return m;
   }
@@ -87,6 +113,8 @@ class trainer {
   step_report step(std::span<const tensor_map> micro_batches) {
     if (micro_batches.empty()) fail("trainer::step", "no micro-batch was given", "pass at least one batch");
     const double share = 1.0 / static_cast<double>(micro_batches.size());
+    const double loss_scale = scaling_ ? options_.loss_scaler.scale : 1.0;
+    rank_.set_loss_scale(loss_scale);
     double loss = 0;
     for (std::size_t k = 0; k < micro_batches.size(); ++k) {
       tensor_map out;
@@ -99,15 +127,21 @@ class trainer {
                     std::string(e.what()).substr(std::string("shardgraph: ").size()));
       }
       loss += share * out.at("loss").at(0);
-      accumulate_gradients(share, k == 0);
+      accumulate_gradients(share / loss_scale, k == 0);
     }
     ++step_;
     const double norm = global_norm(owned_sum_of_squares());
+    const double lr = options_.schedule ? (*options_.schedule)(step_) : options_.adamw.lr;
+    step_report report{step_, loss, norm, lr, false, loss_scale};
+    if (scaling_ && !options_.loss_scaler.update(!std::isfinite(norm))) {
+      report.skipped = true;  // every rank saw the same norm, so every rank skips
+      return report;
+    }
     const double coefficient =
         options_.max_grad_norm > 0 ? clip_coefficient(norm * norm, options_.max_grad_norm) : 1.0;
-    const double lr = options_.schedule ? (*options_.schedule)(step_) : options_.adamw.lr;
+    ++updates_;
     apply_adamw(coefficient, lr);
-    return {step_, loss, norm, lr};
+    return report;
   }
   step_report step(const tensor_map& batch) { return step(std::span<const tensor_map>(&batch, 1)); }
 
@@ -116,21 +150,26 @@ class trainer {
  private:
   // Per parameter slice: the step's gradient sum and AdamW's moments; under ZeRO, this rank's
   // chunk [offset, offset + count) of the slice's n elements, and scratch for the collectives.
+  // Under mixed precision `master` holds the f32 weights AdamW updates (the chunk under ZeRO);
+  // sum, m, v, grad_chunk are f32 and gathered, chunk_value the model's dtype.
   struct state {
-    buffer sum, m, v;
+    buffer sum, m, v, master;
     std::int64_t n = 0, offset = 0, count = 0, chunk = 0;
-    buffer gathered, chunk_value,
-        grad_chunk;  // ZeRO: (parts * chunk) staging; this rank's parameter and gradient chunks
+    buffer gathered, chunk_value, grad_chunk;  // ZeRO: (parts * chunk) staging; this rank's chunks
   };
 
   int zero_parts() { return zero_stage_ >= 1 ? rank_.axis_size(zero_axis_) : 1; }
 
-  state& state_of(const std::string& name, const buffer& like, const node& p) {
+  // The dtype the optimizer works in: f32 for a 16-bit model, else the model's.
+  dtype optimizer_type(const node& p) const { return mixed_ && p.type != dtype::f64 ? dtype::f32 : p.type; }
+
+  state& state_of(const std::string& name, const buffer& value, const node& p) {
     auto it = states_.find(name);
     if (it != states_.end()) return it->second;
     Backend& b = rank_.backend();
+    const dtype t = optimizer_type(p);
     state s;
-    s.n = zero_stage_ >= 3 ? rank_.local_numel(p) : static_cast<std::int64_t>(like.numel());
+    s.n = zero_stage_ >= 3 ? rank_.local_numel(p) : static_cast<std::int64_t>(value.numel());
     const int parts = zero_parts();
     if (zero_stage_ >= 1) {
       const std::int64_t r = rank_.coordinate(rank_.compiled().nodes.axes.name(zero_axis_));
@@ -139,17 +178,26 @@ class trainer {
       s.count = std::min(s.n, s.offset + s.chunk) - s.offset;
       s.gathered = b.allocate(p.type, s.chunk * parts);
       s.chunk_value = b.allocate(p.type, s.chunk);
-      s.grad_chunk = b.allocate(p.type, s.chunk);
+      s.grad_chunk = b.allocate(t, s.chunk);
       b.fill_zero(s.gathered);
       b.fill_zero(s.chunk_value);
     } else {
       s.chunk = s.count = s.n;
     }
-    s.sum = b.allocate(p.type, zero_stage_ >= 2 ? s.chunk : s.n);
-    s.m = b.allocate(p.type, s.chunk);
-    s.v = b.allocate(p.type, s.chunk);
+    s.sum = b.allocate(t, zero_stage_ >= 2 ? s.chunk : s.n);
+    s.m = b.allocate(t, s.chunk);
+    s.v = b.allocate(t, s.chunk);
     b.fill_zero(s.m);
     b.fill_zero(s.v);
+    if (t != p.type) {  // the f32 master of what this rank updates, from the weights as loaded
+      s.master = b.allocate(t, s.chunk);
+      if (zero_stage_ == 0 || zero_stage_ >= 3) {
+        b.convert(value, s.master);
+      } else {
+        b.copy_range(value, s.offset, s.chunk_value, 0, s.count);
+        b.convert(s.chunk_value, s.master);
+      }
+    }
     return states_.emplace(name, std::move(s)).first->second;
   }
 
@@ -158,6 +206,7 @@ class trainer {
     return {static_cast<T*>(b.data(buf)), static_cast<std::size_t>(buf.numel())};
   }
 
+  // sum (+)= share * gradient, for each parameter; `share` includes 1 / loss scale.
   void accumulate_gradients(double share, bool first) {
     Backend& b = rank_.backend();
     rank_.for_each_parameter(
@@ -192,9 +241,9 @@ class trainer {
             if (a != zero_axis_ && p.spec[a].is_replicate() && rank_.coordinate(g.axes.name(a)) != 0) return;
           state& s = states_.at(name);
           if (zero_stage_ == 1) {  // the whole reduced gradient is here: count this rank's chunk
-            b.fill_zero(s.chunk_value);
-            b.copy_range(s.sum, s.offset, s.chunk_value, 0, s.count);
-            sum += b.sum_of_squares(s.chunk_value);
+            b.fill_zero(s.grad_chunk);
+            b.copy_range(s.sum, s.offset, s.grad_chunk, 0, s.count);
+            sum += b.sum_of_squares(s.grad_chunk);
           } else {
             sum += b.sum_of_squares(s.sum);
           }
@@ -209,15 +258,18 @@ class trainer {
         [&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
           if (grad == nullptr) return;
           state& s = states_.at(name);
+          const bool mixed = s.master.numel() > 0;
           compute::adamw_arguments a{.lr = lr,
                                      .beta1 = options_.adamw.beta1,
                                      .beta2 = options_.adamw.beta2,
                                      .eps = options_.adamw.eps,
                                      .weight_decay = p.shape.rank() >= 2 ? options_.adamw.weight_decay : 0.0,
-                                     .step = step_};
+                                     .step = updates_};
           if (zero_stage_ == 0) {
             if (coefficient != 1.0) b.scale(s.sum, coefficient);
-            return b.adamw(value, s.sum, s.m, s.v, a);
+            b.adamw(mixed ? s.master : value, s.sum, s.m, s.v, a);
+            if (mixed) b.convert(s.master, value);
+            return;
           }
           // This rank's chunk of the gradient and of the parameter, updated, then gathered from all ranks.
           buffer& grad_chunk = s.grad_chunk;
@@ -227,10 +279,19 @@ class trainer {
           else
             b.copy_range(s.sum, 0, grad_chunk, 0, s.chunk);
           if (coefficient != 1.0) b.scale(grad_chunk, coefficient);
-          if (zero_stage_ >= 3) return b.adamw(value, grad_chunk, s.m, s.v, a);  // value is this rank's chunk
-          b.fill_zero(s.chunk_value);
-          b.copy_range(value, s.offset, s.chunk_value, 0, s.count);
-          b.adamw(s.chunk_value, grad_chunk, s.m, s.v, a);
+          if (zero_stage_ >= 3) {  // value is this rank's chunk
+            b.adamw(mixed ? s.master : value, grad_chunk, s.m, s.v, a);
+            if (mixed) b.convert(s.master, value);
+            return;
+          }
+          if (mixed) {
+            b.adamw(s.master, grad_chunk, s.m, s.v, a);
+            b.convert(s.master, s.chunk_value);
+          } else {
+            b.fill_zero(s.chunk_value);
+            b.copy_range(value, s.offset, s.chunk_value, 0, s.count);
+            b.adamw(s.chunk_value, grad_chunk, s.m, s.v, a);
+          }
           detail::with_element_type(p.type, [&](auto zero) {
             using T = decltype(zero);
             rank_.axis_communicator(zero_axis_)
@@ -243,7 +304,10 @@ class trainer {
   rank_program<Backend, Comm>& rank_;
   training_options options_;
   std::map<std::string, state> states_;
-  std::int64_t step_ = 0;
+  std::int64_t step_ = 0;     // steps taken, skipped ones included (the schedule's clock)
+  std::int64_t updates_ = 0;  // AdamW updates applied (its bias corrections' step)
+  bool mixed_ = false;        // 16-bit parameters: f32 master weights
+  bool scaling_ = false;      // f16 parameters: dynamic loss scaling
   int zero_stage_ = 0;
   int zero_axis_ = -1;
 };

@@ -61,8 +61,7 @@ inline weight_source random_weights(std::uint64_t seed = 1, double scale = 0.1) 
       return is_norm ? 1.0 + 0.5 * scale * u : scale * u;
     };
     for_each_in_slice(slice, [&](std::int64_t global, std::int64_t local) {
-      if (out.type() == dtype::f64) out.values<double>()[static_cast<std::size_t>(local)] = value(global);
-      else out.values<float>()[static_cast<std::size_t>(local)] = static_cast<float>(value(global));
+      out.set(local, value(global));
     });
   };
 }

@@ -1,6 +1,10 @@
 #pragma once
-// shardgraph::cpu::backend: the ComputeBackend on host memory, f64 and f32, with Eigen GEMMs.
-// It is the numerical reference every other backend is compared with.
+// shardgraph::cpu::backend: the ComputeBackend on host memory, with Eigen GEMMs. It is the
+// numerical reference every other backend is compared with.
+//
+// Kernels compute in f64 or f32. Values may also be bf16 or f16 (mixed precision): a kernel that
+// reads or writes one widens its 16-bit inputs to f32, computes in f32, and rounds its output to the
+// output's dtype once, the contract of a GPU kernel on 16-bit tensors with f32 accumulation.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +13,8 @@
 #include <vector>
 
 #include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/cpu/buffer.hpp"
+#include "shardgraph/cpu/float_conversion.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/cpu/backward.hpp"
 #include "shardgraph/cpu/kernels.hpp"
@@ -16,24 +22,6 @@
 #include "shardgraph/optim/grad_clip.hpp"
 
 namespace shardgraph::cpu {
-
-class buffer {
- public:
-  buffer() = default;
-  buffer(dtype type, std::int64_t numel) : type_(type), numel_(numel), bytes_(static_cast<std::size_t>(numel) * dtype_size(type)) {}
-  dtype type() const { return type_; }
-  std::int64_t numel() const { return numel_; }
-  std::size_t size_bytes() const { return bytes_.size(); }
-  std::byte* bytes() { return bytes_.data(); }
-  const std::byte* bytes() const { return bytes_.data(); }
-  template <class T> T* as() { return reinterpret_cast<T*>(bytes_.data()); }
-  template <class T> const T* as() const { return reinterpret_cast<const T*>(bytes_.data()); }
-
- private:
-  dtype type_ = dtype::f32;
-  std::int64_t numel_ = 0;
-  std::vector<std::byte> bytes_;
-};
 
 class backend {
  public:
@@ -45,9 +33,6 @@ class backend {
   backend& operator=(backend&&) = default;
 
   buffer allocate(dtype type, std::int64_t numel) {
-    if (type != dtype::f64 && type != dtype::f32 && type != dtype::i64 && type != dtype::i32)
-      fail("cpu::backend", "dtype " + std::string(dtype_name(type)) + " is not supported on the cpu backend",
-           "build the model with dtype f32 or f64");
     return buffer(type, numel);
   }
   void upload(buffer& b, const void* host) { std::memcpy(b.bytes(), host, b.size_bytes()); }
@@ -71,32 +56,42 @@ class backend {
                   from.bytes() + static_cast<std::size_t>((o * l.parts + index)) * row, row);
   }
 
-  // The optimizer's work (compute::TrainingBackend), on f32 and f64 buffers.
+  // The optimizer's work (compute::TrainingBackend). AdamW runs on f32 and f64 buffers (the master
+  // weights of mixed precision are f32); the other operations take any floating dtype, and
+  // add_scaled and convert may mix them (a bf16 gradient added into an f32 sum).
   double sum_of_squares(const buffer& b) {
-    return with_float(b, [&](auto* x) { return shardgraph::sum_of_squares<std::remove_const_t<std::remove_pointer_t<decltype(x)>>>({x, size(b)}); });
+    if (!is_half_float(b.type()))
+      return with_float(b, [&](auto* x) { return shardgraph::sum_of_squares<std::remove_const_t<std::remove_pointer_t<decltype(x)>>>({x, size(b)}); });
+    return with_any_float(b, "cpu::backend::sum_of_squares", [&](auto* x) {
+      double sum = 0;
+      for (std::size_t i = 0; i < size(b); ++i) sum += static_cast<double>(widen(x[i])) * static_cast<double>(widen(x[i]));
+      return sum;
+    });
   }
   void scale(buffer& b, double factor) {
-    with_float(b, [&](auto* x) {
-      for (std::size_t i = 0; i < size(b); ++i) x[i] = static_cast<std::remove_pointer_t<decltype(x)>>(x[i] * factor);
-      return 0.0;
+    with_any_float(b, "cpu::backend::scale", [&](auto* x) {
+      using T = std::remove_pointer_t<decltype(x)>;
+      for (std::size_t i = 0; i < size(b); ++i) x[i] = narrow<T>(widen(x[i]) * factor);
     });
   }
   void add_scaled(const buffer& from, buffer& to, double factor) {
-    check_same(from, to, "add_scaled");
-    with_float(to, [&](auto* y) {
+    if (from.numel() != to.numel())
+      fail("cpu::backend::add_scaled", "buffers of different size", "this is a bug in the trainer; please report it");
+    with_any_float(to, "cpu::backend::add_scaled", [&](auto* y) {
       using T = std::remove_pointer_t<decltype(y)>;
-      const T* x = from.as<T>();
-      for (std::size_t i = 0; i < size(to); ++i) y[i] = static_cast<T>(y[i] + factor * x[i]);
-      return 0.0;
+      with_any_float(from, "cpu::backend::add_scaled", [&](auto* x) {
+        for (std::size_t i = 0; i < size(to); ++i) y[i] = narrow<T>(widen(y[i]) + factor * widen(x[i]));
+      });
     });
   }
+  void convert(const buffer& from, buffer& to) { convert_floats(from, to); }
   void fill_zero(buffer& b) { std::memset(b.bytes(), 0, b.size_bytes()); }
   bool all_finite(const buffer& b) {
-    return with_float(b, [&](auto* x) {
-             for (std::size_t i = 0; i < size(b); ++i)
-               if (!std::isfinite(x[i])) return 0.0;
-             return 1.0;
-           }) != 0.0;
+    return with_any_float(b, "cpu::backend::all_finite", [&](auto* x) {
+      for (std::size_t i = 0; i < size(b); ++i)
+        if (!std::isfinite(widen(x[i]))) return false;
+      return true;
+    });
   }
   void copy_range(const buffer& from, std::int64_t from_offset, buffer& to, std::int64_t to_offset, std::int64_t count) {
     if (from.type() != to.type() || from_offset < 0 || to_offset < 0 || count < 0 || from_offset + count > from.numel() ||
@@ -121,6 +116,7 @@ class backend {
   }
 
   void run(const compute::kernel_call<buffer>& call) {
+    if (touches_half_floats(call)) return run_widened(call);
     if (call.type == dtype::f64) return run_typed<double>(call);
     if (call.type == dtype::f32) return run_typed<float>(call);
     fail("cpu::backend", "op " + std::string(op_name(call.kind)) + " on dtype " + std::string(dtype_name(call.type)),
@@ -140,6 +136,43 @@ class backend {
   }
 
   std::vector<std::byte> scratch_;
+  std::vector<buffer> widened_;  // f32 copies of a call's 16-bit buffers, reused across calls
+
+  static bool touches_half_floats(const compute::kernel_call<buffer>& c) {
+    if (is_half_float(c.out->type())) return true;
+    for (const buffer* b : c.in)
+      if (b != nullptr && is_half_float(b->type())) return true;
+    for (int k = 0; k < c.operand_count; ++k)
+      if (is_half_float(c.operands[k]->type())) return true;
+    return false;
+  }
+
+  // The call on f32 copies of its 16-bit buffers, then the f32 result rounded into the output.
+  void run_widened(const compute::kernel_call<buffer>& call) {
+    compute::kernel_call<buffer> wide = call;
+    std::vector<const buffer*> originals;  // the buffer widened into widened_[k]
+    widened_.resize(max_inputs + compute::max_chain + 2);
+    auto widen_input = [&](const buffer* b) -> const buffer* {
+      if (b == nullptr || !is_half_float(b->type())) return b;
+      for (std::size_t k = 0; k < originals.size(); ++k)
+        if (originals[k] == b) return &widened_[k];
+      buffer& copy = widened_[originals.size()];
+      originals.push_back(b);
+      if (copy.numel() != b->numel() || copy.type() != dtype::f32) copy = buffer(dtype::f32, b->numel());
+      convert_floats(*b, copy);
+      return &copy;
+    };
+    for (const buffer*& b : wide.in) b = widen_input(b);
+    for (int k = 0; k < wide.operand_count; ++k) wide.operands[k] = widen_input(wide.operands[k]);
+    buffer& out = widened_.back();
+    if (is_half_float(call.out->type())) {
+      if (out.numel() != call.out->numel() || out.type() != dtype::f32) out = buffer(dtype::f32, call.out->numel());
+      wide.out = &out;
+    }
+    wide.type = dtype::f32;
+    run_typed<float>(wide);
+    if (wide.out != call.out) convert_floats(out, *call.out);
+  }
 
   static std::size_t size(const buffer& b) { return static_cast<std::size_t>(b.numel()); }
   static void check_same(const buffer& a, const buffer& b, const char* what) {
@@ -276,8 +309,8 @@ class backend {
       case op::cross_entropy_grad:
         return cross_entropy_backward(in<T>(c, 0), c.in[1]->as<std::int64_t>(), out, d[0], d[1],
                                       static_cast<double>(in<T>(c, 2)[0]) / static_cast<double>(d[2]));
-      case op::ones:
-        for (std::int64_t i = 0; i < d[0]; ++i) out[i] = T(1);
+      case op::ones:  // the loss gradient's seed: 1, or the loss scale
+        for (std::int64_t i = 0; i < d[0]; ++i) out[i] = c.scalar != 0 ? static_cast<T>(c.scalar) : T(1);
         return;
       default:
         fail("cpu::backend", "op " + std::string(op_name(c.kind)) + " has no cpu kernel",

@@ -3,14 +3,16 @@
 //
 // Moved: any trivially copyable type, as in the threads backend. Arithmetic types travel as their
 // own MPI datatype; any other type (bool, enums, structs, std::byte) as a run of sizeof(T) bytes.
-// Summed: arithmetic types other than bool, with T's own +, in rank order. The sum is taken by this
-// library, never by MPI (communicator.hpp says why). std::uint16_t sums as an integer, as in the
-// threads backend: bf16 and f16 values held as bits (core/half.hpp) must be widened to float first.
+// Summed: arithmetic types other than bool, and the 16-bit floats bfloat16 and float16
+// (core/half_types.hpp: each addition in float, rounded once), with T's own +, in rank order. The sum
+// is taken by this library, never by MPI (communicator.hpp says why). std::uint16_t sums as an
+// integer, as in the threads backend: raw bf16 bits must travel as bfloat16 to be summed as numbers.
 #include <concepts>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
+#include "shardgraph/core/half_types.hpp"
 #include "shardgraph/mpi/mpi_call.hpp"
 #include "shardgraph/mpi/mpi_header.hpp"
 
@@ -20,7 +22,7 @@ template <class T>
 concept transferable = std::is_trivially_copyable_v<T> && !std::is_const_v<T> && !std::is_volatile_v<T>;
 
 template <class T>
-concept summable = transferable<T> && std::is_arithmetic_v<T> && !std::same_as<T, bool>;
+concept summable = transferable<T> && ((std::is_arithmetic_v<T> && !std::same_as<T, bool>) || is_half_float_v<T>);
 
 namespace detail {
 
@@ -93,11 +95,15 @@ MPI_Datatype datatype_of() {
 // The kind and size of an element type in one integer, so that ranks can check with one integer
 // all-reduce that they pass the same type (MPI compares at most byte counts):
 //   1000 + size: floating point, 2000 + size: signed integer, 3000 + size: unsigned integer,
-//   4000 + size: anything else, moved as bytes.
+//   4000 + size: anything else, moved as bytes; 5002: bfloat16, 6002: float16.
 template <class T>
 constexpr std::int64_t type_code() {
   constexpr auto size = static_cast<std::int64_t>(sizeof(T));
-  if constexpr (std::is_floating_point_v<T>)
+  if constexpr (std::same_as<T, bfloat16>)
+    return 5002;
+  else if constexpr (std::same_as<T, float16>)
+    return 6002;
+  else if constexpr (std::is_floating_point_v<T>)
     return 1000 + size;
   else if constexpr (std::is_integral_v<T> && !std::same_as<T, bool> && std::is_signed_v<T>)
     return 2000 + size;
@@ -113,6 +119,8 @@ inline std::string type_code_name(long long code) {
   if (kind == 1) return size == 4 ? "float" : size == 8 ? "double" : "long double";
   if (kind == 2) return "int" + std::to_string(8 * size);
   if (kind == 3) return "uint" + std::to_string(8 * size);
+  if (kind == 5) return "bf16";
+  if (kind == 6) return "f16";
   return std::to_string(size) + "-byte plain";
 }
 

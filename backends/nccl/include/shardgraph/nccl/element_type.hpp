@@ -3,13 +3,16 @@
 //
 // Moves (all_gather, all_to_all, broadcast, send, recv) carry any trivially copyable element type as
 // its bytes (ncclUint8, sizeof(T) per element): bf16 and f16 held as std::uint16_t travel unchanged.
-// Sums (all_reduce, reduce_scatter, barrier) need an NCCL arithmetic type: float, double, and 8-,
-// 32- and 64-bit integers. 16-bit integers have none, and the integer sum of the bf16 bit patterns
-// that std::uint16_t holds in this library means nothing, so sums of them do not compile.
+// Sums (all_reduce, reduce_scatter, barrier) need an NCCL arithmetic type: bfloat16 and float16
+// (core/half_types.hpp), float, double, and 8-, 32- and 64-bit integers. 16-bit integers have none,
+// and the integer sum of raw bf16 bits in a std::uint16_t means nothing, so sums of them do not
+// compile: pass the values as bfloat16 or float16.
 #include <nccl.h>
 
 #include <cstddef>
 #include <type_traits>
+
+#include "shardgraph/core/half_types.hpp"
 
 namespace shardgraph::nccl::detail {
 
@@ -19,7 +22,11 @@ inline constexpr bool movable = std::is_trivially_copyable_v<T>;
 // The NCCL type that sums T, or ncclNumTypes if there is none.
 template <class T>
 constexpr ncclDataType_t sum_type_of() {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    return ncclBfloat16;
+  } else if constexpr (std::is_same_v<T, float16>) {
+    return ncclFloat16;
+  } else if constexpr (std::is_same_v<T, float>) {
     return ncclFloat32;
   } else if constexpr (std::is_same_v<T, double>) {
     return ncclFloat64;

@@ -15,6 +15,7 @@
 // overlap, except in the in-place forms all_gather(out.subspan(rank * n, n), out) and
 // reduce_scatter(in, in.subspan(rank * n, n)).
 #include <shardgraph/comm/buffer.hpp>
+#include <shardgraph/core/half_types.hpp>
 #include <shardgraph/threads/group.hpp>
 #include <shardgraph/threads/text.hpp>
 
@@ -222,7 +223,7 @@ class communicator {
   template <class T>
   static constexpr bool movable = std::is_trivially_copyable_v<T>;
   template <class T>
-  static constexpr bool summable = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+  static constexpr bool summable = (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) || is_half_float_v<T>;
 
   template <class T>
   static detail::slot make_slot(std::string_view op, std::span<const T> in, std::span<T> out) {

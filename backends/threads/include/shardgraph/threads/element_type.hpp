@@ -7,6 +7,8 @@
 #include <type_traits>
 #include <typeinfo>
 
+#include "shardgraph/core/half_types.hpp"
+
 namespace shardgraph::threads::detail {
 
 struct element_type {
@@ -33,6 +35,8 @@ element_type element_type_of() {
   if constexpr (std::is_same_v<T, std::int64_t>) name = "int64";
   if constexpr (std::is_same_v<T, std::uint64_t>) name = "uint64";
   if constexpr (std::is_same_v<T, std::byte>) name = "byte";
+  if constexpr (std::is_same_v<T, bfloat16>) name = "bf16";
+  if constexpr (std::is_same_v<T, float16>) name = "f16";
   return {&element_type_id<T>, name};
 }
 
