@@ -4,6 +4,15 @@
 //
 //   inspect_layout --mesh dp=2,tp=2 --model gpt2 [--config tiny|small] [--batch 8 --seq 1024]
 //                  [--rank 3] [--dot program.dot]
+//                  [--pp 4 [--schedule gpipe|1f1b|interleaved-1f1b] [--micro-batches 8]
+//                   [--virtual-stages 2] [--stage-layers 3,3,4,2] [--svg schedule.svg]]
+//
+// With --pp N (N >= 2) it then shows the pipeline view of the same model: how its block layers split
+// over N ranks (--stage-layers, one count per virtual stage, or balanced), the schedule's timeline per
+// rank with its bubble (micro-batches: 2 N unless given; virtual stages: 1, or 2 for interleaved-1f1b),
+// the micro-batches each rank keeps in flight, and with --svg the timeline as a drawing. The schedule
+// is checked to be deadlock-free first (pipeline::verify). The program printed above is not split into
+// stages: --pp is a view of the schedule only, not an axis of the compiled mesh.
 //
 //   input_ids (batch/dp, seq)
 //       |
@@ -13,12 +22,19 @@
 //                       -> all_reduce @tp -> + x -> ln_2 -> c_fc -> gelu -> c_proj -> all_reduce @tp -> + x
 //       |
 //   ln_f -> lm_head (vocab/tp columns) -> all_gather @tp -> cross_entropy -> all_reduce @dp -> loss
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include <shardgraph/pipeline/partition.hpp>
+#include <shardgraph/pipeline/print_timeline.hpp>
+#include <shardgraph/pipeline/schedule.hpp>
+#include <shardgraph/pipeline/timeline.hpp>
 #include <shardgraph/program/print_graphviz.hpp>
 #include <shardgraph/program/print_text.hpp>
 #include <shardgraph/runtime/local_layout.hpp>
@@ -37,9 +53,118 @@ constexpr sg::program llama_program = sg::compile<llama_graph>();
 int usage(const char* why) {
   std::fprintf(stderr,
                "shardgraph: inspect_layout: %s. usage: inspect_layout --mesh dp=2,tp=2 [--model gpt2|llama] "
-               "[--config tiny|small] [--batch B] [--seq T] [--rank R] [--dot FILE]\n",
+               "[--config tiny|small] [--batch B] [--seq T] [--rank R] [--dot FILE] [--pp N] "
+               "[--schedule gpipe|1f1b|interleaved-1f1b] [--micro-batches M] [--virtual-stages V] "
+               "[--stage-layers 3,3,4,2] [--svg FILE]\n",
                why);
   return 2;
+}
+
+// The pipeline options as given on the command line; parsed once the model is known.
+struct pipeline_request {
+  std::string pp = "1", schedule, micro_batches, virtual_stages, stage_layers, svg;
+  // The first pipeline option given, for the message when --pp is 1.
+  std::string first_given() const {
+    if (!schedule.empty()) return "--schedule";
+    if (!micro_batches.empty()) return "--micro-batches";
+    if (!virtual_stages.empty()) return "--virtual-stages";
+    if (!stage_layers.empty()) return "--stage-layers";
+    return svg.empty() ? "" : "--svg";
+  }
+};
+
+// A whole number of at least `minimum` for `option`, else a shardgraph::error that says so.
+int whole_number(const std::string& option, const std::string& text, int minimum) {
+  int n = 0;
+  bool digits = !text.empty() && text.size() <= 9;
+  for (char c : text) digits = digits && c >= '0' && c <= '9';
+  if (digits) n = std::stoi(text);
+  if (!digits || n < minimum)
+    sg::fail("inspect_layout " + option + " '" + text + "'",
+             "not a whole number of at least " + std::to_string(minimum),
+             "write e.g. " + option + " " + std::to_string(minimum == 1 ? 4 : minimum));
+  return n;
+}
+
+// "3,3,4,2" -> {3, 3, 4, 2}; partition_layers checks the counts themselves.
+std::vector<std::int64_t> layer_counts(const std::string& text) {
+  std::vector<std::int64_t> counts;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    bool number = !item.empty() && item.size() <= 12;
+    for (std::size_t k = 0; k < item.size(); ++k)
+      number =
+          number && ((item[k] >= '0' && item[k] <= '9') || (k == 0 && item[k] == '-' && item.size() > 1));
+    if (!number)
+      sg::fail("inspect_layout --stage-layers '" + text + "'", "'" + item + "' is not a whole number",
+               "give one layer count per (virtual) stage, separated by commas, e.g. --stage-layers 3,3,3,3");
+    counts.push_back(std::stoll(item));
+    at = comma + 1;
+  }
+  return counts;
+}
+
+// The pipeline view of a model with `layers` block layers: the text to print, and the SVG when asked.
+struct pipeline_view {
+  std::string text, svg;
+};
+
+pipeline_view view_pipeline(const pipeline_request& request, std::int64_t layers, const std::string& model) {
+  const int pp = whole_number("--pp", request.pp, 1);
+  if (pp == 1) {
+    if (!request.first_given().empty())
+      sg::fail("inspect_layout " + request.first_given(),
+               "the pipeline options need a pipeline of 2 or more ranks",
+               "add --pp N with N >= 2, or drop the pipeline options");
+    return {};
+  }
+  const sg::pipeline::schedule_kind kind =
+      sg::pipeline::parse_schedule(request.schedule.empty() ? "1f1b" : request.schedule);
+  const bool interleaved = kind == sg::pipeline::schedule_kind::interleaved_1f1b;
+  const int micro_batches =
+      request.micro_batches.empty() ? 2 * pp : whole_number("--micro-batches", request.micro_batches, 1);
+  const int virtual_stages = request.virtual_stages.empty()
+                                 ? (interleaved ? 2 : 1)
+                                 : whole_number("--virtual-stages", request.virtual_stages, 1);
+  const sg::pipeline::schedule schedule =
+      sg::pipeline::make_schedule(kind, pp, micro_batches, virtual_stages);
+  const std::vector<std::int64_t> counts =
+      request.stage_layers.empty() ? std::vector<std::int64_t>{} : layer_counts(request.stage_layers);
+  const sg::pipeline::stage_partition partition =
+      sg::pipeline::partition_layers(layers, schedule.stages(), counts);
+  sg::pipeline::verify(schedule);
+  const sg::pipeline::timeline timeline = sg::pipeline::simulate(schedule);
+
+  pipeline_view view;
+  std::string& t = view.text;
+  t += "\npipeline view: " + std::string(sg::pipeline::schedule_name(kind)) +
+       " over pp=" + std::to_string(pp) + ", " + std::to_string(micro_batches) + " micro-batches" +
+       (interleaved ? ", " + std::to_string(virtual_stages) + " model chunks per rank" : "") +
+       " (the program above is not split into stages)\n\n";
+  t += model + " has " + std::to_string(layers) + " block layers; " +
+       (counts.empty() ? "balanced split, the embedding and the head each counted as one layer:\n"
+                       : "split as --stage-layers " + request.stage_layers + ":\n");
+  t += partition.report();
+  if (interleaved) {
+    t += "virtual stage j runs on rank j % " + std::to_string(pp) + ":";
+    for (int r = 0; r < pp; ++r) {
+      t += std::string(r ? ";" : "") + " rank " + std::to_string(r) + " holds";
+      for (int c = 0; c < virtual_stages; ++c)
+        t += (c ? ", " : " ") + std::to_string(schedule.virtual_stage(r, c));
+    }
+    t += "\n";
+  }
+  t += "\nverified: no deadlock with synchronous send/recv; every micro-batch runs forward and backward once "
+       "per stage\n\n";
+  t += sg::pipeline::timeline_text(schedule, timeline);
+  t += "max micro-batches in flight (activations kept):";
+  for (int r = 0; r < pp; ++r)
+    t += std::string(r ? "," : "") + " rank " + std::to_string(r) + ": " +
+         std::to_string(sg::pipeline::max_in_flight(schedule, r));
+  t += "\n";
+  if (!request.svg.empty()) view.svg = sg::pipeline::timeline_svg(schedule, timeline);
+  return view;
 }
 
 }  // namespace
@@ -48,6 +173,7 @@ int main(int argc, char** argv) {
   std::string mesh_text = "dp=2,tp=2", model = "gpt2", config = "small", dot;
   std::int64_t batch = 8, seq = 1024;
   int rank = 0;
+  pipeline_request pipe;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -63,6 +189,12 @@ int main(int argc, char** argv) {
     else if (a == "--batch") batch = std::stoll(v);
     else if (a == "--seq") seq = std::stoll(v);
     else if (a == "--rank") rank = std::stoi(v);
+    else if (a == "--pp") pipe.pp = v;
+    else if (a == "--schedule") pipe.schedule = v;
+    else if (a == "--micro-batches") pipe.micro_batches = v;
+    else if (a == "--virtual-stages") pipe.virtual_stages = v;
+    else if (a == "--stage-layers") pipe.stage_layers = v;
+    else if (a == "--svg") pipe.svg = v;
     else return usage(("unknown option " + std::string(a)).c_str());
   }
   if (model != "gpt2" && model != "llama") return usage("--model must be gpt2 or llama");
@@ -73,13 +205,18 @@ int main(int argc, char** argv) {
     int world = mesh.world_size(p.nodes.axes);
     if (rank < 0 || rank >= world) return usage(("--rank must be in [0, " + std::to_string(world) + ")").c_str());
     sg::model_sizes sizes;
+    std::int64_t layers = 0;
     if (model == "gpt2") {
       sg::models::gpt2_config c = config == "tiny" ? sg::models::gpt2_config{96, 32, 32, 4, 2} : sg::models::gpt2_config::small();
       sizes = c.sizes(batch, seq);
+      layers = c.layers;
     } else {
       sg::models::llama_config c = config == "tiny" ? sg::models::llama_config{96, 32, 64, 8, 4, 2} : sg::models::llama_config::tinyllama_1b();
       sizes = c.sizes(batch, seq);
+      layers = c.layers;
     }
+    // The pipeline view is checked before anything prints, and printed after the program.
+    const pipeline_view pipeline = view_pipeline(pipe, layers, model + " (" + config + ")");
     // The same checks bind() makes, so a layout that cannot run is reported here too.
     sg::local_layout layout(p, sizes, mesh, mesh.coordinates(p.nodes.axes, rank));
     std::cout << model << " (" << config << ") on mesh " << mesh.to_string() << ": " << world << " ranks; rank " << rank
@@ -93,6 +230,15 @@ int main(int argc, char** argv) {
       sg::print_graphviz(f, p);
       if (!f) throw sg::error(sg::error_message("inspect_layout --dot " + dot, "cannot write the file", "check the path"));
       std::cout << "wrote " << dot << " (render with: dot -Tsvg " << dot << " -o program.svg)\n";
+    }
+    std::cout << pipeline.text;
+    if (!pipe.svg.empty()) {
+      std::ofstream f(pipe.svg);
+      f << pipeline.svg;
+      if (!f)
+        throw sg::error(
+            sg::error_message("inspect_layout --svg " + pipe.svg, "cannot write the file", "check the path"));
+      std::cout << "wrote " << pipe.svg << " (open it in a browser)\n";
     }
   } catch (const sg::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
