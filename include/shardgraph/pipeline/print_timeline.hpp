@@ -3,12 +3,14 @@
 // m's forward, B<m> its backward, followed by the chunk's letter (a, b, ...) when each rank holds
 // several model chunks; dots are idle time.
 //
-//   timeline_text(s, simulate(s)) for s = make_schedule(schedule_kind::one_f_one_b, 4, 8):
-//     1f1b, 4 ranks, 8 micro-batches: F<m> forward (1 unit), B<m> backward (2 units), . idle
-//     time   | 0        3        6        9        12       15       18       21       24       27       30
-//     rank 0 | F0 F1 F2 F3 .  .  .  .  .  .  B0    F4 .  B1    F5 .  B2    F6 .  B3    F7 .  B4    .  ...
-//     ...
-//     bubble fraction 0.273 (textbook (p-1)/(m+p-1) = 0.273)
+//   timeline_text(s, simulate(s)) for s = make_schedule(schedule_kind::one_f_one_b, 4, 6):
+//     1f1b, 4 ranks, 6 micro-batches: F<m> forward (1 unit), B<m> backward (2 units), . idle
+//     time   | 0     2     4     6     8     10    12    14    16    18    20    22    24    26
+//     rank 0 | F0 F1 F2 F3 .  .  .  .  .  .  B0    F4 B1    F5 B2    .  B3    .  B4    .  B5
+//     rank 1 | .  F0 F1 F2 .  .  .  .  B0    F3 B1    F4 B2    F5 B3    .  B4    .  B5    .  .
+//     rank 2 | .  .  F0 F1 .  .  B0    F2 B1    F3 B2    F4 B3    F5 B4    .  B5    .  .  .  .
+//     rank 3 | .  .  .  F0 B0    F1 B1    F2 B2    F3 B3    F4 B4    F5 B5    .  .  .  .  .  .
+//     bubble fraction 0.333 (textbook (p-1)/(m+p-1) = 0.333)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -154,14 +156,13 @@ inline std::string timeline_svg(const schedule& s, const timeline& t) {
              detail::compute_label(s, a.what) + "</text>\n";
     }
   }
-  const double step = t.makespan > 40 ? 10 : t.makespan > 16 ? 5 : 1;
-  for (double time = 0; time <= t.makespan + 1e-9; time += step) {
+  const int step = t.makespan > 40 ? 10 : t.makespan > 16 ? 5 : 1;
+  for (int time = 0; time <= t.makespan + 1e-9; time += step) {
     const double x = left + time * unit_px;
     out += "<line x1=\"" + num(x) + "\" y1=\"" + num(lanes_end) + "\" x2=\"" + num(x) + "\" y2=\"" +
            num(lanes_end + 5) + "\" stroke=\"#555\"/>\n";
     out += "<text x=\"" + num(x) + "\" y=\"" + num(lanes_end + 18) +
-           "\" text-anchor=\"middle\" fill=\"#555\">" + num(time).substr(0, num(time).size() - 2) +
-           "</text>\n";
+           "\" text-anchor=\"middle\" fill=\"#555\">" + std::to_string(time) + "</text>\n";
   }
   return out + "</svg>\n";
 }
