@@ -4,16 +4,22 @@
 //
 //   train_gpt [--mesh dp=2,tp=2] [--steps 2500] [--batch 16] [--seq 32] [--lr 3e-3]
 //             [--precision f32|f64|bf16|fp16] [--zero 0|1|2|3] [--seed 1]
-//             [--bucket-mb 25]                            gradient all-reduce bucket size (0: one per
-//             gradient)
-//             [--check-finite on|off]                     stop at the first op producing NaN/Inf
-//             [--recompute none|full|attention]           activation recomputation of the blocks
-//             [--require-accuracy A] [--require-loss L]   exit 1 unless held-out accuracy >= A, final loss <=
-//             L
+//     --bucket-mb 25                       gradient all-reduce bucket size (0: one per gradient)
+//     --check-finite on|off                stop at the first op producing NaN/Inf
+//     --recompute none|full|attention      activation recomputation of the blocks
+//     --micro-batches M                    micro-batches per step (default 1; 2 x pp with pp)
+//     --schedule gpipe|1f1b|interleaved-1f1b   pipeline schedule over the pp axis (default 1f1b)
+//     --virtual-stages V                   model chunks per pp rank (interleaved-1f1b: 2 or more)
+//     --stage-layers 1,3                   layers per (virtual) stage; default balanced
+//     --layers L                           the GPT's layers (default 2; 4 with pp > 2)
+//     --require-accuracy A                 exit 1 unless held-out accuracy >= A
+//     --require-loss L                     exit 1 unless the final loss <= L
 //
 //   addition stream --sampler--> global batch (batch, seq) --dp--> ranks (dp=i, tp=j)
 //        forward + backward (tp all_reduces inside each block, dp all_reduce of every gradient)
 //        --> global-norm clip --> AdamW on each rank's slice
+//   with pp: the layers split over the pp ranks; micro-batches flow through them by the schedule
+//   (activations forward, their gradients back, by send/recv), e.g. --mesh dp=2,tp=2,pp=2 on 8 ranks
 //
 // --precision bf16 / fp16 is mixed precision: the model computes and communicates in 16 bits, the
 // trainer updates f32 master weights; fp16 adds dynamic loss scaling (the progress line shows the
@@ -30,6 +36,7 @@
 
 #include <shardgraph/cpu.hpp>
 #include <shardgraph/data/batch_loader.hpp>
+#include <shardgraph/data/micro_batches.hpp>
 #include <shardgraph/data/synthetic_task.hpp>
 #include <shardgraph/data/token_accuracy.hpp>
 #include <shardgraph/runtime/trainer.hpp>
@@ -40,7 +47,7 @@ namespace sg = shardgraph;
 
 namespace {
 
-using Mesh = sg::mesh<"dp", "tp">;
+using Mesh = sg::mesh<"dp", "tp", "pp">;
 template <sg::dtype T, bool Sharded>
 constexpr sg::graph build() {
   return sg::models::gpt2<Mesh>({.type = T,
@@ -60,11 +67,14 @@ struct options {
   double lr = 3e-3;
   std::string precision = "f32";
   std::uint64_t seed = 1;
+  int micro_batches = 0;  // 0: 1, or 2 x pp with a pipeline
+  int layers = 0;         // 0: 2, or 4 with pp > 2
+  sg::pipeline_options pipeline;
 };
 
 // A small GPT for a 14-token vocabulary, padded to 16 so that it divides over tp = 1, 2, 4, 8.
 sg::models::gpt2_config model_config(const options& o) {
-  return {.vocab = 16, .positions = o.seq, .model = 64, .heads = 4, .layers = 2};
+  return {.vocab = 16, .positions = o.seq, .model = 64, .heads = 4, .layers = o.layers};
 }
 
 struct token_vector {
@@ -105,15 +115,32 @@ run_result train(const sg::program& p, const options& o, const sg::mesh_shape& m
   run_result result;
   std::mutex m;
   sg::threads::world(ranks).run([&](sg::threads::communicator& comm) {
-    auto rank = sg::bind(p, config.sizes(o.batch, o.seq), comm, sg::cpu::backend{}, mesh,
-                         sg::random_weights(o.seed, 0.1));
+    // A pipeline's options apply where the mesh has pp ranks; micro-batches split every step.
+    sg::pipeline_options pipe = o.pipeline;
+    pipe.micro_batches = mesh.size("pp") > 1 ? o.micro_batches : 1;
+    const int micro = o.micro_batches;
+    if (o.batch % micro != 0)
+      throw sg::error(sg::error_message("train_gpt --micro-batches " + std::to_string(micro),
+                                        "the batch of " + std::to_string(o.batch) +
+                                            " rows does not split into " + std::to_string(micro) +
+                                            " micro-batches",
+                                        "choose a micro-batch count that divides --batch"));
+    auto rank = sg::bind(p, config.sizes(o.batch / micro, o.seq), comm, sg::cpu::backend{}, mesh,
+                         sg::random_weights(o.seed, 0.1), pipe);
+    if (verbose && comm.rank() == 0 && rank.pipelined()) {
+      const sg::pipeline::schedule& sched = rank.pipeline_schedule();
+      std::printf("pipeline: %s over pp=%d (%d virtual stages per rank), %d micro-batches of %lld rows\n%s",
+                  std::string(sg::pipeline::schedule_name(sched.kind)).c_str(), sched.ranks,
+                  sched.virtual_stages, sched.micro_batches, static_cast<long long>(o.batch / micro),
+                  rank.pipeline_partition().report().c_str());
+    }
     sg::trainer trainer(rank, training);
     sg::data::distributed_sampler sampler(sg::data::window_count(train_tokens.size(), o.seq), 0, 1, o.seed);
     sg::data::batch_loader loader(train_tokens, sampler, o.batch, o.seq);
     const auto start = std::chrono::steady_clock::now();
     int skipped = 0;
     for (int s = 1; s <= steps; ++s) {
-      sg::step_report r = trainer.step(loader.next_global_batch());
+      sg::step_report r = trainer.step(sg::data::split_micro_batches(loader.next_global_batch(), micro));
       if (s == 1) result.first_loss = r.loss;
       result.last_loss = r.loss;
       skipped += r.skipped;
@@ -121,10 +148,12 @@ run_result train(const sg::program& p, const options& o, const sg::mesh_shape& m
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::string scaling;
         if (o.precision == "fp16")
-          scaling = " | loss scale 2^" + std::to_string(static_cast<int>(std::lround(std::log2(r.loss_scale)))) + ", " +
+          scaling = " | loss scale 2^" +
+                    std::to_string(static_cast<int>(std::lround(std::log2(r.loss_scale)))) + ", " +
                     std::to_string(skipped) + " skipped";
-        std::printf("step %4d/%d | loss %.4f | grad norm %6.3f | lr %.2e%s | %7.0f tok/s | %s left\n", s, steps,
-                    r.loss, r.grad_norm, r.lr, scaling.c_str(), static_cast<double>(s * o.batch * o.seq) / elapsed,
+        std::printf("step %4d/%d | loss %.4f | grad norm %6.3f | lr %.2e%s | %7.0f tok/s | %s left\n", s,
+                    steps, r.loss, r.grad_norm, r.lr, scaling.c_str(),
+                    static_cast<double>(s * o.batch * o.seq) / elapsed,
                     clock_text(elapsed / s * (steps - s)).c_str());
         std::fflush(stdout);
       }
@@ -134,15 +163,15 @@ run_result train(const sg::program& p, const options& o, const sg::mesh_shape& m
                                                o.seed, false);
     sg::data::batch_loader held_loader(held_out_tokens, held_sampler, o.batch, o.seq);
     sg::data::accuracy_count score;
-    for (std::int64_t b = 0; b < held_loader.steps_per_epoch(); ++b) {
-      sg::tensor_map batch = held_loader.global_batch(b);
-      sg::tensor_map out = rank.forward(batch);
-      auto predicted = sg::data::argmax_last_dim(out.at("logits"));
-      auto mask = sg::data::addition_task::answer_mask(batch.at("input_ids"), batch.at("targets"));
-      auto s = sg::data::accuracy(predicted, batch.at("targets").values<std::int64_t>(), mask);
-      score.correct += s.correct;
-      score.counted += s.counted;
-    }
+    for (std::int64_t b = 0; b < held_loader.steps_per_epoch(); ++b)
+      for (const sg::tensor_map& batch : sg::data::split_micro_batches(held_loader.global_batch(b), micro)) {
+        sg::tensor_map out = rank.forward(batch);  // bound for one micro-batch's rows
+        auto predicted = sg::data::argmax_last_dim(out.at("logits"));
+        auto mask = sg::data::addition_task::answer_mask(batch.at("input_ids"), batch.at("targets"));
+        auto s = sg::data::accuracy(predicted, batch.at("targets").values<std::int64_t>(), mask);
+        score.correct += s.correct;
+        score.counted += s.counted;
+      }
     auto params = rank.parameters();
     std::lock_guard lock(m);
     if (comm.rank() == 0) result.accuracy = score.value();
@@ -262,7 +291,22 @@ int main(int argc, char** argv) {
         o.require_loss = std::stod(v);
       else if (a == "--check-finite")
         o.check_finite = v == "on";
-      else if (a == "--recompute") {
+      else if (a == "--micro-batches")
+        o.micro_batches = std::stoi(v);
+      else if (a == "--layers")
+        o.layers = std::stoi(v);
+      else if (a == "--schedule")
+        o.pipeline.schedule = sg::pipeline::parse_schedule(v);
+      else if (a == "--virtual-stages")
+        o.pipeline.virtual_stages = std::stoi(v);
+      else if (a == "--stage-layers") {
+        o.pipeline.stage_layers.clear();
+        for (std::size_t at = 0; at <= v.size();) {
+          const std::size_t comma = std::min(v.find(',', at), v.size());
+          o.pipeline.stage_layers.push_back(std::stoll(v.substr(at, comma - at)));
+          at = comma + 1;
+        }
+      } else if (a == "--recompute") {
         if (v == "none")
           o.recompute = sg::recompute::none;
         else if (v == "full")
@@ -275,6 +319,14 @@ int main(int argc, char** argv) {
         return usage("unknown option " + std::string(a));
     }
     if (o.steps < 1) return usage("--steps must be at least 1");
+    const int pp = o.mesh.size("pp");
+    if (o.micro_batches == 0) o.micro_batches = pp > 1 ? 2 * pp : 1;
+    if (o.layers == 0) o.layers = pp > 2 ? 4 : 2;
+    if (o.pipeline.schedule == sg::pipeline::schedule_kind::interleaved_1f1b &&
+        o.pipeline.virtual_stages == 1)
+      o.pipeline.virtual_stages = 2;
+    if (o.micro_batches < 1) return usage("--micro-batches must be at least 1");
+    if (o.layers < 1) return usage("--layers must be at least 1");
     if (o.zero < 0 || o.zero > 3)
       throw sg::error(sg::error_message("train_gpt --zero " + std::to_string(o.zero),
                                         "ZeRO stages are 0 to 3", "use --zero 0, 1, 2 or 3"));

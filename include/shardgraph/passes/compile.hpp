@@ -29,12 +29,16 @@ namespace shardgraph {
 // training::bucket_bytes: the gradient all-reduces of a data-parallel program are packed, in the
 // order backward makes them, into buckets of at most this many bytes; each bucket is reduced by
 // one collective as soon as its last gradient is ready (PyTorch DDP's bucket_cap_mb, 25 MiB).
+// training::pipeline_axis: a mesh axis of that name makes its ranks pipeline stages, each running a
+// contiguous part of the repeat block's layers (bind's pipeline_options choose the split and the
+// schedule). Nothing is sharded on it, so the program has no collective on it.
 struct inference {};
 struct training {
   int zero_stage = 0;
   name_buffer zero_axis = "dp";                        // the data-parallel axis ZeRO shards over
   shardgraph::recompute recompute = recompute::none;   // activation recomputation of repeat blocks
   std::int64_t bucket_bytes = std::int64_t{25} << 20;  // gradient bucket size; 0: one collective per gradient
+  name_buffer pipeline_axis = "pp";  // if the mesh has this axis, its ranks are pipeline stages
 };
 
 constexpr program compile_graph(const graph& g) {
@@ -64,6 +68,7 @@ constexpr program compile_graph(const graph& g, training t) {
   p.zero_axis = t.zero_stage >= 1 ? zero_axis : -1;
   p.recompute = t.recompute;
   p.bucket_bytes = t.bucket_bytes;
+  p.pipeline_axis = checked.axes.index_of(t.pipeline_axis.view());
   return p;
 }
 constexpr program compile_graph(const graph& g, inference) { return compile_graph(g); }

@@ -31,9 +31,11 @@
 
 #include "shardgraph/comm/communicator.hpp"
 #include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/pipeline/partition.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/host_tensor.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
+#include "shardgraph/runtime/pipeline_options.hpp"
 #include "shardgraph/runtime/weights.hpp"
 
 namespace shardgraph {
@@ -60,14 +62,16 @@ class rank_program {
   using buffer = typename Backend::buffer;
 
   rank_program(const program& p, const model_sizes& sizes, Comm& world, Backend backend,
-               const mesh_shape& mesh, const weight_source& weights)
+               const mesh_shape& mesh, const weight_source& weights, const pipeline_options& pipe = {})
       : program_(checked(p)),
         sizes_(sizes),
         backend_(std::move(backend)),
         layout_(program_, sizes, mesh, checked_coordinates(program_, mesh, world)) {
     const graph& g = program_.nodes;
     for (int a = 0; a < g.axes.size(); ++a) axis_sizes_.push_back(mesh.size(g.axes.name(a)));
+    plan_pipeline(pipe);
     split_axes(world);
+    if (pipelined()) split_tied_group();
     allocate();
     load_weights(weights);
   }
@@ -103,6 +107,7 @@ class rank_program {
       if (p.kind != op::parameter) continue;
       const std::int64_t layers = p.region >= 0 ? layers_ : 1;
       for (std::int64_t l = 0; l < layers; ++l) {
+        if (!holds(i, l)) continue;
         layer_ = l;
         std::string name = p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), l)
                                          : std::string(p.name.view());
@@ -183,6 +188,7 @@ class rank_program {
         0;  // staging buffers of all_gather, reduce_scatter, all_to_all; gradient buckets
     std::int64_t gathered_parameters = 0;  // ZeRO-3: whole weights held while in use (two layers, and
                                            // the weights outside blocks from forward's start to its end)
+    int micro_batches_in_flight = 1;       // pipelines: activation slots the schedule needs at once
   };
   memory_report memory() const {
     memory_report m;
@@ -208,6 +214,14 @@ class rank_program {
     }
     for (const auto& [type, b] : bucket_buffers_)
       m.communication += static_cast<std::int64_t>(b.size_bytes());
+    for (const buffer& b : inbox_) m.communication += static_cast<std::int64_t>(b.size_bytes());
+    // Each further micro-batch in flight holds its own copy of the activations.
+    for (const bank& b : banks_) {
+      for (const buffer& v : b.values) m.activations += static_cast<std::int64_t>(v.size_bytes());
+      for (const auto& layers : b.per_layer)
+        for (const buffer& v : layers) m.activations += static_cast<std::int64_t>(v.size_bytes());
+    }
+    m.micro_batches_in_flight = std::max<int>(1, static_cast<int>(banks_.size()));
     return m;
   }
 
@@ -222,28 +236,291 @@ class rank_program {
   const program& compiled() const { return program_; }
 
   tensor_map forward(const tensor_map& inputs) {
+    if (pipelined()) return forward_through_stages(inputs);
+    upload_inputs(inputs);
+    run_segment(segment{});
+    for (const gradient_bucket& b : buckets_)
+      if (b.arrived != 0)
+        fail("executor", "a gradient bucket was left half full after backward",
+             "this is a bug in the bucket plan; please report it (training{.bucket_bytes = 0} avoids "
+             "buckets)");
+    return outputs();
+  }
+
+  // ---- pipeline stages (pipeline_options at bind) ----
+  bool pipelined() const { return pipeline_axis_ >= 0; }
+  const pipeline::schedule& pipeline_schedule() const { return schedule_; }
+  const pipeline::stage_partition& pipeline_partition() const { return partition_; }
+  // The layers this rank runs, per model chunk: [first, end).
+  std::vector<std::pair<std::int64_t, std::int64_t>> pipeline_chunks() const { return chunks_; }
+  // The most micro-batches whose activations were alive at once in the steps run so far (the
+  // schedule's count, memory().micro_batches_in_flight, is what bind allocated for).
+  int observed_micro_batches_in_flight() const { return observed_in_flight_; }
+
+  // Runs one optimizer step's micro-batches through the schedule: forward and backward of every
+  // chunk this rank holds, activations and their gradients sent to the neighbouring stages. The
+  // parameter gradients this rank holds end as the sum over micro-batches (the caller zeroes them
+  // first with zero_gradients()). Returns each micro-batch's loss, on every rank.
+  std::vector<double> run_pipeline(std::span<const tensor_map> micro_batches) {
+    if (static_cast<int>(micro_batches.size()) != schedule_.micro_batches)
+      fail("trainer::step",
+           std::to_string(micro_batches.size()) + " micro-batches for a pipeline bound for " +
+               std::to_string(schedule_.micro_batches),
+           "pass as many micro-batches as pipeline_options::micro_batches, or bind again");
+    const int p = schedule_.ranks, r = layout_.coordinate(pipeline_axis_);
+    const int total = p * schedule_.virtual_stages;
+    std::vector<double> losses(micro_batches.size(), 0.0);
+    std::vector<int> slot_of(micro_batches.size(), -1);
+    std::vector<int> free_slots;
+    for (int k = static_cast<int>(banks_.size()) - 1; k >= 0; --k) free_slots.push_back(k);
+    std::vector<int> backwards_left(micro_batches.size(), schedule_.virtual_stages);
+    auto enter = [&](int m) {
+      if (slot_of[index(m)] < 0) {
+        if (free_slots.empty())
+          fail("executor: pipeline", "micro-batch " + std::to_string(m) + " found no free activation slot",
+               "this is a bug in the slot count of the schedule; please report it");
+        slot_of[index(m)] = free_slots.back();
+        free_slots.pop_back();
+        observed_in_flight_ =
+            std::max(observed_in_flight_, static_cast<int>(banks_.size() - free_slots.size()));
+      }
+      select_bank(slot_of[index(m)]);
+    };
+    // Activations received ahead of their forward wait in the inbox (keyed by micro-batch and
+    // chunk): the receiving rank may still be running an earlier micro-batch in that slot.
+    std::map<std::pair<int, int>, int> waiting;  // (micro-batch, chunk) -> inbox buffer
+    std::vector<int> free_inbox;
+    for (int k = static_cast<int>(inbox_.size()) - 1; k >= 0; --k) free_inbox.push_back(k);
+    Comm& pp = axis_comms_[index(pipeline_axis_)];
+    if (zero3_) gather_unlayered_parameters();  // the weights outside the block this stage holds
+    for (const pipeline::action& a : schedule_.per_rank[index(r)]) {
+      const int j = schedule_.virtual_stage(r, a.chunk);
+      const auto [first, end] = chunks_[index(a.chunk)];
+      const int tag_base = (a.micro_batch * total + j) * 2;
+      switch (a.kind) {
+        case pipeline::action_kind::recv_activation: {
+          if (free_inbox.empty())
+            fail("executor: pipeline",
+                 "no free buffer to receive micro-batch " + std::to_string(a.micro_batch),
+                 "this is a bug in the inbox count of the schedule; please report it");
+          const int k = free_inbox.back();
+          free_inbox.pop_back();
+          waiting[{a.micro_batch, a.chunk}] = k;
+          transfer(pp, inbox_[index(k)], a.peer, tag_base, false);
+          break;
+        }
+        case pipeline::action_kind::forward: {
+          enter(a.micro_batch);
+          if (j > 0) {
+            const auto w = waiting.find({a.micro_batch, a.chunk});
+            if (w == waiting.end())
+              fail(
+                  "executor: pipeline",
+                  "forward of micro-batch " + std::to_string(a.micro_batch) + " before its input arrived",
+                  "this is a bug in the schedule; please report it (pipeline::verify should have caught it)");
+            backend_.copy(inbox_[index(w->second)], value_at(forward_begin_node_, first));
+            free_inbox.push_back(w->second);
+            waiting.erase(w);
+          }
+          upload_inputs(micro_batches[index(a.micro_batch)]);
+          run_segment(forward_segment(j, total, first, end));
+          if (j == total - 1) losses[index(a.micro_batch)] = outputs().at("loss").at(0);
+          break;
+        }
+        case pipeline::action_kind::send_activation:
+          enter(a.micro_batch);
+          transfer(pp, value(forward_end_node_), a.peer, tag_base + 2, true);  // to virtual stage j + 1
+          break;
+        case pipeline::action_kind::recv_gradient:
+          enter(a.micro_batch);
+          transfer(pp, value(backward_begin_node_), a.peer, tag_base + 1, false);
+          break;
+        case pipeline::action_kind::backward: {
+          enter(a.micro_batch);
+          if (j == total - 1 && j != 0 && tied_) {
+            // The last stage's tail, from a zero gradient, adds the head's part of a weight tied
+            // to the embedding (the tied group sums it with the first stage's). It runs before the
+            // block, whose output it would otherwise overwrite before it is sent.
+            segment tail;
+            tail.pre = tail.forward_block = tail.post = tail.backward_block = false;
+            tail.zero_tail_input = true;
+            run_segment(tail);
+          }
+          segment sg;
+          sg.pre = sg.forward_block = sg.post = false;
+          sg.receive_backward_input = j < total - 1;
+          sg.tail = j == 0;  // the first stage's tail takes the embedding's gradients
+          sg.first_layer = first;
+          sg.end_layer = end;
+          run_segment(sg);
+          break;
+        }
+        case pipeline::action_kind::send_gradient:
+          enter(a.micro_batch);
+          transfer(pp, value(backward_end_node_), a.peer, tag_base - 1, true);  // to virtual stage j - 1
+          break;
+      }
+      if (a.kind == pipeline::action_kind::backward && --backwards_left[index(a.micro_batch)] == 0) {
+        free_slots.push_back(slot_of[index(a.micro_batch)]);
+      }
+    }
+    if (zero3_) release_unlayered_parameters();
+    // The loss is computed on the last stage: every pipeline rank gets it.
+    pp.broadcast(std::span<double>(losses), p - 1);
+    return losses;
+  }
+
+  // forward() of a pipeline: one batch through the stages in order (no schedule, no overlap), for
+  // evaluation; the outputs are sent from the last stage to every rank. It also runs the head's
+  // backward, which the last stage's phase holds; the next training step starts its sums afresh.
+  tensor_map forward_through_stages(const tensor_map& inputs) {
+    const int p = schedule_.ranks, r = layout_.coordinate(pipeline_axis_);
+    const int total = p * schedule_.virtual_stages;
+    Comm& pp = axis_comms_[index(pipeline_axis_)];
+    select_bank(0);
+    upload_inputs(inputs);
+    if (zero3_) gather_unlayered_parameters();
+    for (int j = 0; j < total; ++j) {
+      if (j % p != r) continue;
+      const auto [first, end] = chunks_[index(j / p)];
+      if (j > 0) transfer(pp, value_at(forward_begin_node_, first), (j - 1) % p, j, false);
+      run_segment(forward_segment(j, total, first, end));
+      if (j < total - 1) transfer(pp, value(forward_end_node_), (j + 1) % p, j + 1, true);
+    }
+    if (zero3_) release_unlayered_parameters();
+    const graph& g = program_.nodes;
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::output)
+        detail::with_element_type(g[i].type, [&](auto zero) {
+          using T = decltype(zero);
+          pp.broadcast(span_of<T>(values_[index(i)], values_[index(i)].numel()), p - 1);
+        });
+    return outputs();
+  }
+
+  // Sets every parameter gradient this rank holds to zero (pipelines sum them over micro-batches).
+  void zero_gradients() {
+    if constexpr (requires(Backend & b, buffer & x) { b.fill_zero(x); }) {
+      for_each_parameter([&](const std::string&, const node&, std::int64_t, buffer&, buffer* grad) {
+        if (grad != nullptr) backend_.fill_zero(*grad);
+      });
+    }
+  }
+
+  // Whether this rank counts parameter p in the gradient norm on the pipeline axis: a weight on two
+  // stages (tied to the embedding) is counted by the first.
+  bool counts_on_pipeline(const node& p) const {
+    const int i = index_of(p);
+    return !pipelined() || p.region >= 0 || !reads_pre_[index(i)] || holds_first_;
+  }
+  // Parameters held by the first and the last stage at once (GPT-2's wte): their gradient sums
+  // must be added over this group.
+  bool tied(const node& p) const {
+    return tied_ && p.region < 0 && reads_pre_[index(index_of(p))] && reads_post_[index(index_of(p))];
+  }
+  Comm& tied_communicator() { return tied_comm_.front(); }
+
+ private:
+  static std::size_t index(int i) { return static_cast<std::size_t>(i); }
+
+  // What one run over the steps executes. The program's steps fall into five phases: `pre` (before
+  // the forward block: embeddings), the forward block, `post` (after it: head, loss, the seed and
+  // the head's backward), the backward block, and `tail` (after it: the embeddings' gradients).
+  struct segment {
+    bool pre = true, forward_block = true, post = true, backward_block = true, tail = true;
+    std::int64_t first_layer = 0, end_layer = -1;  // block layers run, [first, end); -1: every layer
+    bool receive_forward_input = false;            // the forward block's input was received: do not copy it
+    bool receive_backward_input = false;           // the same for the backward block
+    bool zero_tail_input = false;                  // the tail starts from a zero gradient (no backward block)
+  };
+  // Virtual stage j's forward over layers [first, end) of `total` stages: the embeddings on the
+  // first stage, the head, loss and the head's backward on the last; the block's input received
+  // from stage j - 1 on the others.
+  static segment forward_segment(int j, int total, std::int64_t first, std::int64_t end) {
+    segment sg;
+    sg.pre = j == 0;
+    sg.receive_forward_input = j > 0;
+    sg.post = j == total - 1;
+    sg.backward_block = sg.tail = false;
+    sg.first_layer = first;
+    sg.end_layer = end;
+    return sg;
+  }
+
+  enum class phase { pre, forward_block, post, backward_block, tail };
+  phase phase_of(std::size_t s) const {
+    if (forward_begin_step_ < 0 || s < index(forward_begin_step_)) return phase::pre;
+    if (s <= index(forward_end_step_)) return phase::forward_block;
+    if (backward_begin_step_ < 0 || s < index(backward_begin_step_)) return phase::post;
+    if (s <= index(backward_end_step_)) return phase::backward_block;
+    return phase::tail;
+  }
+  static bool runs(const segment& sg, phase ph) {
+    switch (ph) {
+      case phase::pre:
+        return sg.pre;
+      case phase::forward_block:
+        return sg.forward_block;
+      case phase::post:
+        return sg.post;
+      case phase::backward_block:
+        return sg.backward_block;
+      case phase::tail:
+        return sg.tail;
+    }
+    return false;
+  }
+
+  void upload_inputs(const tensor_map& inputs) {
     const graph& g = program_.nodes;
     for (int i = 0; i < g.size(); ++i)
       if (g[i].kind == op::input) upload_input(i, inputs);
+  }
+  tensor_map outputs() {
+    const graph& g = program_.nodes;
+    tensor_map result;
+    for (int i = 0; i < g.size(); ++i) {
+      if (g[i].kind != op::output) continue;
+      host_tensor t(g[i].type, layout_.of(i).local);
+      backend_.download(values_[index(i)], t.bytes().data());
+      result.emplace(std::string(g[i].name.view()), std::move(t));
+    }
+    return result;
+  }
+
+  void run_segment(const segment& sg) {
+    const graph& g = program_.nodes;
+    const std::int64_t first = sg.first_layer, end = sg.end_layer < 0 ? layers_ : sg.end_layer;
     std::size_t loop_start = 0;
-    layer_ = 0;
-    in_backward_ = false;
-    if (zero3_) gather_unlayered_parameters();
+    layer_ = first;
+    segment_first_ = first;
+    segment_end_ = end;
+    in_backward_ = !sg.pre && !sg.forward_block && !sg.post;
+    if (sg.zero_tail_input) fill_zero_value(backward_end_node_);
+    if (zero3_ && !pipelined()) gather_unlayered_parameters();  // a pipeline gathers once per step
     for (std::size_t s = 0; s < program_.steps.size(); ++s) {
+      const phase ph = phase_of(s);
+      if (!runs(sg, ph)) {
+        if (ph == phase::forward_block) s = index(forward_end_step_);
+        if (ph == phase::backward_block) s = index(backward_end_step_);
+        continue;
+      }
       const step& st = program_.steps[s];
       const node& n = g[st.node];
       switch (st.kind) {
-        case step_kind::loop_begin:
+        case step_kind::loop_begin: {
           loop_start = s;
-          layer_ = n.reverse ? layers_ - 1 : 0;
+          layer_ = n.reverse ? end - 1 : first;
           if (zero3_) gather_block_parameters(st.node, layer_, n.reverse);
-          backend_.copy(value(n.inputs[0]), value(st.node));
+          const bool received = n.reverse ? sg.receive_backward_input : sg.receive_forward_input;
+          if (!received) backend_.copy(value(n.inputs[0]), value(st.node));
           if (n.reverse) recompute_layer();
           break;
+        }
         case step_kind::loop_end: {
           buffer& result = value(n.inputs[0]);  // before the layer changes: it may be a per-layer value
           const bool reverse = g[n.region].reverse;
-          const bool more = reverse ? layer_ > 0 : layer_ + 1 < layers_;
+          const bool more = reverse ? layer_ > first : layer_ + 1 < end;
           if (more) {
             layer_ += reverse ? -1 : 1;
             if (zero3_) prefetch_block_parameters(n.region, layer_ + (reverse ? -1 : 1));
@@ -259,24 +536,151 @@ class rank_program {
           run_step(st);
       }
     }
-    for (const gradient_bucket& b : buckets_)
-      if (b.arrived != 0)
-        fail("executor", "a gradient bucket was left half full after backward",
-             "this is a bug in the bucket plan; please report it (training{.bucket_bytes = 0} avoids "
-             "buckets)");
-    if (zero3_) release_unlayered_parameters();
-    tensor_map outputs;
-    for (int i = 0; i < g.size(); ++i) {
-      if (g[i].kind != op::output) continue;
-      host_tensor t(g[i].type, layout_.of(i).local);
-      backend_.download(values_[index(i)], t.bytes().data());
-      outputs.emplace(std::string(g[i].name.view()), std::move(t));
-    }
-    return outputs;
+    if (zero3_ && !pipelined()) release_unlayered_parameters();
   }
 
- private:
-  static std::size_t index(int i) { return static_cast<std::size_t>(i); }
+  void fill_zero_value(int i) {
+    if constexpr (requires(Backend & b, buffer & x) { b.fill_zero(x); })
+      backend_.fill_zero(value(i));
+    else
+      fail("executor", "this backend has no fill_zero()", "add fill_zero(buffer) to the backend");
+  }
+
+  // One boundary value to or from the neighbouring stage on the pipeline axis.
+  void transfer(Comm& pp, buffer& b, int peer, int tag, bool send) {
+    detail::with_element_type(b.type(), [&](auto zero) {
+      using T = decltype(zero);
+      if (send)
+        pp.send(std::span<const T>(span_of<T>(b, b.numel())), peer, tag);
+      else
+        pp.recv(span_of<T>(b, b.numel()), peer, tag);
+    });
+  }
+
+  // Micro-batch slots: every value but the parameters and their gradients exists once per
+  // micro-batch in flight; the active slot's values are the executor's, the others wait here.
+  struct bank {
+    std::vector<buffer> values;
+    std::vector<std::vector<buffer>> per_layer;
+  };
+  bool banked(int i) const {
+    const op k = program_.nodes[i].kind;
+    return k != op::parameter && k != op::param_grad;
+  }
+  void select_bank(int k) {
+    if (k == active_bank_) return;
+    const graph& g = program_.nodes;
+    for (int i = 0; i < g.size(); ++i) {
+      if (!banked(i)) continue;
+      std::swap(values_[index(i)], banks_[index(active_bank_)].values[index(i)]);
+      std::swap(per_layer_[index(i)], banks_[index(active_bank_)].per_layer[index(i)]);
+      std::swap(values_[index(i)], banks_[index(k)].values[index(i)]);
+      std::swap(per_layer_[index(i)], banks_[index(k)].per_layer[index(i)]);
+    }
+    active_bank_ = k;
+  }
+
+  // Splits the layers over the pipeline axis, makes and checks the schedule (identically on every
+  // rank, before any communication), and finds which phases read each parameter.
+  void plan_pipeline(const pipeline_options& pipe) {
+    const graph& g = program_.nodes;
+    layers_ = 1;
+    int blocks = 0;
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::repeat_begin) {
+        layers_ = sizes_.get(size_symbol::layers);
+        if (!g[i].reverse) ++blocks;
+      }
+    for (std::size_t s = 0; s < program_.steps.size(); ++s) {
+      const step& st = program_.steps[s];
+      const bool reverse = g[st.node].kind == op::repeat_begin ? g[st.node].reverse
+                           : g[st.node].kind == op::repeat_end ? g[g[st.node].region].reverse
+                                                               : false;
+      if (st.kind == step_kind::loop_begin)
+        (reverse ? backward_begin_step_ : forward_begin_step_) = static_cast<int>(s);
+      if (st.kind == step_kind::loop_end)
+        (reverse ? backward_end_step_ : forward_end_step_) = static_cast<int>(s);
+    }
+    if (forward_begin_step_ >= 0) {
+      forward_begin_node_ = program_.steps[index(forward_begin_step_)].node;
+      forward_end_node_ = program_.steps[index(forward_end_step_)].node;
+    }
+    if (backward_begin_step_ >= 0) {
+      backward_begin_node_ = program_.steps[index(backward_begin_step_)].node;
+      backward_end_node_ = program_.steps[index(backward_end_step_)].node;
+    }
+    held_layer_.assign(static_cast<std::size_t>(layers_), true);
+    reads_pre_.assign(index(g.size()), false);
+    reads_post_.assign(index(g.size()), false);
+    const int axis = program_.pipeline_axis;
+    if (axis < 0 || axis_sizes_[index(axis)] == 1) return;
+    constexpr auto where = "bind: pipeline";
+    if (!program_.is_training())
+      fail(where, "pipeline stages run training programs only",
+           "compile with shardgraph::training{}, or give the pipeline axis size 1");
+    if (blocks != 1)
+      fail(where, "the program has " + std::to_string(blocks) + " repeat blocks",
+           "pipeline stages split one repeat block's layers: build the model with one repeat");
+    const int p = axis_sizes_[index(axis)];
+    partition_ = pipeline::partition_layers(layers_, p * pipe.virtual_stages, pipe.stage_layers);
+    schedule_ = pipeline::make_schedule(pipe.schedule, p, pipe.micro_batches, pipe.virtual_stages);
+    pipeline::verify(schedule_);
+    pipeline_axis_ = axis;
+    const int r = layout_.coordinate(axis);
+    held_layer_.assign(static_cast<std::size_t>(layers_), false);
+    for (int c = 0; c < pipe.virtual_stages; ++c) {
+      const int j = schedule_.virtual_stage(r, c);
+      chunks_.emplace_back(partition_.first_layer[index(j)], partition_.first_layer[index(j) + 1]);
+      for (std::int64_t l = chunks_.back().first; l < chunks_.back().second; ++l)
+        held_layer_[static_cast<std::size_t>(l)] = true;
+    }
+    holds_first_ = schedule_.virtual_stage(r, 0) == 0;
+    holds_last_ = schedule_.virtual_stage(r, pipe.virtual_stages - 1) == p * pipe.virtual_stages - 1;
+    // Which forward phase reads each weight outside the block: pre (first stage) or post (last).
+    int seed = g.size();
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::ones) seed = std::min(seed, i);
+    for (int i = 0; i < seed; ++i)
+      for (int k = 0; k < g[i].input_count; ++k) {
+        const int x = g[i].inputs[k];
+        if (g[x].kind != op::parameter || g[x].region >= 0 || g[i].region >= 0) continue;
+        (i < forward_begin_node_ ? reads_pre_ : reads_post_)[index(x)] = true;
+      }
+    for (int i = 0; i < g.size(); ++i) tied_ = tied_ || (reads_pre_[index(i)] && reads_post_[index(i)]);
+    // Micro-batch slots: the most micro-batches alive at once (first forward to last backward).
+    std::vector<int> forwards(index(pipe.micro_batches), 0), backwards(index(pipe.micro_batches), 0);
+    int alive = 0, most = 1;
+    for (const pipeline::action& a : schedule_.per_rank[index(r)]) {
+      if (a.kind == pipeline::action_kind::forward && forwards[index(a.micro_batch)]++ == 0)
+        most = std::max(most, ++alive);
+      if (a.kind == pipeline::action_kind::backward &&
+          ++backwards[index(a.micro_batch)] == pipe.virtual_stages)
+        --alive;
+    }
+    banks_.resize(index(most));
+    // Receive buffers: the most activations received and not yet consumed by their forward.
+    int pending = 0, most_pending = 0;
+    for (const pipeline::action& a : schedule_.per_rank[index(r)]) {
+      if (a.kind == pipeline::action_kind::recv_activation) most_pending = std::max(most_pending, ++pending);
+      if (a.kind == pipeline::action_kind::forward && schedule_.virtual_stage(r, a.chunk) > 0) --pending;
+    }
+    inbox_.resize(index(most_pending));
+  }
+
+  // The ranks of the first and the last stage, which both hold the weights tied to the embedding.
+  void split_tied_group() {
+    const int p = axis_sizes_[index(pipeline_axis_)], r = layout_.coordinate(pipeline_axis_);
+    const bool member = r == 0 || r == p - 1;
+    tied_comm_.push_back(axis_comms_[index(pipeline_axis_)].split(member ? 0 : 1, r));
+  }
+
+  // Whether this rank holds parameter i (layer `layer` for block weights).
+  bool holds(int i, std::int64_t layer) const {
+    const node& n = program_.nodes[i];
+    if (!pipelined()) return true;
+    if (n.region >= 0) return held_layer_[static_cast<std::size_t>(layer)];
+    return (reads_pre_[index(i)] && holds_first_) || (reads_post_[index(i)] && holds_last_);
+  }
   int index_of(const node& n) const { return static_cast<int>(&n - &program_.nodes[0]); }
 
   // Every step but the loop markers.
@@ -296,6 +700,10 @@ class rank_program {
         return run_slice(st.node);
       case step_kind::copy:
         if (written_by_bucket_[index(st.node)]) return;  // its gradient bucket writes it
+        if (pipelined() && n.kind == op::param_grad) {   // summed over the step's micro-batches
+          if constexpr (requires(Backend & b, buffer & x) { b.add_scaled(x, x, 1.0); })
+            return backend_.add_scaled(value(n.inputs[0]), value(st.node), 1.0);
+        }
         return backend_.copy(value(n.inputs[0]), value(st.node));
       case step_kind::output:
         return backend_.copy(value(n.inputs[0]), value(st.node));
@@ -320,7 +728,8 @@ class rank_program {
   }
 
   void check_finite(int i) {
-    if (!finite_check_ || !is_floating(program_.nodes[i].type) || (in_backward_ && loss_scale_ != 1.0)) return;
+    if (!finite_check_ || !is_floating(program_.nodes[i].type) || (in_backward_ && loss_scale_ != 1.0))
+      return;
     if constexpr (requires(Backend & b, const buffer& v) {
                     { b.all_finite(v) } -> std::convertible_to<bool>;
                   }) {
@@ -375,9 +784,6 @@ class rank_program {
 
   void allocate() {
     const graph& g = program_.nodes;
-    layers_ = 1;
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::repeat_begin) layers_ = sizes_.get(size_symbol::layers);
     for (std::size_t s = 0; s < program_.steps.size(); ++s)
       if (program_.is_training() && program_.steps[s].kind != step_kind::loop_begin &&
           program_.steps[s].kind != step_kind::loop_end && recomputed(program_.steps[s].node))
@@ -404,16 +810,18 @@ class rank_program {
         chunk_[index(i)] = (numel + zero_parts_ - 1) / zero_parts_;
         values_.push_back(backend_.allocate(n.type, 0));  // unlayered: gathered by forward()
         for (std::int64_t l = 0; l < (n.region >= 0 ? layers_ : 1); ++l)
-          shards_[index(i)].push_back(backend_.allocate(n.type, chunk_[index(i)]));
+          shards_[index(i)].push_back(backend_.allocate(n.type, holds(i, l) ? chunk_[index(i)] : 0));
         if (n.region >= 0)
           for (int slot = 0; slot < 2; ++slot)
             slots_[index(i)].push_back(backend_.allocate(n.type, chunk_[index(i)] * zero_parts_));
         continue;
       }
-      values_.push_back(backend_.allocate(n.type, layered ? 0 : numel));
+      const bool unheld_weight = n.kind == op::parameter && n.region < 0 && !holds(i, 0);
+      values_.push_back(backend_.allocate(n.type, layered || unheld_weight ? 0 : numel));
       if (layered)
         for (std::int64_t l = 0; l < layers_; ++l)
-          per_layer_[index(i)].push_back(backend_.allocate(n.type, numel));
+          per_layer_[index(i)].push_back(
+              backend_.allocate(n.type, held_layer_[static_cast<std::size_t>(l)] ? numel : 0));
       if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
         std::int64_t in = layout_.of(n.inputs[0]).numel();
         std::int64_t staged = n.kind == op::all_gather ? in * axis_sizes_[index(n.axis)] : in;
@@ -421,7 +829,28 @@ class rank_program {
         if (n.kind == op::all_to_all) staging_[index(i)].push_back(backend_.allocate(n.type, staged));
       }
     }
-    plan_buckets();
+    plan_buckets();  // pipelines reduce each gradient on its own (not yet bucketed)
+    if (pipelined()) allocate_banks();
+  }
+
+  void allocate_banks() {
+    const graph& g = program_.nodes;
+    for (buffer& b : inbox_)
+      b = backend_.allocate(g[forward_begin_node_].type,
+                            value_at(forward_begin_node_, chunks_.front().first).numel());
+    active_bank_ = 0;
+    for (std::size_t k = 0; k < banks_.size(); ++k) {
+      bank& b = banks_[k];
+      b.values.resize(index(g.size()));
+      b.per_layer.resize(index(g.size()));
+      if (k == 0) continue;  // slot 0's values are the executor's own to begin with
+      for (int i = 0; i < g.size(); ++i) {
+        if (!banked(i)) continue;
+        b.values[index(i)] = backend_.allocate(g[i].type, values_[index(i)].numel());
+        for (const buffer& layer : per_layer_[index(i)])
+          b.per_layer[index(i)].push_back(backend_.allocate(g[i].type, layer.numel()));
+      }
+    }
   }
 
   // ---- gradient buckets ----
@@ -445,7 +874,7 @@ class rank_program {
     written_by_bucket_.assign(index(g.size()), false);
     bucket_slot_.assign(index(g.size()), {});
     constexpr bool can_pack = requires(Backend & b, buffer & x) { b.copy_range(x, 0, x, 0, 0); };
-    if (!can_pack || !program_.is_training() || program_.bucket_bytes <= 0) return;
+    if (!can_pack || !program_.is_training() || program_.bucket_bytes <= 0 || pipelined()) return;
     std::vector<int> readers(index(g.size()), 0);
     for (int i = 0; i < g.size(); ++i)
       for (int k = 0; k < g[i].input_count; ++k) ++readers[index(g[i].inputs[k])];
@@ -565,7 +994,7 @@ class rank_program {
     prefetch_block_parameters(block, layer + (reverse ? -1 : 1));
   }
   void prefetch_block_parameters(int block, std::int64_t layer) {
-    if (layer < 0 || layer >= layers_) return;
+    if (layer < segment_first_ || layer >= segment_end_) return;  // the layers this segment runs
     const graph& g = program_.nodes;
     const int forward_block = g[block].reverse ? g[block].origin : block;
     for (int i = 0; i < g.size(); ++i)
@@ -576,7 +1005,7 @@ class rank_program {
   void gather_unlayered_parameters() {
     const graph& g = program_.nodes;
     for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::parameter && g[i].region < 0) {
+      if (g[i].kind == op::parameter && g[i].region < 0 && holds(i, 0)) {
         values_[index(i)] = backend_.allocate(g[i].type, chunk_[index(i)] * zero_parts_);
         gather_chunk(i, shards_[index(i)][0], values_[index(i)]);
       }
@@ -601,6 +1030,7 @@ class rank_program {
         const std::int64_t count = std::min(d.numel(), begin + chunk) - begin;
         std::vector<std::byte> bytes(static_cast<std::size_t>(chunk) * e);
         for (std::int64_t l = 0; l < (n.region >= 0 ? layers_ : 1); ++l) {
+          if (!holds(i, l)) continue;
           weights(n.region >= 0 ? detail::layer_name(n.name.view(), g[n.region].name.view(), l)
                                 : std::string(n.name.view()),
                   slice, host);
@@ -611,11 +1041,13 @@ class rank_program {
         continue;
       }
       if (n.region < 0) {
+        if (!holds(i, 0)) continue;  // another pipeline stage's weight
         weights(n.name.view(), slice, host);
         backend_.upload(values_[index(i)], host.bytes().data());
         continue;
       }
       for (std::int64_t l = 0; l < layers_; ++l) {
+        if (!holds(i, l)) continue;
         weights(detail::layer_name(n.name.view(), g[n.region].name.view(), l), slice, host);
         backend_.upload(per_layer_[index(i)][index(static_cast<int>(l))], host.bytes().data());
       }
@@ -891,7 +1323,7 @@ class rank_program {
   std::int64_t layer_ = 0;
   bool finite_check_ = false;
   double loss_scale_ = 1.0;
-  bool in_backward_ = false;  // forward() has run the seed of backward
+  bool in_backward_ = false;                  // forward() has run the seed of backward
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
 
@@ -908,12 +1340,30 @@ class rank_program {
   std::vector<std::int64_t> chunk_;          // ZeRO-3: parameter node -> elements of its chunk
   std::vector<std::vector<buffer>> shards_;  // ZeRO-3: parameter node -> per layer, this rank's chunk
   std::vector<std::vector<buffer>> slots_;   // ZeRO-3: block parameter node -> two gathered layers
+  std::int64_t segment_first_ = 0, segment_end_ = 0;  // the block layers the running segment covers
+
+  // Pipeline stages (pipeline_options): the phases' step ranges, this rank's layers, its slots.
+  int forward_begin_step_ = -1, forward_end_step_ = -1, backward_begin_step_ = -1, backward_end_step_ = -1;
+  int forward_begin_node_ = -1, forward_end_node_ = -1, backward_begin_node_ = -1, backward_end_node_ = -1;
+  int pipeline_axis_ = -1;  // -1: one stage
+  pipeline::stage_partition partition_;
+  pipeline::schedule schedule_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> chunks_;  // per model chunk, layers [first, end)
+  std::vector<bool> held_layer_;                               // per layer: its weights are on this rank
+  std::vector<bool> reads_pre_, reads_post_;  // per parameter outside the block: read before / after it
+  bool holds_first_ = true, holds_last_ = true, tied_ = false;
+  std::vector<Comm> tied_comm_;  // the first and last stage (empty: none)
+  std::vector<bank> banks_;
+  int active_bank_ = 0;
+  std::vector<buffer> inbox_;  // activations received before their forward runs
+  int observed_in_flight_ = 0;
 };
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 rank_program<Backend, Comm> bind(const program& p, const model_sizes& sizes, Comm& world, Backend backend,
-                                 const mesh_shape& mesh, const weight_source& weights) {
-  return rank_program<Backend, Comm>(p, sizes, world, std::move(backend), mesh, weights);
+                                 const mesh_shape& mesh, const weight_source& weights,
+                                 const pipeline_options& pipe = {}) {
+  return rank_program<Backend, Comm>(p, sizes, world, std::move(backend), mesh, weights, pipe);
 }
 
 }  // namespace shardgraph

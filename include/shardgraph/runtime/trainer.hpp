@@ -116,18 +116,22 @@ class trainer {
     const double loss_scale = scaling_ ? options_.loss_scaler.scale : 1.0;
     rank_.set_loss_scale(loss_scale);
     double loss = 0;
-    for (std::size_t k = 0; k < micro_batches.size(); ++k) {
-      tensor_map out;
-      try {
-        out = rank_.forward(micro_batches[k]);
-      } catch (const error& e) {
-        if (!options_.check_finite) throw;
-        throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ", micro-batch " +
-                    std::to_string(k) + ": " +
-                    std::string(e.what()).substr(std::string("shardgraph: ").size()));
+    if (rank_.pipelined()) {
+      loss = pipelined_micro_batches(micro_batches, share / loss_scale);
+    } else {
+      for (std::size_t k = 0; k < micro_batches.size(); ++k) {
+        tensor_map out;
+        try {
+          out = rank_.forward(micro_batches[k]);
+        } catch (const error& e) {
+          if (!options_.check_finite) throw;
+          throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ", micro-batch " +
+                      std::to_string(k) + ": " +
+                      std::string(e.what()).substr(std::string("shardgraph: ").size()));
+        }
+        loss += share * out.at("loss").at(0);
+        accumulate_gradients(share / loss_scale, k == 0);
       }
-      loss += share * out.at("loss").at(0);
-      accumulate_gradients(share / loss_scale, k == 0);
     }
     ++step_;
     const double norm = global_norm(owned_sum_of_squares());
@@ -159,6 +163,34 @@ class trainer {
   };
 
   int zero_parts() { return zero_stage_ >= 1 ? rank_.axis_size(zero_axis_) : 1; }
+
+  // Pipeline stages: the schedule runs every micro-batch, summing each held gradient over them;
+  // then one accumulation, and the first and last stage add their parts of a tied weight's sum.
+  double pipelined_micro_batches(std::span<const tensor_map> micro_batches, double share) {
+    rank_.zero_gradients();
+    std::vector<double> losses;
+    try {
+      losses = rank_.run_pipeline(micro_batches);
+    } catch (const error& e) {
+      if (!options_.check_finite) throw;
+      throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ": " +
+                  std::string(e.what()).substr(std::string("shardgraph: ").size()));
+    }
+    accumulate_gradients(share, true);
+    Backend& b = rank_.backend();
+    rank_.for_each_parameter(
+        [&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
+          if (grad == nullptr || !rank_.tied(p)) return;
+          buffer& sum = states_.at(name).sum;
+          detail::with_element_type(optimizer_type(p), [&](auto zero) {
+            using T = decltype(zero);
+            rank_.tied_communicator().all_reduce(span_of<T>(b, sum));
+          });
+        });
+    double loss = 0;
+    for (double l : losses) loss += l / static_cast<double>(losses.size());
+    return loss;
+  }
 
   // The dtype the optimizer works in: f32 for a 16-bit model, else the model's.
   dtype optimizer_type(const node& p) const { return mixed_ && p.type != dtype::f64 ? dtype::f32 : p.type; }
@@ -237,8 +269,11 @@ class trainer {
     rank_.for_each_parameter(
         [&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
           if (grad == nullptr) return;
+          if (!rank_.counts_on_pipeline(p)) return;
           for (int a = 0; a < g.axes.size(); ++a)
-            if (a != zero_axis_ && p.spec[a].is_replicate() && rank_.coordinate(g.axes.name(a)) != 0) return;
+            if (a != zero_axis_ && a != rank_.compiled().pipeline_axis && p.spec[a].is_replicate() &&
+                rank_.coordinate(g.axes.name(a)) != 0)
+              return;
           state& s = states_.at(name);
           if (zero_stage_ == 1) {  // the whole reduced gradient is here: count this rank's chunk
             b.fill_zero(s.grad_chunk);
