@@ -142,6 +142,7 @@ TEST_CASE("pipeline: 1F1B keeps at most pp micro-batches in flight, GPipe all of
   struct stage_memory {
     int planned = 0, observed = 0;
     std::int64_t activations = 0;  // bytes, every slot together
+    std::int64_t per_slot = 0;     // bytes each further slot adds
   };
   // Binds 4 stages, runs one training step and reads each stage's plan and what the step used.
   auto in_flight = [](const sg::pipeline_options& pipe) {
@@ -154,9 +155,9 @@ TEST_CASE("pipeline: 1F1B keeps at most pp micro-batches in flight, GPipe all of
       std::vector<sg::tensor_map> parts;
       for (int k = 0; k < micro; ++k) parts.push_back(tokens(rows / micro, k * (rows / micro), 0));
       t.step(parts);
-      stages[static_cast<std::size_t>(comm.rank())] = {rank.memory().micro_batches_in_flight,
-                                                       rank.observed_micro_batches_in_flight(),
-                                                       rank.memory().activations};
+      stages[static_cast<std::size_t>(comm.rank())] = {
+          rank.memory().micro_batches_in_flight, rank.observed_micro_batches_in_flight(),
+          rank.memory().activations, rank.memory().activations_per_micro_batch};
     });
     return stages;
   };
@@ -174,8 +175,12 @@ TEST_CASE("pipeline: 1F1B keeps at most pp micro-batches in flight, GPipe all of
     CHECK(one_f_one_b[i].observed == one_f_one_b[i].planned);
     CHECK(gpipe[i].observed == gpipe[i].planned);
     CHECK(interleaved[i].observed == interleaved[i].planned);
-    // Activation bytes scale with the slots: 1F1B's stage s holds (4 - s) / 8 of GPipe's.
-    CHECK(one_f_one_b[i].activations * 8 == gpipe[i].activations * (4 - s));
+    // Activation bytes grow by one slot's copy per micro-batch in flight: GPipe's stage s keeps
+    // 8 - (4 - s) more than 1F1B's. A slot holds the kept activations, not every value.
+    CHECK(one_f_one_b[i].per_slot == gpipe[i].per_slot);
+    CHECK(gpipe[i].activations - one_f_one_b[i].activations == (8 - (4 - s)) * gpipe[i].per_slot);
+    CHECK(gpipe[i].per_slot > 0);
+    CHECK(gpipe[i].per_slot < gpipe[i].activations / 8);
   }
 }
 

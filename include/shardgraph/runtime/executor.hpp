@@ -189,6 +189,7 @@ class rank_program {
     std::int64_t gathered_parameters = 0;  // ZeRO-3: whole weights held while in use (two layers, and
                                            // the weights outside blocks from forward's start to its end)
     int micro_batches_in_flight = 1;       // pipelines: activation slots the schedule needs at once
+    std::int64_t activations_per_micro_batch = 0;  // pipelines: the part of `activations` each slot copies
   };
   memory_report memory() const {
     memory_report m;
@@ -222,6 +223,12 @@ class rank_program {
         for (const buffer& v : layers) m.activations += static_cast<std::int64_t>(v.size_bytes());
     }
     m.micro_batches_in_flight = std::max<int>(1, static_cast<int>(banks_.size()));
+    for (int i = 0; i < static_cast<int>(banked_.size()); ++i) {
+      if (!banked_[index(i)]) continue;
+      m.activations_per_micro_batch += static_cast<std::int64_t>(values_[index(i)].size_bytes());
+      for (const buffer& v : per_layer_[index(i)])
+        m.activations_per_micro_batch += static_cast<std::int64_t>(v.size_bytes());
+    }
     return m;
   }
 
@@ -325,6 +332,16 @@ class rank_program {
           upload_inputs(micro_batches[index(a.micro_batch)]);
           run_segment(forward_segment(j, total, first, end));
           if (j == total - 1) losses[index(a.micro_batch)] = outputs().at("loss").at(0);
+          if (j == total - 1 && j != 0 && tied_) {
+            // The last stage's tail, from a zero gradient, adds the head's part of a weight tied
+            // to the embedding (the tied group sums it with the first stage's). It needs nothing
+            // from the backward, so it runs here, and the head's weight-sized gradient is not
+            // kept per micro-batch in flight.
+            segment tail;
+            tail.pre = tail.forward_block = tail.post = tail.backward_block = false;
+            tail.zero_tail_input = true;
+            run_segment(tail);
+          }
           break;
         }
         case pipeline::action_kind::send_activation:
@@ -337,15 +354,6 @@ class rank_program {
           break;
         case pipeline::action_kind::backward: {
           enter(a.micro_batch);
-          if (j == total - 1 && j != 0 && tied_) {
-            // The last stage's tail, from a zero gradient, adds the head's part of a weight tied
-            // to the embedding (the tied group sums it with the first stage's). It runs before the
-            // block, whose output it would otherwise overwrite before it is sent.
-            segment tail;
-            tail.pre = tail.forward_block = tail.post = tail.backward_block = false;
-            tail.zero_tail_input = true;
-            run_segment(tail);
-          }
           segment sg;
           sg.pre = sg.forward_block = sg.post = false;
           sg.receive_backward_input = j < total - 1;
@@ -563,9 +571,40 @@ class rank_program {
     std::vector<buffer> values;
     std::vector<std::vector<buffer>> per_layer;
   };
-  bool banked(int i) const {
-    const op k = program_.nodes[i].kind;
-    return k != op::parameter && k != op::param_grad;
+  bool banked(int i) const { return banked_[index(i)]; }
+
+  // Which values need a copy per micro-batch in flight: those a forward action computes and a later
+  // backward action of the same micro-batch reads (the block's kept activations, the inputs), and
+  // the four values that cross stages. A value computed and
+  // read within one action (the blocks' temporaries, the weight-sized gradients of the head and the
+  // embedding) lives once. Recomputed steps run again inside the backward action: what they read
+  // counts as read there, what they write as written there.
+  void plan_banks() {
+    const graph& g = program_.nodes;
+    // The last stage runs its tail in the forward action (run_pipeline), the first in the backward.
+    const auto is_backward = [&](phase ph) {
+      return ph == phase::backward_block || (ph == phase::tail && holds_first_);
+    };
+    std::vector<bool> made_forward(index(g.size()), false), read_backward(index(g.size()), false);
+    std::vector<bool> rerun(program_.steps.size(), false);
+    for (std::size_t s : recompute_steps_) rerun[s] = true;
+    for (int i = 0; i < g.size(); ++i) made_forward[index(i)] = g[i].kind == op::input;
+    for (std::size_t s = 0; s < program_.steps.size(); ++s) {
+      const step& st = program_.steps[s];
+      const bool backward = is_backward(phase_of(s)) || rerun[s];
+      for (int j = st.first >= 0 ? st.first : st.node; j <= st.node; ++j) {
+        if (!backward) made_forward[index(j)] = true;
+        if (!backward) continue;
+        for (int k = 0; k < g[j].input_count; ++k) read_backward[index(g[j].inputs[k])] = true;
+      }
+    }
+    for (std::size_t s : recompute_steps_) made_forward[index(program_.steps[s].node)] = false;
+    banked_.assign(index(g.size()), false);
+    for (int i = 0; i < g.size(); ++i)
+      banked_[index(i)] = g[i].kind != op::parameter && g[i].kind != op::param_grad &&
+                          made_forward[index(i)] && read_backward[index(i)] && computed_here(i);
+    for (int i : {forward_begin_node_, forward_end_node_, backward_begin_node_, backward_end_node_})
+      banked_[index(i)] = true;
   }
   void select_bank(int k) {
     if (k == active_bank_) return;
@@ -609,6 +648,14 @@ class rank_program {
       backward_begin_node_ = program_.steps[index(backward_begin_step_)].node;
       backward_end_node_ = program_.steps[index(backward_end_step_)].node;
     }
+    producer_step_.assign(index(g.size()), no_step);
+    for (std::size_t s = 0; s < program_.steps.size(); ++s) {
+      const step& st = program_.steps[s];
+      for (int j = st.first >= 0 ? st.first : st.node; j <= st.node; ++j) producer_step_[index(j)] = s;
+    }
+    readers_.assign(index(g.size()), {});
+    for (int i = 0; i < g.size(); ++i)
+      for (int k = 0; k < g[i].input_count; ++k) readers_[index(g[i].inputs[k])].push_back(i);
     held_layer_.assign(static_cast<std::size_t>(layers_), true);
     reads_pre_.assign(index(g.size()), false);
     reads_post_.assign(index(g.size()), false);
@@ -665,6 +712,37 @@ class rank_program {
       if (a.kind == pipeline::action_kind::forward && schedule_.virtual_stage(r, a.chunk) > 0) --pending;
     }
     inbox_.resize(index(most_pending));
+  }
+
+  // Whether this rank runs the step that computes node i: every rank runs the blocks' phases, the
+  // first stage the embeddings and the embeddings' gradients, the last the head and loss (and,
+  // with a tied weight, the embeddings' gradient phase from a zero input).
+  bool computed_here(int i) const {
+    if (!pipelined()) return true;
+    const std::size_t s = producer_step_[index(i)];
+    if (s == no_step) return true;  // inputs, parameters
+    switch (phase_of(s)) {
+      case phase::pre:
+        return holds_first_;
+      case phase::post:
+        return holds_last_;
+      case phase::tail:
+        return holds_first_ || (holds_last_ && tied_);
+      case phase::forward_block:
+      case phase::backward_block:
+        return true;
+    }
+    return true;
+  }
+
+  // Whether this rank computes node i or runs a step reading it. A value read but computed on
+  // another stage stays zero here: the first stage's tail adds the head's part of a tied weight's
+  // gradient, which the last stage computes (the tied group's all-reduce sums the two).
+  bool needed_here(int i) const {
+    if (computed_here(i)) return true;
+    for (int reader : readers_[index(i)])
+      if (computed_here(reader)) return true;
+    return false;
   }
 
   // The ranks of the first and the last stage, which both hold the weights tied to the embedding.
@@ -817,24 +895,29 @@ class rank_program {
         continue;
       }
       const bool unheld_weight = n.kind == op::parameter && n.region < 0 && !holds(i, 0);
-      values_.push_back(backend_.allocate(n.type, layered || unheld_weight ? 0 : numel));
+      const bool never_run = !needed_here(i);  // another pipeline stage's phase computes and reads it
+      values_.push_back(backend_.allocate(n.type, layered || unheld_weight || never_run ? 0 : numel));
       if (layered)
         for (std::int64_t l = 0; l < layers_; ++l)
           per_layer_[index(i)].push_back(
               backend_.allocate(n.type, held_layer_[static_cast<std::size_t>(l)] ? numel : 0));
       if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
         std::int64_t in = layout_.of(n.inputs[0]).numel();
-        std::int64_t staged = n.kind == op::all_gather ? in * axis_sizes_[index(n.axis)] : in;
+        std::int64_t staged = never_run ? 0 : n.kind == op::all_gather ? in * axis_sizes_[index(n.axis)] : in;
         staging_[index(i)].push_back(backend_.allocate(n.type, staged));
         if (n.kind == op::all_to_all) staging_[index(i)].push_back(backend_.allocate(n.type, staged));
       }
     }
+    for (int i = 0; i < g.size(); ++i)  // read here, computed on another stage: zero (needed_here)
+      if (g[i].kind != op::parameter && !computed_here(i) && needed_here(i) && !per_layer(i))
+        fill_zero_value(i);
     plan_buckets();  // pipelines reduce each gradient on its own (not yet bucketed)
     if (pipelined()) allocate_banks();
   }
 
   void allocate_banks() {
     const graph& g = program_.nodes;
+    plan_banks();
     for (buffer& b : inbox_)
       b = backend_.allocate(g[forward_begin_node_].type,
                             value_at(forward_begin_node_, chunks_.front().first).numel());
@@ -1354,6 +1437,10 @@ class rank_program {
   bool holds_first_ = true, holds_last_ = true, tied_ = false;
   std::vector<Comm> tied_comm_;  // the first and last stage (empty: none)
   std::vector<bank> banks_;
+  std::vector<bool> banked_;  // per node: one copy per micro-batch in flight (plan_banks)
+  static constexpr std::size_t no_step = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> producer_step_;  // per node: the step computing it (no_step: none)
+  std::vector<std::vector<int>> readers_;   // per node: the nodes reading it
   int active_bank_ = 0;
   std::vector<buffer> inbox_;  // activations received before their forward runs
   int observed_in_flight_ = 0;
