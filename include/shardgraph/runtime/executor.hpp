@@ -739,7 +739,7 @@ class rank_program {
   // another stage stays zero here: the first stage's tail adds the head's part of a tied weight's
   // gradient, which the last stage computes (the tied group's all-reduce sums the two).
   bool needed_here(int i) const {
-    if (computed_here(i)) return true;
+    if (computed_here(i) || program_.nodes[i].kind == op::output) return true;  // outputs: broadcast
     for (int reader : readers_[index(i)])
       if (computed_here(reader)) return true;
     return false;
