@@ -16,6 +16,8 @@ set(SHARDGRAPH_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/shardgraph"
 mark_as_advanced(SHARDGRAPH_INSTALL_CMAKEDIR)
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+# The launcher (docs/launching.md), next to the headers it starts programs of.
+install(PROGRAMS "${PROJECT_SOURCE_DIR}/tools/shardgraph-run" DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
 foreach(component core ${SHARDGRAPH_ENABLED_BACKENDS})
   if(NOT component STREQUAL "core")

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -567,4 +568,31 @@ TEST_CASE("nccl: a failing rank makes the others throw instead of hanging", "[nc
     CHECK_THAT(message, ContainsSubstring("nccl broadcast, rank 0 of " + std::to_string(p) +
                                           ": data is device memory of GPU 1 but this rank runs on GPU 0"));
   }
+}
+
+TEST_CASE("nccl: world_from_environment makes the launched rank's world", "[nccl][gpu]") {
+  // The process's own environment: one process, or the rank tools/shardgraph-run started.
+  const sg::launch::placement p = sg::launch::detect_placement();
+  world w = sg::nccl::world_from_environment();
+  CHECK(w.size() == p.world_size);
+  std::vector<std::int64_t> reduced;
+  w.run([&](communicator& comm) {
+    auto x = to_device(std::vector<std::int64_t>{1, 2});
+    comm.all_reduce(x.view<std::int64_t>());
+    reduced = to_host<std::int64_t>(x);
+  });
+  CHECK(reduced == std::vector<std::int64_t>{p.world_size, 2 * p.world_size});
+
+  // A node asked to run more ranks than it has GPUs stops before NCCL, naming the rank.
+  const int devices = sg::cuda::device_count();
+  const std::string rank = std::to_string(devices);
+  const sg::launch::environment crowded = [&](std::string_view name) -> std::optional<std::string> {
+    if (name == "RANK" || name == "LOCAL_RANK") return rank;
+    if (name == "WORLD_SIZE" || name == "LOCAL_WORLD_SIZE") return std::to_string(devices + 1);
+    return std::nullopt;
+  };
+  CHECK_THAT(
+      error_of([&] { static_cast<void>(sg::nccl::world_from_environment(world::default_timeout, crowded)); }),
+      ContainsSubstring("local rank " + rank + " needs a GPU of its own, and this node has " +
+                        std::to_string(devices) + " to use"));
 }

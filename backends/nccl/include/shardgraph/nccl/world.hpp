@@ -13,7 +13,7 @@
 // single_process(ranks): every rank in this process, rank r on GPU r (like threads::world, with
 // GPUs). from_unique_id(id, rank, size): one rank of a world spread over processes, on the GPU that
 // is current when it is called; every process calls it with the same id (made by new_unique_id()
-// on one of them and shipped to the others: the bootstrap over MPI or TCP comes later).
+// on one of them and shipped to the others; nccl/bootstrap.hpp does it over TCP for launched runs).
 //
 // The NCCL communicators are made once, here, and serve every run(). run(fn) calls fn on one
 // thread per local rank, each with that rank's GPU current, and joins them all. When fn throws on
