@@ -29,28 +29,37 @@
 
 namespace shardgraph::nccl {
 
+namespace detail {
+
+// Makes GPU `local_rank` current, after checking that the node has that many to use.
+inline void select_local_gpu(const std::string& where, int local_rank, const launch::device_limits& limits) {
+  const int visible = cuda::device_count();
+  if (limits.gpus > visible)
+    fail(where,
+         "SHARDGRAPH_GPUS is " + std::to_string(limits.gpus) + " but " + std::to_string(visible) +
+             " GPUs are visible",
+         "ask for at most " + std::to_string(visible) + " GPUs, or check CUDA_VISIBLE_DEVICES");
+  const int usable = limits.gpus > 0 ? limits.gpus : visible;
+  if (local_rank >= usable)
+    fail(where,
+         "local rank " + std::to_string(local_rank) + " needs a GPU of its own, and this node has " +
+             std::to_string(usable) + " to use",
+         "start at most " + std::to_string(usable) +
+             " ranks per node (--nproc-per-node), or raise SHARDGRAPH_GPUS");
+  if (const cudaError_t e = cudaSetDevice(local_rank); e != cudaSuccess)
+    fail(where, "cudaSetDevice(" + std::to_string(local_rank) + ") failed: " + cudaGetErrorString(e),
+         "check the GPU with nvidia-smi");
+}
+
+}  // namespace detail
+
 inline world world_from_environment(std::chrono::milliseconds timeout = world::default_timeout,
                                     const launch::environment& env = launch::process_environment) {
   const launch::placement p = launch::detect_placement(env);
   const launch::device_limits limits = launch::device_limits_from(env);
   const std::string where = "nccl::world_from_environment (rank " + std::to_string(p.rank) + " of " +
                             std::to_string(p.world_size) + ", " + std::string(p.launcher_name()) + ")";
-  const int visible = cuda::device_count();
-  const int usable = limits.gpus > 0 ? limits.gpus : visible;
-  if (limits.gpus > visible)
-    fail(where,
-         "SHARDGRAPH_GPUS is " + std::to_string(limits.gpus) + " but " + std::to_string(visible) +
-             " GPUs are visible",
-         "ask for at most " + std::to_string(visible) + " GPUs, or check CUDA_VISIBLE_DEVICES");
-  if (p.local_rank >= usable)
-    fail(where,
-         "local rank " + std::to_string(p.local_rank) + " needs a GPU of its own, and this node has " +
-             std::to_string(usable) + " to use",
-         "start at most " + std::to_string(usable) +
-             " ranks per node (--nproc-per-node), or raise SHARDGRAPH_GPUS");
-  if (const cudaError_t e = cudaSetDevice(p.local_rank); e != cudaSuccess)
-    fail(where, "cudaSetDevice(" + std::to_string(p.local_rank) + ") failed: " + cudaGetErrorString(e),
-         "check the GPU with nvidia-smi");
+  detail::select_local_gpu(where, p.local_rank, limits);
   ncclUniqueId id{};
   if (p.rank == 0) id = world::new_unique_id();
   const std::span<const std::byte> mine(reinterpret_cast<const std::byte*>(&id), sizeof id);
