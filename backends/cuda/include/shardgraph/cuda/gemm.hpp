@@ -1,0 +1,186 @@
+#pragma once
+// gemm: the linear layer's matrix product on the GPU through cuBLASLt, with its epilogue fused:
+//
+//   y (M, N) = x (M, K) . w (K, N)  [+ bias (N)]  [then GELU (tanh form)]      all row-major
+//
+//   shardgraph::cuda::gemm_runner gemm;                        // one cuBLASLt handle + workspace
+//   gemm.run({.m = M, .n = N, .k = K, .type = element::bf16, .epilogue = epilogue::bias_gelu},
+//            x.data(), w.data(), bias.data(), y.data(), stream);
+//
+// Row-major y = x w is column-major y^T = w^T x^T, so cuBLASLt multiplies A = w (column-major
+// N x K, ld N) by B = x (column-major K x M, ld K) into C = y (column-major N x M, ld N), and the
+// bias is a per-row (length N) vector of C, which is what cuBLASLt's bias epilogue adds.
+// f32 computes in f32 (no TF32, so it can be compared with the cpu backend); bf16 and f16 take
+// f32 accumulation and round the output once. Failures name the call, the sizes and the status.
+#include <shardgraph/core/error.hpp>
+#include <shardgraph/cuda/check.hpp>
+#include <shardgraph/cuda/device_buffer.hpp>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+namespace shardgraph::cuda {
+
+enum class element { f32, bf16, f16 };
+enum class epilogue { none, bias, gelu, bias_gelu };
+
+struct gemm_shape {
+  std::int64_t m = 0, n = 0, k = 0;
+  element type = element::f32;
+  epilogue post = epilogue::none;
+};
+
+namespace detail {
+
+inline std::string gemm_text(const gemm_shape& s) {
+  const char* t = s.type == element::f32 ? "f32" : s.type == element::bf16 ? "bf16" : "f16";
+  return "gemm (" + std::to_string(s.m) + " x " + std::to_string(s.k) + ") . (" + std::to_string(s.k) +
+         " x " + std::to_string(s.n) + ") " + t;
+}
+
+// cuBLASLt's status names (cublasGetStatusName lives in libcublas, which the backend does not link).
+inline const char* cublas_status_name(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED (no handle)";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED (out of memory)";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE (a bad argument)";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH (not on this GPU)";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED (the kernel failed)";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED (this combination)";
+    default:
+      return "an unknown cuBLAS status";
+  }
+}
+
+inline void check_cublas(cublasStatus_t status, const std::string& what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  fail("cuda: " + what, std::string("cuBLASLt returned ") + cublas_status_name(status),
+       "check the sizes and that the pointers are device memory of this GPU");
+}
+
+inline cudaDataType_t data_type(element e) {
+  switch (e) {
+    case element::f32:
+      return CUDA_R_32F;
+    case element::bf16:
+      return CUDA_R_16BF;
+    case element::f16:
+      return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+inline cublasLtEpilogue_t lt_epilogue(epilogue e) {
+  switch (e) {
+    case epilogue::none:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case epilogue::bias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case epilogue::gelu:
+      return CUBLASLT_EPILOGUE_GELU;
+    case epilogue::bias_gelu:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// Owns one cuBLASLt descriptor of type T, destroyed by Destroy.
+template <class T, cublasStatus_t (*Destroy)(T)>
+struct lt_handle {
+  T value = nullptr;
+  lt_handle() = default;
+  lt_handle(const lt_handle&) = delete;
+  lt_handle& operator=(const lt_handle&) = delete;
+  ~lt_handle() {
+    if (value != nullptr) Destroy(value);
+  }
+};
+
+}  // namespace detail
+
+class gemm_runner {
+ public:
+  static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;  // cuBLASLt's split-K and friends
+
+  gemm_runner() : workspace_(workspace_bytes) {
+    detail::check_cublas(cublasLtCreate(&handle_.value), "gemm_runner (cublasLtCreate)");
+  }
+
+  // y = epilogue(x w + bias); `bias` may be null unless the epilogue adds it.
+  void run(const gemm_shape& s, const void* x, const void* w, const void* bias, void* y,
+           cudaStream_t stream = nullptr) {
+    const std::string what = detail::gemm_text(s);
+    if (s.m < 1 || s.n < 1 || s.k < 1)
+      fail("cuda: " + what, "every dimension must be at least 1", "check the layer's sizes");
+    const bool has_bias = s.post == epilogue::bias || s.post == epilogue::bias_gelu;
+    if (has_bias && bias == nullptr)
+      fail("cuda: " + what, "the epilogue adds a bias but no bias was given",
+           "pass the bias, or epilogue::none/gelu");
+    const cudaDataType_t t = detail::data_type(s.type);
+    detail::lt_handle<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
+    detail::check_cublas(cublasLtMatmulDescCreate(&op.value, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                         what + " (cublasLtMatmulDescCreate)");
+    const cublasLtEpilogue_t e = detail::lt_epilogue(s.post);
+    detail::check_cublas(
+        cublasLtMatmulDescSetAttribute(op.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e),
+        what + " (epilogue)");
+    if (has_bias) {
+      detail::check_cublas(
+          cublasLtMatmulDescSetAttribute(op.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+          what + " (bias pointer)");
+      detail::check_cublas(
+          cublasLtMatmulDescSetAttribute(op.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t),
+          what + " (bias type)");
+    }
+    // Column-major views (see the header): A = w (N x K), B = x (K x M), C = D = y (N x M).
+    detail::lt_handle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> a, b, c;
+    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    detail::check_cublas(cublasLtMatrixLayoutCreate(&a.value, t, u(s.n), u(s.k), s.n),
+                         what + " (layout of w)");
+    detail::check_cublas(cublasLtMatrixLayoutCreate(&b.value, t, u(s.k), u(s.m), s.k),
+                         what + " (layout of x)");
+    detail::check_cublas(cublasLtMatrixLayoutCreate(&c.value, t, u(s.n), u(s.m), s.n),
+                         what + " (layout of y)");
+    detail::lt_handle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
+    detail::check_cublas(cublasLtMatmulPreferenceCreate(&preference.value), what + " (preference)");
+    const std::uint64_t bytes = workspace_.size_bytes();
+    detail::check_cublas(
+        cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &bytes, sizeof bytes),
+        what + " (workspace)");
+    cublasLtMatmulHeuristicResult_t best{};
+    int found = 0;
+    detail::check_cublas(cublasLtMatmulAlgoGetHeuristic(handle_.value, op.value, a.value, b.value, c.value,
+                                                        c.value, preference.value, 1, &best, &found),
+                         what + " (cublasLtMatmulAlgoGetHeuristic)");
+    if (found == 0)
+      fail("cuda: " + what, "cuBLASLt has no algorithm for these sizes and this epilogue",
+           "pad the dimensions to multiples of 8, or use epilogue::none and add the bias separately");
+    const float one = 1.0f, zero = 0.0f;
+    detail::check_cublas(
+        cublasLtMatmul(handle_.value, op.value, &one, w, a.value, x, b.value, &zero, y, c.value, y, c.value,
+                       &best.algo, workspace_.data(), workspace_.size_bytes(), stream),
+        what + " (cublasLtMatmul)");
+  }
+
+ private:
+  detail::lt_handle<cublasLtHandle_t, cublasLtDestroy> handle_;
+  device_buffer workspace_;
+};
+
+}  // namespace shardgraph::cuda
