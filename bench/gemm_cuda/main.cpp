@@ -1,0 +1,108 @@
+// gemm_cuda: cuda::gemm_runner on the linear layers of GPT-2 124M at B=16, T=1024 (M = 16384 rows),
+// bf16, with and without the fused epilogue: median time over --repeat runs (CUDA events) and
+// TFLOP/s. One JSON line per shape; bench/gemm_pytorch.py times torch on the same shapes.
+//
+//   gemm_cuda [--repeat 50] [--rows 16384]
+#include <shardgraph/core/half_types.hpp>
+#include <shardgraph/cuda.hpp>
+#include <shardgraph/cuda/gemm.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sg = shardgraph;
+using sg::cuda::element;
+using sg::cuda::epilogue;
+
+namespace {
+
+struct layer {
+  const char* name;
+  std::int64_t in, out;
+  epilogue post;
+};
+
+double median_ms(sg::cuda::gemm_runner& gemm, const sg::cuda::gemm_shape& s, const void* x, const void* w,
+                 const void* b, void* y, int repeat) {
+  cudaEvent_t start, stop;
+  sg::cuda::check_cuda(cudaEventCreate(&start), "gemm_cuda (cudaEventCreate)");
+  sg::cuda::check_cuda(cudaEventCreate(&stop), "gemm_cuda (cudaEventCreate)");
+  for (int i = 0; i < 5; ++i) gemm.run(s, x, w, b, y);  // warm up: heuristics, clocks
+  std::vector<double> times;
+  for (int i = 0; i < repeat; ++i) {
+    sg::cuda::check_cuda(cudaEventRecord(start), "gemm_cuda (cudaEventRecord)");
+    gemm.run(s, x, w, b, y);
+    sg::cuda::check_cuda(cudaEventRecord(stop), "gemm_cuda (cudaEventRecord)");
+    sg::cuda::check_cuda(cudaEventSynchronize(stop), "gemm_cuda (cudaEventSynchronize)");
+    float ms = 0;
+    sg::cuda::check_cuda(cudaEventElapsedTime(&ms, start, stop), "gemm_cuda (cudaEventElapsedTime)");
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeat = 50;
+  std::int64_t rows = 16384;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string_view a = argv[i];
+    if (a == "--repeat")
+      repeat = std::max(1, std::stoi(argv[i + 1]));
+    else if (a == "--rows")
+      rows = std::stoll(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "shardgraph: gemm_cuda: unknown option %s. see bench/gemm_cuda/main.cpp\n",
+                   argv[i]);
+      return 2;
+    }
+  }
+  if (!sg::cuda::has_device()) {
+    std::fprintf(stderr, "shardgraph: gemm_cuda: no CUDA device is visible. run it on a GPU machine\n");
+    return 1;
+  }
+  try {
+    const std::vector<layer> layers = {{"attn.c_attn (qkv)", 768, 2304, epilogue::bias},
+                                       {"attn.c_proj", 768, 768, epilogue::bias},
+                                       {"mlp.c_fc + gelu", 768, 3072, epilogue::bias_gelu},
+                                       {"mlp.c_proj", 3072, 768, epilogue::bias},
+                                       {"lm_head", 768, 50304, epilogue::none}};
+    sg::cuda::gemm_runner gemm;
+    for (const layer& l : layers) {
+      const std::int64_t bytes = 2;
+      sg::cuda::device_buffer x(static_cast<std::size_t>(rows * l.in * bytes)),
+          w(static_cast<std::size_t>(l.in * l.out * bytes)), b(static_cast<std::size_t>(l.out * bytes)),
+          y(static_cast<std::size_t>(rows * l.out * bytes));
+      sg::cuda::check_cuda(cudaMemset(x.data(), 0x3c, x.size_bytes()),
+                           "gemm_cuda (cudaMemset)");  // bf16 ~0.01
+      sg::cuda::check_cuda(cudaMemset(w.data(), 0x3c, w.size_bytes()), "gemm_cuda (cudaMemset)");
+      sg::cuda::check_cuda(cudaMemset(b.data(), 0, b.size_bytes()), "gemm_cuda (cudaMemset)");
+      for (epilogue post : {epilogue::none, l.post}) {
+        const sg::cuda::gemm_shape s{rows, l.out, l.in, element::bf16, post};
+        const double ms = median_ms(gemm, s, x.data(), w.data(), b.data(), y.data(), repeat);
+        const double flop =
+            2.0 * static_cast<double>(rows) * static_cast<double>(l.in) * static_cast<double>(l.out);
+        const char* e = post == epilogue::none ? "none" : post == epilogue::bias ? "bias" : "bias+gelu";
+        std::printf(
+            "{\"bench\": \"gemm_cuda\", \"layer\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"type\": "
+            "\"bf16\", "
+            "\"epilogue\": \"%s\", \"median_ms\": %.4f, \"tflops\": %.1f}\n",
+            l.name, static_cast<long long>(rows), static_cast<long long>(l.in), static_cast<long long>(l.out),
+            e, ms, flop / (ms * 1e-3) / 1e12);
+        std::fflush(stdout);
+        if (post == l.post) break;
+      }
+    }
+  } catch (const sg::error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}
