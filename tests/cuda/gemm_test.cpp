@@ -105,3 +105,33 @@ TEST_CASE("cuda gemm: bad shapes and a missing bias are errors", "[cuda][gpu]") 
              }),
              sg::testing::ContainsSubstring("the epilogue adds a bias but no bias was given"));
 }
+
+TEST_CASE("cuda gemm: a plan per shape and alignment, right for unaligned pointers too", "[cuda][gpu]") {
+  // y = x w for m = 8, n = 8, k = 8 in f32 with every input element 1: each output is 8.
+  sg::cuda::gemm_runner gemm;
+  const std::vector<float> ones(8 * 8 + 1, 1.0f);
+  sg::cuda::device_buffer x(ones.size() * sizeof(float)), w(ones.size() * sizeof(float)),
+      y(ones.size() * sizeof(float));
+  x.upload(ones.data());
+  w.upload(ones.data());
+  const sg::cuda::gemm_shape s{8, 8, 8, element::f32, epilogue::none};
+  auto result = [&] {
+    std::vector<float> got(ones.size());
+    sg::cuda::check_cuda(cudaDeviceSynchronize(), "gemm_test (cudaDeviceSynchronize)");
+    y.download(got.data());
+    return got;
+  };
+  gemm.run(s, x.data(), w.data(), nullptr, y.data());
+  gemm.run(s, x.data(), w.data(), nullptr, y.data());
+  CHECK(gemm.plans() == 1);
+  CHECK(result()[0] == 8.0f);
+  // The same shape at pointers 4 bytes past 256-byte alignment: a second plan, the same values.
+  auto* x4 = static_cast<std::byte*>(x.data()) + 4;
+  auto* y4 = static_cast<std::byte*>(y.data()) + 4;
+  gemm.run(s, x4, w.data(), nullptr, y4);
+  CHECK(gemm.plans() == 2);
+  const std::vector<float> shifted = result();
+  for (std::size_t i = 1; i <= 64; ++i) CHECK(shifted[i] == 8.0f);
+  gemm.run({8, 16, 4, element::f32, epilogue::none}, x.data(), w.data(), nullptr, y.data());
+  CHECK(gemm.plans() == 3);
+}

@@ -3,8 +3,8 @@
 //
 //   y (M, N) = x (M, K) . w (K, N)  [+ bias (N)]  [then GELU (tanh form)]      all row-major
 //
-//   shardgraph::cuda::gemm_runner gemm;                        // one cuBLASLt handle + workspace
-//   gemm.run({.m = M, .n = N, .k = K, .type = element::bf16, .epilogue = epilogue::bias_gelu},
+//   shardgraph::cuda::gemm_runner gemm;                        // one cuBLASLt handle + workspace + plans
+//   gemm.run({.m = M, .n = N, .k = K, .type = element::bf16, .post = epilogue::bias_gelu},
 //            x.data(), w.data(), bias.data(), y.data(), stream);
 //
 // Row-major y = x w is column-major y^T = w^T x^T, so cuBLASLt multiplies A = w (column-major
@@ -19,8 +19,12 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <tuple>
 
 namespace shardgraph::cuda {
 
@@ -73,6 +77,14 @@ inline void check_cublas(cublasStatus_t status, const std::string& what) {
        "check the sizes and that the pointers are device memory of this GPU");
 }
 
+// The largest power of two up to 256 dividing the address (cuBLASLt's alignment preference).
+inline std::uint32_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t a = 256;
+  while (a > 1 && address % a != 0) a /= 2;
+  return a;
+}
+
 inline cudaDataType_t data_type(element e) {
   switch (e) {
     case element::f32:
@@ -121,7 +133,9 @@ class gemm_runner {
     detail::check_cublas(cublasLtCreate(&handle_.value), "gemm_runner (cublasLtCreate)");
   }
 
-  // y = epilogue(x w + bias); `bias` may be null unless the epilogue adds it.
+  // y = epilogue(x w + bias); `bias` may be null unless the epilogue adds it. The first call of a
+  // shape (and pointer alignment) makes its plan: descriptors and cuBLASLt's heuristic choice of
+  // algorithm; later calls reuse it and only set the bias pointer.
   void run(const gemm_shape& s, const void* x, const void* w, const void* bias, void* y,
            cudaStream_t stream = nullptr) {
     const std::string what = detail::gemm_text(s);
@@ -131,30 +145,53 @@ class gemm_runner {
     if (has_bias && bias == nullptr)
       fail("cuda: " + what, "the epilogue adds a bias but no bias was given",
            "pass the bias, or epilogue::none/gelu");
-    const cudaDataType_t t = detail::data_type(s.type);
+    const std::uint32_t alignment =
+        std::min({detail::alignment_of(x), detail::alignment_of(w), detail::alignment_of(y),
+                  has_bias ? detail::alignment_of(bias) : 256u});
+    const plan& p = plan_for(s, alignment, what);
+    if (has_bias)
+      detail::check_cublas(
+          cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+          what + " (bias pointer)");
+    const float one = 1.0f, zero = 0.0f;
+    detail::check_cublas(
+        cublasLtMatmul(handle_.value, p.op.value, &one, w, p.a.value, x, p.b.value, &zero, y, p.c.value, y,
+                       p.c.value, &p.algo, workspace_.data(), workspace_.size_bytes(), stream),
+        what + " (cublasLtMatmul)");
+  }
+
+  std::size_t plans() const { return plans_.size(); }  // shapes planned so far
+
+ private:
+  struct plan {
     detail::lt_handle<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
-    detail::check_cublas(cublasLtMatmulDescCreate(&op.value, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+    detail::lt_handle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> a, b, c;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using plan_key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, std::uint32_t>;
+
+  const plan& plan_for(const gemm_shape& s, std::uint32_t alignment, const std::string& what) {
+    const plan_key key{s.m, s.n, s.k, static_cast<int>(s.type), static_cast<int>(s.post), alignment};
+    if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
+    auto p = std::make_unique<plan>();
+    const cudaDataType_t t = detail::data_type(s.type);
+    detail::check_cublas(cublasLtMatmulDescCreate(&p->op.value, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                          what + " (cublasLtMatmulDescCreate)");
     const cublasLtEpilogue_t e = detail::lt_epilogue(s.post);
     detail::check_cublas(
-        cublasLtMatmulDescSetAttribute(op.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e),
+        cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e),
         what + " (epilogue)");
-    if (has_bias) {
+    if (s.post == epilogue::bias || s.post == epilogue::bias_gelu)
       detail::check_cublas(
-          cublasLtMatmulDescSetAttribute(op.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-          what + " (bias pointer)");
-      detail::check_cublas(
-          cublasLtMatmulDescSetAttribute(op.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t),
+          cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t),
           what + " (bias type)");
-    }
     // Column-major views (see the header): A = w (N x K), B = x (K x M), C = D = y (N x M).
-    detail::lt_handle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> a, b, c;
     const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    detail::check_cublas(cublasLtMatrixLayoutCreate(&a.value, t, u(s.n), u(s.k), s.n),
+    detail::check_cublas(cublasLtMatrixLayoutCreate(&p->a.value, t, u(s.n), u(s.k), s.n),
                          what + " (layout of w)");
-    detail::check_cublas(cublasLtMatrixLayoutCreate(&b.value, t, u(s.k), u(s.m), s.k),
+    detail::check_cublas(cublasLtMatrixLayoutCreate(&p->b.value, t, u(s.k), u(s.m), s.k),
                          what + " (layout of x)");
-    detail::check_cublas(cublasLtMatrixLayoutCreate(&c.value, t, u(s.n), u(s.m), s.n),
+    detail::check_cublas(cublasLtMatrixLayoutCreate(&p->c.value, t, u(s.n), u(s.m), s.n),
                          what + " (layout of y)");
     detail::lt_handle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
     detail::check_cublas(cublasLtMatmulPreferenceCreate(&preference.value), what + " (preference)");
@@ -163,24 +200,31 @@ class gemm_runner {
         cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &bytes, sizeof bytes),
         what + " (workspace)");
+    // The algorithm must suit every call with this key, so it is chosen for the pointers' alignment.
+    for (const auto attribute :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      detail::check_cublas(
+          cublasLtMatmulPreferenceSetAttribute(preference.value, attribute, &alignment, sizeof alignment),
+          what + " (alignment)");
     cublasLtMatmulHeuristicResult_t best{};
     int found = 0;
-    detail::check_cublas(cublasLtMatmulAlgoGetHeuristic(handle_.value, op.value, a.value, b.value, c.value,
-                                                        c.value, preference.value, 1, &best, &found),
-                         what + " (cublasLtMatmulAlgoGetHeuristic)");
-    if (found == 0)
-      fail("cuda: " + what, "cuBLASLt has no algorithm for these sizes and this epilogue",
-           "pad the dimensions to multiples of 8, or use epilogue::none and add the bias separately");
-    const float one = 1.0f, zero = 0.0f;
     detail::check_cublas(
-        cublasLtMatmul(handle_.value, op.value, &one, w, a.value, x, b.value, &zero, y, c.value, y, c.value,
-                       &best.algo, workspace_.data(), workspace_.size_bytes(), stream),
-        what + " (cublasLtMatmul)");
+        cublasLtMatmulAlgoGetHeuristic(handle_.value, p->op.value, p->a.value, p->b.value, p->c.value,
+                                       p->c.value, preference.value, 1, &best, &found),
+        what + " (cublasLtMatmulAlgoGetHeuristic)");
+    if (found == 0)
+      fail("cuda: " + what,
+           "cuBLASLt has no algorithm for these sizes, this epilogue and " + std::to_string(alignment) +
+               "-byte aligned pointers",
+           "pad the dimensions to multiples of 8 and align the buffers to 16 bytes, or use epilogue::none");
+    p->algo = best.algo;
+    return *plans_.emplace(key, std::move(p)).first->second;
   }
 
- private:
   detail::lt_handle<cublasLtHandle_t, cublasLtDestroy> handle_;
   device_buffer workspace_;
+  std::map<plan_key, std::unique_ptr<plan>> plans_;
 };
 
 }  // namespace shardgraph::cuda
