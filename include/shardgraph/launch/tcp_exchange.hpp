@@ -10,7 +10,9 @@
 // Each connecting rank says who it is (rank, world size); rank 0 checks that every rank 1..N-1
 // comes exactly once with the same world size, so two runs sharing a port, or ranks started with
 // different WORLD_SIZE, fail with a message instead of mixing. Every wait ends at the timeout with
-// an error naming the rank, the address and what was missing.
+// an error naming the rank, the address and what was missing. (One limit: connect() itself is
+// blocking, so a host that drops packets instead of refusing can hold one attempt for the kernel's
+// connect timeout before the deadline is seen.)
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>

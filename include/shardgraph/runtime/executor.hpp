@@ -408,11 +408,9 @@ class rank_program {
 
   // Sets every parameter gradient this rank holds to zero (pipelines sum them over micro-batches).
   void zero_gradients() {
-    if constexpr (requires(Backend & b, buffer & x) { b.fill_zero(x); }) {
-      for_each_parameter([&](const std::string&, const node&, std::int64_t, buffer&, buffer* grad) {
-        if (grad != nullptr) backend_.fill_zero(*grad);
-      });
-    }
+    for_each_parameter([&](const std::string&, const node&, std::int64_t, buffer&, buffer* grad) {
+      if (grad != nullptr) fill_zero(*grad);
+    });
   }
 
   // Whether this rank counts parameter p in the gradient norm on the pipeline axis: a weight on two
@@ -547,11 +545,13 @@ class rank_program {
     if (zero3_ && !pipelined()) release_unlayered_parameters();
   }
 
-  void fill_zero_value(int i) {
-    if constexpr (requires(Backend & b, buffer & x) { b.fill_zero(x); })
-      backend_.fill_zero(value(i));
+  void fill_zero_value(int i) { fill_zero(value(i)); }
+  void fill_zero(buffer& b) {
+    if constexpr (requires(Backend & be, buffer & x) { be.fill_zero(x); })
+      backend_.fill_zero(b);
     else
-      fail("executor", "this backend has no fill_zero()", "add fill_zero(buffer) to the backend");
+      fail("executor: pipeline", "this backend has no fill_zero()",
+           "use a TrainingBackend (compute/compute_backend.hpp) for pipeline stages");
   }
 
   // One boundary value to or from the neighbouring stage on the pipeline axis.
@@ -781,6 +781,9 @@ class rank_program {
         if (pipelined() && n.kind == op::param_grad) {   // summed over the step's micro-batches
           if constexpr (requires(Backend & b, buffer & x) { b.add_scaled(x, x, 1.0); })
             return backend_.add_scaled(value(n.inputs[0]), value(st.node), 1.0);
+          else
+            fail("executor: pipeline", "this backend has no add_scaled() to sum gradients over micro-batches",
+                 "use a TrainingBackend (compute/compute_backend.hpp) for pipeline stages");
         }
         return backend_.copy(value(n.inputs[0]), value(st.node));
       case step_kind::output:
