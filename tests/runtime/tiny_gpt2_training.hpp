@@ -65,12 +65,14 @@ void add_slices(const Parts& parts, weights& whole) {
 
 // Trains `steps` steps on dp*tp ranks (each step: `micro` micro-batches splitting the batch) and
 // returns the whole weights assembled from every rank's slices, plus rank 0's reports.
-inline weights train(const sg::program& p, int dp, int tp, int steps, int micro,
-                     std::vector<sg::step_report>* reports, const sg::training_options& o = options) {
+// make_backend() gives each rank its compute backend.
+template <class MakeBackend>
+weights train_on(MakeBackend make_backend, const sg::program& p, int dp, int tp, int steps, int micro,
+                 std::vector<sg::step_report>* reports, const sg::training_options& o = options) {
   weights whole;
   std::mutex m;
   sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
-    auto rank = sg::bind(p, config.sizes(batch / micro, seq), comm, sg::cpu::backend{},
+    auto rank = sg::bind(p, config.sizes(batch / micro, seq), comm, make_backend(),
                          sg::mesh_shape{{"dp", dp}, {"tp", tp}}, sg::random_weights(3, 0.3));
     sg::trainer t(rank, o);
     for (int s = 0; s < steps; ++s) {
@@ -84,6 +86,12 @@ inline weights train(const sg::program& p, int dp, int tp, int steps, int micro,
     add_slices(params, whole);
   });
   return whole;
+}
+
+// The same on the cpu backend (the reference).
+inline weights train(const sg::program& p, int dp, int tp, int steps, int micro,
+                     std::vector<sg::step_report>* reports, const sg::training_options& o = options) {
+  return train_on([] { return sg::cpu::backend{}; }, p, dp, tp, steps, micro, reports, o);
 }
 
 // The largest, over parameters, of max |a - b| / max |b|.

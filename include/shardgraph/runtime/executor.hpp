@@ -242,8 +242,10 @@ class rank_program {
   const local_layout& layout() const { return layout_; }
   const program& compiled() const { return program_; }
 
-  tensor_map forward(const tensor_map& inputs) {
-    if (pipelined()) return forward_through_stages(inputs);
+  // Runs the program and returns its outputs; with `only`, just the outputs of that name (a training
+  // step reads the loss, not the logits: on a GPU their copy to the host would cost more than the step).
+  tensor_map forward(const tensor_map& inputs, std::string_view only = {}) {
+    if (pipelined()) return forward_through_stages(inputs, only);
     upload_inputs(inputs);
     run_segment(segment{});
     for (const gradient_bucket& b : buckets_)
@@ -251,7 +253,7 @@ class rank_program {
         fail("executor", "a gradient bucket was left half full after backward",
              "this is a bug in the bucket plan; please report it (training{.bucket_bytes = 0} avoids "
              "buckets)");
-    return outputs();
+    return outputs(only);
   }
 
   // ---- pipeline stages (pipeline_options at bind) ----
@@ -331,7 +333,7 @@ class rank_program {
           }
           upload_inputs(micro_batches[index(a.micro_batch)]);
           run_segment(forward_segment(j, total, first, end));
-          if (j == total - 1) losses[index(a.micro_batch)] = outputs().at("loss").at(0);
+          if (j == total - 1) losses[index(a.micro_batch)] = outputs("loss").at("loss").at(0);
           if (j == total - 1 && j != 0 && tied_) {
             // The last stage's tail, from a zero gradient, adds the head's part of a weight tied
             // to the embedding (the tied group sums it with the first stage's). It needs nothing
@@ -381,7 +383,7 @@ class rank_program {
   // forward() of a pipeline: one batch through the stages in order (no schedule, no overlap), for
   // evaluation; the outputs are sent from the last stage to every rank. It also runs the head's
   // backward, which the last stage's phase holds; the next training step starts its sums afresh.
-  tensor_map forward_through_stages(const tensor_map& inputs) {
+  tensor_map forward_through_stages(const tensor_map& inputs, std::string_view only) {
     const int p = schedule_.ranks, r = layout_.coordinate(pipeline_axis_);
     const int total = p * schedule_.virtual_stages;
     Comm& pp = axis_comms_[index(pipeline_axis_)];
@@ -403,7 +405,7 @@ class rank_program {
           using T = decltype(zero);
           pp.broadcast(span_of<T>(values_[index(i)], values_[index(i)].numel()), p - 1);
         });
-    return outputs();
+    return outputs(only);
   }
 
   // Sets every parameter gradient this rank holds to zero (pipelines sum them over micro-batches).
@@ -482,11 +484,11 @@ class rank_program {
     for (int i = 0; i < g.size(); ++i)
       if (g[i].kind == op::input) upload_input(i, inputs);
   }
-  tensor_map outputs() {
+  tensor_map outputs(std::string_view only = {}) {
     const graph& g = program_.nodes;
     tensor_map result;
     for (int i = 0; i < g.size(); ++i) {
-      if (g[i].kind != op::output) continue;
+      if (g[i].kind != op::output || (!only.empty() && g[i].name.view() != only)) continue;
       host_tensor t(g[i].type, layout_.of(i).local);
       backend_.download(values_[index(i)], t.bytes().data());
       result.emplace(std::string(g[i].name.view()), std::move(t));
@@ -1331,8 +1333,11 @@ class rank_program {
     backend_.slice(value(n.inputs[0]), value(i), b, layout_.coordinate(n.axis));
   }
 
+  // The buffer's memory, for a communicator. It reads and writes that memory directly, so the work
+  // a GPU backend has queued on its stream must be finished first.
   template <class T>
   std::span<T> span_of(buffer& b, std::int64_t numel) {
+    if constexpr (requires(Backend& be) { be.synchronize(); }) backend_.synchronize();
     return {static_cast<T*>(backend_.data(b)), static_cast<std::size_t>(numel)};
   }
 

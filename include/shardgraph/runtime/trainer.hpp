@@ -122,7 +122,7 @@ class trainer {
       for (std::size_t k = 0; k < micro_batches.size(); ++k) {
         tensor_map out;
         try {
-          out = rank_.forward(micro_batches[k]);
+          out = rank_.forward(micro_batches[k], "loss");
         } catch (const error& e) {
           if (!options_.check_finite) throw;
           throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ", micro-batch " +
@@ -233,8 +233,10 @@ class trainer {
     return states_.emplace(name, std::move(s)).first->second;
   }
 
+  // The buffer's memory, for a communicator; a GPU backend's queued work is finished first.
   template <class T>
   static std::span<T> span_of(Backend& b, buffer& buf) {
+    if constexpr (requires { b.synchronize(); }) b.synchronize();
     return {static_cast<T*>(b.data(buf)), static_cast<std::size_t>(buf.numel())};
   }
 

@@ -10,8 +10,13 @@
 // Row-major y = x w is column-major y^T = w^T x^T, so cuBLASLt multiplies A = w (column-major
 // N x K, ld N) by B = x (column-major K x M, ld K) into C = y (column-major N x M, ld N), and the
 // bias is a per-row (length N) vector of C, which is what cuBLASLt's bias epilogue adds.
-// f32 computes in f32 (no TF32, so it can be compared with the cpu backend); bf16 and f16 take
-// f32 accumulation and round the output once. Failures name the call, the sizes and the status.
+// f32 computes in f32 (no TF32, so it can be compared with the cpu backend), f64 in f64; bf16 and
+// f16 take f32 accumulation and round the output once. Failures name the call, the sizes and the
+// status.
+//
+// The general form, matmul_problem, is what the compute backend runs: a batch of row-major products
+//   C[i] (m, n) = alpha op(A[i]) op(B[i]) + beta C[i]   [+ bias]   op(X) = X or X^T (stored transposed)
+// with A, B and C of their own element types (bf16 inputs into an f32 C, for attention's scores).
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/check.hpp>
 #include <shardgraph/cuda/device_buffer.hpp>
@@ -28,7 +33,7 @@
 
 namespace shardgraph::cuda {
 
-enum class element { f32, bf16, f16 };
+enum class element { f32, bf16, f16, f64 };
 enum class epilogue { none, bias, gelu, bias_gelu };
 
 struct gemm_shape {
@@ -37,10 +42,25 @@ struct gemm_shape {
   epilogue post = epilogue::none;
 };
 
+// C[i] = alpha op(A[i]) op(B[i]) + beta C[i] (+ bias (n) per row), i < batch, all row-major:
+// op(A) is (m, k): A is stored (m, k), or (k, m) when transpose_a; op(B) is (k, n): B is stored
+// (k, n), or (n, k) when transpose_b. Strides are in elements between consecutive A[i], B[i], C[i].
+struct matmul_problem {
+  std::int64_t m = 0, n = 0, k = 0;
+  bool transpose_a = false, transpose_b = false;
+  element a_type = element::f32, b_type = element::f32, c_type = element::f32;
+  epilogue post = epilogue::none;
+  std::int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+  double alpha = 1, beta = 0;
+};
+
 namespace detail {
 
 inline std::string gemm_text(const gemm_shape& s) {
-  const char* t = s.type == element::f32 ? "f32" : s.type == element::bf16 ? "bf16" : "f16";
+  const char* t = s.type == element::f32    ? "f32"
+                  : s.type == element::bf16 ? "bf16"
+                  : s.type == element::f16  ? "f16"
+                                            : "f64";
   return "gemm (" + std::to_string(s.m) + " x " + std::to_string(s.k) + ") . (" + std::to_string(s.k) +
          " x " + std::to_string(s.n) + ") " + t;
 }
@@ -93,6 +113,8 @@ inline cudaDataType_t data_type(element e) {
       return CUDA_R_16BF;
     case element::f16:
       return CUDA_R_16F;
+    case element::f64:
+      return CUDA_R_64F;
   }
   return CUDA_R_32F;
 }
@@ -138,24 +160,41 @@ class gemm_runner {
   // algorithm; later calls reuse it and only set the bias pointer.
   void run(const gemm_shape& s, const void* x, const void* w, const void* bias, void* y,
            cudaStream_t stream = nullptr) {
-    const std::string what = detail::gemm_text(s);
-    if (s.m < 1 || s.n < 1 || s.k < 1)
-      fail("cuda: " + what, "every dimension must be at least 1", "check the layer's sizes");
+    run(matmul_problem{.m = s.m,
+                       .n = s.n,
+                       .k = s.k,
+                       .a_type = s.type,
+                       .b_type = s.type,
+                       .c_type = s.type,
+                       .post = s.post},
+        x, w, y, bias, stream, detail::gemm_text(s));
+  }
+
+  // The general product (matmul_problem); `what` names it in errors.
+  void run(const matmul_problem& s, const void* a, const void* b, void* c, const void* bias,
+           cudaStream_t stream, const std::string& what) {
+    if (s.m < 1 || s.n < 1 || s.k < 1 || s.batch < 1)
+      fail("cuda: " + what, "every dimension must be at least 1, and the batch too",
+           "check the layer's sizes");
     const bool has_bias = s.post == epilogue::bias || s.post == epilogue::bias_gelu;
     if (has_bias && bias == nullptr)
       fail("cuda: " + what, "the epilogue adds a bias but no bias was given",
            "pass the bias, or epilogue::none/gelu");
     const std::uint32_t alignment =
-        std::min({detail::alignment_of(x), detail::alignment_of(w), detail::alignment_of(y),
+        std::min({detail::alignment_of(a), detail::alignment_of(b), detail::alignment_of(c),
                   has_bias ? detail::alignment_of(bias) : 256u});
     const plan& p = plan_for(s, alignment, what);
     if (has_bias)
       detail::check_cublas(
           cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
           what + " (bias pointer)");
-    const float one = 1.0f, zero = 0.0f;
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is B.
+    const float alpha_f = static_cast<float>(s.alpha), beta_f = static_cast<float>(s.beta);
+    const bool f64 = s.c_type == element::f64;
+    const void* alpha = f64 ? static_cast<const void*>(&s.alpha) : &alpha_f;
+    const void* beta = f64 ? static_cast<const void*>(&s.beta) : &beta_f;
     detail::check_cublas(
-        cublasLtMatmul(handle_.value, p.op.value, &one, w, p.a.value, x, p.b.value, &zero, y, p.c.value, y,
+        cublasLtMatmul(handle_.value, p.op.value, alpha, b, p.a.value, a, p.b.value, beta, c, p.c.value, c,
                        p.c.value, &p.algo, workspace_.data(), workspace_.size_bytes(), stream),
         what + " (cublasLtMatmul)");
   }
@@ -168,31 +207,78 @@ class gemm_runner {
     detail::lt_handle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> a, b, c;
     cublasLtMatmulAlgo_t algo{};
   };
-  using plan_key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, std::uint32_t>;
+  using plan_key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, std::uint32_t, std::int64_t,
+                              std::int64_t, std::int64_t, std::int64_t, int, bool>;
 
-  const plan& plan_for(const gemm_shape& s, std::uint32_t alignment, const std::string& what) {
-    const plan_key key{s.m, s.n, s.k, static_cast<int>(s.type), static_cast<int>(s.post), alignment};
+  static void set_batch(cublasLtMatrixLayout_t layout, std::int64_t batch, std::int64_t stride,
+                        const std::string& what) {
+    if (batch == 1) return;
+    const std::int32_t count = static_cast<std::int32_t>(batch);
+    detail::check_cublas(
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+        what + " (batch count)");
+    detail::check_cublas(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                          &stride, sizeof stride),
+                         what + " (batch stride)");
+  }
+
+  const plan& plan_for(const matmul_problem& s, std::uint32_t alignment, const std::string& what) {
+    const int types =
+        static_cast<int>(s.a_type) * 16 + static_cast<int>(s.b_type) * 4 + static_cast<int>(s.c_type);
+    const int transposes = (s.transpose_a ? 1 : 0) + (s.transpose_b ? 2 : 0);
+    const plan_key key{s.m,        s.n,        s.k,        types,      static_cast<int>(s.post),
+                       alignment,  s.batch,    s.stride_a, s.stride_b, s.stride_c,
+                       transposes, s.beta != 0};
     if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
     auto p = std::make_unique<plan>();
-    const cudaDataType_t t = detail::data_type(s.type);
-    detail::check_cublas(cublasLtMatmulDescCreate(&p->op.value, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+    const bool f64 = s.c_type == element::f64;
+    if (f64 && (s.a_type != element::f64 || s.b_type != element::f64))
+      fail("cuda: " + what, "an f64 product needs f64 inputs", "convert the inputs to f64 first");
+    detail::check_cublas(cublasLtMatmulDescCreate(&p->op.value, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                                  f64 ? CUDA_R_64F : CUDA_R_32F),
                          what + " (cublasLtMatmulDescCreate)");
+    // cuBLASLt's first operand is our B, its second our A (see run).
+    const cublasOperation_t first = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t second = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    detail::check_cublas(
+        cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof first),
+        what + " (transpose of B)");
+    detail::check_cublas(
+        cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_TRANSB, &second, sizeof second),
+        what + " (transpose of A)");
     const cublasLtEpilogue_t e = detail::lt_epilogue(s.post);
     detail::check_cublas(
         cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e),
         what + " (epilogue)");
+    const cudaDataType_t c_type = detail::data_type(s.c_type);
     if (s.post == epilogue::bias || s.post == epilogue::bias_gelu)
-      detail::check_cublas(
-          cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof t),
-          what + " (bias type)");
-    // Column-major views (see the header): A = w (N x K), B = x (K x M), C = D = y (N x M).
+      detail::check_cublas(cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                          &c_type, sizeof c_type),
+                           what + " (bias type)");
+    // Column-major views: B as stored is (n, k) ld n, or (k, n) ld k when transposed; A is (k, m)
+    // ld k, or (m, k) ld m; C is (n, m) ld n.
     const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    detail::check_cublas(cublasLtMatrixLayoutCreate(&p->a.value, t, u(s.n), u(s.k), s.n),
-                         what + " (layout of w)");
-    detail::check_cublas(cublasLtMatrixLayoutCreate(&p->b.value, t, u(s.k), u(s.m), s.k),
-                         what + " (layout of x)");
-    detail::check_cublas(cublasLtMatrixLayoutCreate(&p->c.value, t, u(s.n), u(s.m), s.n),
-                         what + " (layout of y)");
+    if (s.transpose_b)
+      detail::check_cublas(
+          cublasLtMatrixLayoutCreate(&p->a.value, detail::data_type(s.b_type), u(s.k), u(s.n), s.k),
+          what + " (layout of B)");
+    else
+      detail::check_cublas(
+          cublasLtMatrixLayoutCreate(&p->a.value, detail::data_type(s.b_type), u(s.n), u(s.k), s.n),
+          what + " (layout of B)");
+    if (s.transpose_a)
+      detail::check_cublas(
+          cublasLtMatrixLayoutCreate(&p->b.value, detail::data_type(s.a_type), u(s.m), u(s.k), s.m),
+          what + " (layout of A)");
+    else
+      detail::check_cublas(
+          cublasLtMatrixLayoutCreate(&p->b.value, detail::data_type(s.a_type), u(s.k), u(s.m), s.k),
+          what + " (layout of A)");
+    detail::check_cublas(cublasLtMatrixLayoutCreate(&p->c.value, c_type, u(s.n), u(s.m), s.n),
+                         what + " (layout of C)");
+    set_batch(p->a.value, s.batch, s.stride_b, what);
+    set_batch(p->b.value, s.batch, s.stride_a, what);
+    set_batch(p->c.value, s.batch, s.stride_c, what);
     detail::lt_handle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
     detail::check_cublas(cublasLtMatmulPreferenceCreate(&preference.value), what + " (preference)");
     const std::uint64_t bytes = workspace_.size_bytes();
@@ -215,8 +301,8 @@ class gemm_runner {
         what + " (cublasLtMatmulAlgoGetHeuristic)");
     if (found == 0)
       fail("cuda: " + what,
-           "cuBLASLt has no algorithm for these sizes, this epilogue and " + std::to_string(alignment) +
-               "-byte aligned pointers",
+           "cuBLASLt has no algorithm for these sizes, types, this epilogue and " +
+               std::to_string(alignment) + "-byte aligned pointers",
            "pad the dimensions to multiples of 8 and align the buffers to 16 bytes, or use epilogue::none");
     p->algo = best.algo;
     return *plans_.emplace(key, std::move(p)).first->second;

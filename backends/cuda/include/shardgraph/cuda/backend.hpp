@@ -1,0 +1,708 @@
+#pragma once
+// shardgraph::cuda::backend: the ComputeBackend (and TrainingBackend) on one NVIDIA GPU. The
+// executor's kernel calls run on the backend's stream: GEMMs through cuBLASLt (gemm.hpp), attention
+// as batched GEMMs around a causal softmax (attention.hpp), and the rest as the kernels of
+// kernels/. It computes what the cpu backend computes (the reference) in f64, f32, bf16 and f16:
+// 16-bit values are read into f32, computed in f32 and rounded once; an f64 call computes in f64.
+//
+//   world.run([&](auto& comm) {
+//     auto rank = sg::bind(program, sizes, comm, sg::cuda::backend{}, mesh, weights);   // in a .cu file
+//   });
+//
+// Include it from a file compiled by nvcc (its kernels are in the headers). Buffers are device
+// memory; backend{{.host_visible = true}} makes them managed memory, for host-side communicators
+// (threads: several ranks on one GPU). Work is asynchronous on the stream; the executor calls
+// synchronize() before each collective, and download, sum_of_squares and all_finite wait for it.
+#include <shardgraph/compute/compute_backend.hpp>
+#include <shardgraph/core/error.hpp>
+#include <shardgraph/cuda/check.hpp>
+#include <shardgraph/cuda/device_guard.hpp>
+#include <shardgraph/cuda/gemm.hpp>
+#include <shardgraph/cuda/kernels/elementwise.cuh>
+#include <shardgraph/cuda/kernels/embedding.cuh>
+#include <shardgraph/cuda/kernels/layout.cuh>
+#include <shardgraph/cuda/kernels/norms.cuh>
+#include <shardgraph/cuda/kernels/softmax.cuh>
+#include <shardgraph/cuda/scratch.hpp>
+#include <shardgraph/cuda/tensor_buffer.hpp>
+#include <shardgraph/cuda/text.hpp>
+#include <shardgraph/ir/op.hpp>
+#include <shardgraph/optim/adamw.hpp>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardgraph::cuda {
+
+struct backend_options {
+  bool host_visible = false;  // managed memory, for host-side communicators
+  int device = -1;            // -1: the current device
+  bool profile = false;       // time every op on the GPU (also: SHARDGRAPH_CUDA_PROFILE=1); see profile()
+};
+
+// GPU time per op (profile mode): calls and total milliseconds, by op name and output dtype.
+struct op_time {
+  std::string name;
+  std::int64_t calls = 0;
+  double ms = 0;
+};
+
+namespace detail {
+
+// The stream, cuBLASLt, scratch and device-side flags of one backend; copies of a backend share it.
+struct backend_state {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  gemm_runner gemm;
+  scratch_space scratch;
+  std::shared_ptr<memory_ledger> ledger = std::make_shared<memory_ledger>();
+  device_buffer flags{sizeof(int) * 2 + sizeof(double)};  // bad target, non-finite, a sum
+  bool profile = false;
+  cudaEvent_t start = nullptr, end = nullptr;  // profile mode
+  std::map<std::string, op_time> times;
+  explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+               "backend (cudaStreamCreateWithFlags)");
+    check_cuda(cudaMemset(flags.data(), 0, flags.size_bytes()), "backend (cudaMemset)");
+    if (profile) {
+      check_cuda(cudaEventCreate(&start), "backend (cudaEventCreate)");
+      check_cuda(cudaEventCreate(&end), "backend (cudaEventCreate)");
+    }
+  }
+  ~backend_state() {
+    if (start != nullptr) static_cast<void>(cudaEventDestroy(start));
+    if (end != nullptr) static_cast<void>(cudaEventDestroy(end));
+    if (stream != nullptr) static_cast<void>(cudaStreamDestroy(stream));
+  }
+  backend_state(const backend_state&) = delete;
+  backend_state& operator=(const backend_state&) = delete;
+  int* bad_target() { return static_cast<int*>(flags.data()); }
+  int* nonfinite() { return static_cast<int*>(flags.data()) + 1; }
+  double* sum() { return reinterpret_cast<double*>(static_cast<char*>(flags.data()) + 8); }
+};
+
+inline bool profile_requested(bool option) {
+  const char* v = std::getenv("SHARDGRAPH_CUDA_PROFILE");
+  return option || (v != nullptr && std::string_view(v) != "" && std::string_view(v) != "0");
+}
+
+// Profile mode: the GPU time of what runs on the stream between construction and destruction,
+// added to the op's entry (the stream is waited for, so timings do not overlap).
+class op_timer {
+ public:
+  op_timer(backend_state& s, std::string_view name, dtype type) : state_(s.profile ? &s : nullptr) {
+    if (state_ == nullptr) return;
+    name_ = text(name, " ", dtype_name(type));
+    check_cuda(cudaEventRecord(state_->start, state_->stream), "backend profile (cudaEventRecord)");
+  }
+  ~op_timer() {
+    if (state_ == nullptr) return;
+    float ms = 0;
+    if (cudaEventRecord(state_->end, state_->stream) != cudaSuccess ||
+        cudaEventSynchronize(state_->end) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, state_->start, state_->end) != cudaSuccess)
+      return;  // a failed op reports itself; its time is not kept
+    op_time& t = state_->times[name_];
+    t.name = name_;
+    ++t.calls;
+    t.ms += ms;
+  }
+  op_timer(const op_timer&) = delete;
+  op_timer& operator=(const op_timer&) = delete;
+
+ private:
+  backend_state* state_;
+  std::string name_;
+};
+
+inline int current_device(int requested) {
+  if (requested >= 0) {
+    check_cuda(cudaSetDevice(requested), "backend (cudaSetDevice)");
+    return requested;
+  }
+  int d = 0;
+  check_cuda(cudaGetDevice(&d), "backend (cudaGetDevice)");
+  return d;
+}
+
+}  // namespace detail
+
+class backend {
+ public:
+  using buffer = tensor_buffer;
+
+  explicit backend(backend_options options = {})
+      : options_(options),
+        state_(std::make_shared<detail::backend_state>(detail::current_device(options.device),
+                                                       detail::profile_requested(options.profile))) {}
+
+  // Profile mode: GPU time per op so far, largest first; reset_profile() starts again.
+  std::vector<op_time> profile() const {
+    std::vector<op_time> all;
+    for (const auto& [name, t] : state_->times) all.push_back(t);
+    std::sort(all.begin(), all.end(), [](const op_time& a, const op_time& b) { return a.ms > b.ms; });
+    return all;
+  }
+  void reset_profile() { state_->times.clear(); }
+  bool profiling() const { return state_->profile; }
+
+  // Memory
+  buffer allocate(dtype t, std::int64_t numel) {
+    return buffer(t, numel, options_.host_visible, state_->ledger);
+  }
+  void upload(buffer& b, const void* host) {
+    attention_cache_valid_ = false;
+    if (b.numel() == 0) return;
+    check_cuda(cudaMemcpyAsync(b.data(), host, b.size_bytes(), cudaMemcpyHostToDevice, stream()),
+               "backend::upload (cudaMemcpyAsync)");
+    synchronize();  // the host memory may be reused as soon as this returns
+  }
+  void download(const buffer& b, void* host) {
+    if (b.numel() == 0) return synchronize();
+    check_cuda(cudaMemcpyAsync(host, b.data(), b.size_bytes(), cudaMemcpyDeviceToHost, stream()),
+               "backend::download (cudaMemcpyAsync)");
+    synchronize();
+  }
+  void copy(const buffer& from, buffer& to) {
+    if (from.size_bytes() != to.size_bytes())
+      fail("cuda::backend::copy", detail::text(from.size_bytes(), " bytes into ", to.size_bytes()),
+           "this is a bug in the executor; please report it");
+    attention_cache_valid_ = false;
+    if (from.numel() == 0 || from.data() == to.data()) return;
+    const detail::op_timer timer(*state_, "copy", to.type());
+    check_cuda(cudaMemcpyAsync(to.data(), from.data(), from.size_bytes(), cudaMemcpyDeviceToDevice, stream()),
+               "backend::copy (cudaMemcpyAsync)");
+  }
+  // The memory a communicator writes: the attention gradients kept for the next call may be stale.
+  void* data(buffer& b) {
+    attention_cache_valid_ = false;
+    return b.data();
+  }
+
+  // Waits for the stream, then reports what its kernels found (a target outside the vocabulary).
+  void synchronize() {
+    check_cuda(cudaStreamSynchronize(stream()), "backend: a kernel failed (cudaStreamSynchronize)");
+    int bad = 0;
+    check_cuda(cudaMemcpy(&bad, state_->bad_target(), sizeof bad, cudaMemcpyDeviceToHost), "backend (flags)");
+    if (bad != 0) {
+      check_cuda(cudaMemset(state_->bad_target(), 0, sizeof bad), "backend (flags)");
+      fail("cuda::backend: cross_entropy", "a target id is outside the vocabulary",
+           "check the token ids against the model's vocab_size, or mark ignored rows with -100");
+    }
+  }
+
+  cudaStream_t stream() const { return state_->stream; }
+  int device() const { return state_->device; }
+  // Bytes held by the values this backend allocated (now, and at most), and by its scratch.
+  std::size_t bytes_in_use() const { return state_->ledger->in_use; }
+  std::size_t peak_bytes() const { return state_->ledger->peak; }
+  std::size_t scratch_bytes() const { return state_->scratch.bytes(); }
+
+  // Block moves: (outer, parts*mid, inner) <-> [parts][outer][mid][inner]
+  void deinterleave(const buffer& from, buffer& to, compute::block_layout l) {
+    move_blocks(from, to, l, false);
+  }
+  void interleave(const buffer& from, buffer& to, compute::block_layout l) { move_blocks(from, to, l, true); }
+  void slice(const buffer& from, buffer& to, compute::block_layout l, std::int64_t index) {
+    attention_cache_valid_ = false;
+    const std::size_t row = static_cast<std::size_t>(l.mid * l.inner * l.element_bytes);
+    if (row == 0 || l.outer == 0) return;
+    check_cuda(
+        cudaMemcpy2DAsync(to.data(), row, static_cast<const char*>(from.data()) + index * row, l.parts * row,
+                          row, static_cast<std::size_t>(l.outer), cudaMemcpyDeviceToDevice, stream()),
+        "backend::slice (cudaMemcpy2DAsync)");
+  }
+
+  // The optimizer's work (compute::TrainingBackend).
+  double sum_of_squares(const buffer& b) {
+    double sum = 0;
+    if (b.numel() == 0) return sum;
+    check_cuda(cudaMemsetAsync(state_->sum(), 0, sizeof(double), stream()), "backend::sum_of_squares");
+    kernels::sum_of_squares_kernel<double>
+        <<<std::min(kernels::blocks_for(b.numel()), 1024u), 256, 0, stream()>>>(in(b), b.numel(),
+                                                                                state_->sum());
+    launched("sum_of_squares");
+    check_cuda(cudaMemcpyAsync(&sum, state_->sum(), sizeof sum, cudaMemcpyDeviceToHost, stream()),
+               "backend::sum_of_squares");
+    synchronize();
+    return sum;
+  }
+  void scale(buffer& b, double factor) { axpby(b, b, factor, 0, "scale"); }
+  void add_scaled(const buffer& from, buffer& to, double factor) {
+    if (from.numel() != to.numel())
+      fail("cuda::backend::add_scaled", "buffers of different size",
+           "this is a bug in the trainer; please report it");
+    axpby(from, to, 1, factor, "add_scaled");
+  }
+  void convert(const buffer& from, buffer& to) {
+    if (from.numel() != to.numel())
+      fail("cuda::backend::convert", "buffers of different size",
+           "this is a bug in the trainer; please report it");
+    if (from.type() == to.type()) return copy(from, to);
+    axpby(from, to, 0, 1, "convert");
+  }
+  void fill_zero(buffer& b) {
+    attention_cache_valid_ = false;
+    if (b.numel() == 0) return;
+    check_cuda(cudaMemsetAsync(b.data(), 0, b.size_bytes(), stream()),
+               "backend::fill_zero (cudaMemsetAsync)");
+  }
+  bool all_finite(const buffer& b) {
+    int bad = 0;
+    if (b.numel() == 0) return true;
+    check_cuda(cudaMemsetAsync(state_->nonfinite(), 0, sizeof(int), stream()), "backend::all_finite");
+    kernels::nonfinite_kernel<<<kernels::blocks_for(b.numel()), 256, 0, stream()>>>(in(b), b.numel(),
+                                                                                    state_->nonfinite());
+    launched("all_finite");
+    check_cuda(cudaMemcpyAsync(&bad, state_->nonfinite(), sizeof bad, cudaMemcpyDeviceToHost, stream()),
+               "backend::all_finite");
+    synchronize();
+    return bad == 0;
+  }
+  void copy_range(const buffer& from, std::int64_t from_offset, buffer& to, std::int64_t to_offset,
+                  std::int64_t count) {
+    if (from.type() != to.type() || from_offset < 0 || to_offset < 0 || count < 0 ||
+        from_offset + count > from.numel() || to_offset + count > to.numel())
+      fail("cuda::backend::copy_range", "the range leaves a buffer or the dtypes differ",
+           "this is a bug in the trainer; please report it");
+    attention_cache_valid_ = false;
+    if (count == 0) return;
+    const std::size_t e = dtype_size(from.type());
+    check_cuda(cudaMemcpyAsync(static_cast<char*>(to.data()) + to_offset * e,
+                               static_cast<const char*>(from.data()) + from_offset * e, count * e,
+                               cudaMemcpyDeviceToDevice, stream()),
+               "backend::copy_range (cudaMemcpyAsync)");
+  }
+  void adamw(buffer& param, const buffer& grad, buffer& m, buffer& v, const compute::adamw_arguments& a) {
+    for (const buffer* b : std::initializer_list<const buffer*>{&grad, &m, &v})
+      if (b->type() != param.type() || b->numel() != param.numel())
+        fail("cuda::backend::adamw", "buffers of different dtype or size",
+             "this is a bug in the trainer; please report it");
+    const adamw_config config{
+        .lr = a.lr, .beta1 = a.beta1, .beta2 = a.beta2, .eps = a.eps, .weight_decay = a.weight_decay};
+    const auto c = shardgraph::detail::adamw_coefficients_for("cuda::backend::adamw", config, a.step, a.lr,
+                                                              a.weight_decay > 0);
+    const kernels::adamw_scalars s{c.beta1,        c.beta2,     c.eps,
+                                   c.decay_factor, c.step_size, c.bias_correction2_sqrt};
+    if (param.numel() == 0) return;
+    const detail::op_timer timer(*state_, "adamw", param.type());
+    const unsigned blocks = kernels::blocks_for(param.numel());
+    if (param.type() == dtype::f32)
+      kernels::adamw_kernel<float><<<blocks, 256, 0, stream()>>>(
+          static_cast<float*>(param.data()), static_cast<const float*>(grad.data()),
+          static_cast<float*>(m.data()), static_cast<float*>(v.data()), param.numel(), s);
+    else if (param.type() == dtype::f64)
+      kernels::adamw_kernel<double><<<blocks, 256, 0, stream()>>>(
+          static_cast<double*>(param.data()), static_cast<const double*>(grad.data()),
+          static_cast<double*>(m.data()), static_cast<double*>(v.data()), param.numel(), s);
+    else
+      fail("cuda::backend::adamw",
+           detail::text("the optimizer works on f32 and f64 values, not ", dtype_name(param.type())),
+           "train 16-bit models with f32 master weights (the trainer does so by default)");
+    launched("adamw");
+  }
+
+  // One kernel (or GEMM) per call, as the executor describes it (compute/compute_backend.hpp).
+  void run(const compute::kernel_call<buffer>& call) {
+    const bool attention_gradient = call.kind == op::attention_grad_q || call.kind == op::attention_grad_k ||
+                                    call.kind == op::attention_grad_v;
+    if (!attention_gradient) attention_cache_valid_ = false;
+    const detail::op_timer timer(*state_, op_name(call.kind), call.out->type());
+    if (uses_f64(call))
+      run_typed<double>(call);
+    else
+      run_typed<float>(call);
+    launched(op_name(call.kind));
+  }
+
+ private:
+  using call_t = compute::kernel_call<buffer>;
+
+  static kernels::ref in(const buffer& b) { return {b.data(), b.type()}; }
+  static kernels::mut_ref out(buffer& b) { return {b.data(), b.type()}; }
+  static kernels::ref in(const call_t& c, int k) { return in(*c.in[k]); }
+
+  void launched(std::string_view what) {
+    const cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess)
+      fail(detail::text("cuda::backend: ", what),
+           detail::text(cudaGetErrorString(status), " (", cudaGetErrorName(status), ")"), how_to_fix(status));
+  }
+
+  static bool uses_f64(const call_t& c) {
+    if (c.out->type() == dtype::f64) return true;
+    for (const buffer* b : c.in)
+      if (b != nullptr && b->type() == dtype::f64) return true;
+    for (int k = 0; k < c.operand_count; ++k)
+      if (c.operands[k]->type() == dtype::f64) return true;
+    return false;
+  }
+
+  void axpby(const buffer& from, buffer& to, double alpha, double beta, const char* what) {
+    if (to.numel() == 0) return;
+    const detail::op_timer timer(*state_, what, to.type());
+    if (from.type() == dtype::f64 || to.type() == dtype::f64)
+      kernels::axpby_kernel<double>
+          <<<kernels::blocks_for(to.numel()), 256, 0, stream()>>>(in(from), out(to), to.numel(), alpha, beta);
+    else
+      kernels::axpby_kernel<float><<<kernels::blocks_for(to.numel()), 256, 0, stream()>>>(
+          in(from), out(to), to.numel(), static_cast<float>(alpha), static_cast<float>(beta));
+    launched(what);
+  }
+
+  void move_blocks(const buffer& from, buffer& to, compute::block_layout l, bool to_interleaved) {
+    attention_cache_valid_ = false;
+    const std::size_t row = static_cast<std::size_t>(l.mid * l.inner * l.element_bytes);
+    if (row == 0 || l.outer == 0) return;
+    for (std::int64_t p = 0; p < l.parts; ++p) {
+      const char* source = static_cast<const char*>(from.data());
+      char* target = static_cast<char*>(to.data());
+      const std::size_t blocked = static_cast<std::size_t>(p * l.outer) * row,
+                        interleaved = static_cast<std::size_t>(p) * row;
+      const std::size_t pitch = static_cast<std::size_t>(l.parts) * row;
+      const cudaError_t status =
+          to_interleaved
+              ? cudaMemcpy2DAsync(target + interleaved, pitch, source + blocked, row, row,
+                                  static_cast<std::size_t>(l.outer), cudaMemcpyDeviceToDevice, stream())
+              : cudaMemcpy2DAsync(target + blocked, row, source + interleaved, pitch, row,
+                                  static_cast<std::size_t>(l.outer), cudaMemcpyDeviceToDevice, stream());
+      check_cuda(status, "backend: block move (cudaMemcpy2DAsync)");
+    }
+  }
+
+  static element element_of(dtype t, std::string_view what) {
+    switch (t) {
+      case dtype::f64:
+        return element::f64;
+      case dtype::f32:
+        return element::f32;
+      case dtype::bf16:
+        return element::bf16;
+      case dtype::f16:
+        return element::f16;
+      default:
+        break;
+    }
+    fail(detail::text("cuda::backend: ", what),
+         detail::text("a matrix product of ", dtype_name(t), " values"),
+         "give matrix products floating values");
+  }
+
+  // C (m, n) = op(A) op(B), row-major, batched: see matmul_problem.
+  void product(const void* a, dtype at, const void* b, dtype bt, void* c, dtype ct, matmul_problem p,
+               std::string_view what) {
+    p.a_type = element_of(at, what);
+    p.b_type = element_of(bt, what);
+    p.c_type = element_of(ct, what);
+    state_->gemm.run(p, a, b, c, nullptr, stream(),
+                     detail::text("cuda::backend: ", what, " (", p.m, " x ", p.k, ") . (", p.k, " x ", p.n,
+                                  ") x ", p.batch));
+  }
+
+  template <class C>
+  void column_sums(kernels::mut_ref to, std::int64_t rows, std::int64_t n, auto source) {
+    if (n == 0) return;
+    const std::int64_t splits = std::max<std::int64_t>(
+        1, (rows + kernels::column_rows_per_split - 1) / kernels::column_rows_per_split);
+    C* partial = state_->scratch.get<C>(scratch_use::partials, static_cast<std::size_t>(splits * n));
+    const dim3 grid(static_cast<unsigned>((n + kernels::column_block_x - 1) / kernels::column_block_x),
+                    static_cast<unsigned>(splits));
+    const dim3 block(kernels::column_block_x, kernels::column_block_y);
+    kernels::column_partial_kernel<C><<<grid, block, 0, stream()>>>(source, partial, rows, n);
+    kernels::column_total_kernel<C><<<kernels::blocks_for(n), 256, 0, stream()>>>(partial, splits, to, n);
+  }
+
+  template <class C>
+  void run_typed(const call_t& c) {
+    const std::int64_t* d = c.dims;
+    buffer& o = *c.out;
+    const unsigned threads = 256;
+    auto blocks = [&](std::int64_t n) { return kernels::blocks_for(n, threads); };
+    auto rows_grid = [](std::int64_t rows) { return static_cast<unsigned>(rows); };
+    if (o.numel() == 0) return;
+    switch (c.kind) {
+      case op::embedding:
+        return kernels::embedding_kernel<C><<<blocks(d[0] * d[2]), threads, 0, stream()>>>(
+            in(c, 0), in(c, 1), out(o), d[0], d[1], d[2], d[3]);
+      case op::position_embedding:
+        return kernels::position_embedding_kernel<C><<<blocks(o.numel()), threads, 0, stream()>>>(
+            in(c, 0), in(c, 1), out(o), d[1], d[2], d[0] * d[1] * d[2]);
+      case op::linear:
+        return product(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(), o.type(),
+                       {.m = d[0], .n = d[2], .k = d[1], .transpose_b = c.transpose_b}, "linear");
+      case op::matmul:
+        return product(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(), o.type(),
+                       {.m = d[1],
+                        .n = d[3],
+                        .k = d[2],
+                        .batch = d[0],
+                        .stride_a = d[1] * d[2],
+                        .stride_b = d[2] * d[3],
+                        .stride_c = d[1] * d[3]},
+                       "matmul");
+      case op::layer_norm:
+        return kernels::layer_norm_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
+            in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
+      case op::rms_norm:
+        return kernels::rms_norm_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
+            in(c, 0), in(c, 1), out(o), d[1], c.scalar);
+      case op::softmax:
+        return kernels::softmax_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
+            in(c, 0), out(o), d[1], d[1], false, C(1));
+      case op::rope:
+      case op::rope_grad:
+        return kernels::rope_kernel<C><<<blocks(o.numel() / 2), threads, 0, stream()>>>(
+            in(c, 0), out(o), d[2], d[3], c.scalar, c.kind == op::rope ? 1.0 : -1.0, o.numel() / 2);
+      case op::split_heads:
+        return kernels::heads_kernel<C, true>
+            <<<blocks(o.numel()), threads, 0, stream()>>>(in(c, 0), out(o), d[1], d[2], d[3], o.numel());
+      case op::merge_heads:
+        return kernels::heads_kernel<C, false>
+            <<<blocks(o.numel()), threads, 0, stream()>>>(in(c, 0), out(o), d[1], d[2], d[3], o.numel());
+      case op::attention:
+        return attention_forward<C>(c);
+      case op::attention_grad_q:
+      case op::attention_grad_k:
+      case op::attention_grad_v:
+        return attention_backward<C>(c);
+      case op::cross_entropy: {
+        C* losses = state_->scratch.get<C>(scratch_use::row_losses, static_cast<std::size_t>(d[0]));
+        if (d[0] == 0) return fill_zero(o);
+        kernels::cross_entropy_rows_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
+            in(c, 0), in(c, 1), losses, d[1], state_->bad_target());
+        return kernels::sum_rows_kernel<C><<<1, 1024, 0, stream()>>>(losses, d[0], C(d[2]), out(o));
+      }
+      case op::cross_entropy_grad:
+        return kernels::cross_entropy_grad_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
+            in(c, 0), in(c, 1), in(c, 2), out(o), d[1], C(d[2]), state_->bad_target());
+      case op::add:
+      case op::mul:
+      case op::add_bias:
+      case op::gelu:
+      case op::silu: {
+        kernels::chain_args a;
+        a.out = out(o);
+        for (int k = 0; k < c.operand_count; ++k) a.operands[k] = in(*c.operands[k]);
+        for (int s = 0; s < c.chain_length; ++s) a.steps[s] = c.chain[s];
+        a.length = c.chain_length;
+        a.numel = d[0];
+        return kernels::chain_kernel<C><<<blocks(d[0]), threads, 0, stream()>>>(a);
+      }
+      case op::transpose:
+        return kernels::transpose_kernel<C>
+            <<<blocks(o.numel()), threads, 0, stream()>>>(in(c, 0), out(o), d[1], d[2], d[0] * d[1] * d[2]);
+      case op::linear_weight_grad:  // x (rows, k), dy (rows, n): (k, n) = x^T dy, or (n, k) = dy^T x
+        if (c.transpose_b)
+          return product(c.in[1]->data(), c.in[1]->type(), c.in[0]->data(), c.in[0]->type(), o.data(),
+                         o.type(), {.m = d[2], .n = d[1], .k = d[0], .transpose_a = true},
+                         "linear_weight_grad");
+        return product(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(), o.type(),
+                       {.m = d[1], .n = d[2], .k = d[0], .transpose_a = true}, "linear_weight_grad");
+      case op::bias_grad:
+        return column_sums<C>(out(o), d[0], d[1],
+                              kernels::column_source<C, kernels::column_term::value>{
+                                  .dy = in(c, 0), .x = {}, .stats = nullptr});
+      case op::position_embedding_grad:  // rows t < seq of the table: sums over the batch
+        fill_zero(o);
+        return column_sums<C>(out(o), d[0], d[1] * d[2],
+                              kernels::column_source<C, kernels::column_term::value>{
+                                  .dy = in(c, 0), .x = {}, .stats = nullptr});
+      case op::gelu_grad:
+        return kernels::activation_grad_kernel<C, true>
+            <<<blocks(d[0]), threads, 0, stream()>>>(in(c, 0), in(c, 1), out(o), d[0]);
+      case op::silu_grad:
+        return kernels::activation_grad_kernel<C, false>
+            <<<blocks(d[0]), threads, 0, stream()>>>(in(c, 0), in(c, 1), out(o), d[0]);
+      case op::layer_norm_grad_x:
+        return kernels::layer_norm_grad_x_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
+            in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
+      case op::rms_norm_grad_x:
+        return kernels::rms_norm_grad_x_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
+            in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
+      case op::layer_norm_grad_w:
+      case op::rms_norm_grad_w: {  // x (rows, cols), dy (rows, cols): dw[j] = sum_i dy x_hat
+        C* stats = state_->scratch.get<C>(scratch_use::row_statistics, static_cast<std::size_t>(2 * d[0]));
+        if (c.kind == op::layer_norm_grad_w)
+          kernels::norm_statistics_kernel<C, true>
+              <<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(in(c, 0), stats, d[1], c.scalar);
+        else
+          kernels::norm_statistics_kernel<C, false>
+              <<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(in(c, 0), stats, d[1], c.scalar);
+        return column_sums<C>(out(o), d[0], d[1],
+                              kernels::column_source<C, kernels::column_term::normalized_product>{
+                                  .dy = in(c, 1), .x = in(c, 0), .stats = stats});
+      }
+      case op::softmax_grad:
+        return kernels::softmax_grad_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
+            in(c, 0), in(c, 1), out(o), d[1], d[1], false, C(1));
+      case op::embedding_grad: {  // ids (n), dout (n, cols) -> table (table_rows, cols)
+        const bool direct = dtype_of<C>() == o.type();
+        C* sums = direct ? static_cast<C*>(o.data())
+                         : state_->scratch.get<C>(scratch_use::widened, static_cast<std::size_t>(o.numel()));
+        check_cuda(cudaMemsetAsync(sums, 0, static_cast<std::size_t>(o.numel()) * sizeof(C), stream()),
+                   "backend: embedding_grad (cudaMemsetAsync)");
+        kernels::embedding_grad_kernel<C>
+            <<<blocks(d[0] * d[2]), threads, 0, stream()>>>(in(c, 0), in(c, 1), sums, d[0], d[1], d[2], d[3]);
+        if (!direct)
+          kernels::axpby_kernel<C><<<blocks(o.numel()), threads, 0, stream()>>>(
+              kernels::ref{sums, dtype_of<C>()}, out(o), o.numel(), C(0), C(1));
+        return;
+      }
+      case op::ones:
+        return kernels::fill_kernel<C>
+            <<<blocks(d[0]), threads, 0, stream()>>>(out(o), d[0], c.scalar != 0 ? C(c.scalar) : C(1));
+      default:
+        fail("cuda::backend", detail::text("op ", op_name(c.kind), " has no cuda kernel"),
+             "this is a bug in the executor; please report it");
+    }
+  }
+
+  // Causal attention as batched GEMMs (attention.hpp's shapes): per (batch, kv head) the group of
+  // query heads it serves is one (group * seq, head_dim) matrix, so GQA needs no copies of k, v.
+  struct attention_shape {
+    std::int64_t batch, heads, kv_heads, seq, head_dim, group, products, rows;
+  };
+  static attention_shape attention_of(const call_t& c) {
+    const std::int64_t* d = c.dims;
+    const std::int64_t group = d[2] > 0 ? d[1] / d[2] : 1;
+    return {d[0], d[1], d[2], d[3], d[4], group, d[0] * d[2], group * d[3]};
+  }
+  static dtype score_type(dtype inputs) { return inputs == dtype::f64 ? dtype::f64 : dtype::f32; }
+
+  // S = Q K^T (scores, f32/f64), then P = causal softmax(S / sqrt(head_dim)) in the inputs' dtype.
+  template <class C>
+  void attention_probabilities(const buffer& q, const buffer& k, const attention_shape& a, void* scores,
+                               void* p) {
+    const dtype t = q.type(), st = score_type(t);
+    product(q.data(), t, k.data(), k.type(), scores, st,
+            {.m = a.rows,
+             .n = a.seq,
+             .k = a.head_dim,
+             .transpose_b = true,
+             .batch = a.products,
+             .stride_a = a.rows * a.head_dim,
+             .stride_b = a.seq * a.head_dim,
+             .stride_c = a.rows * a.seq},
+            "attention scores");
+    const C scale = C(1 / std::sqrt(static_cast<double>(a.head_dim)));
+    kernels::softmax_kernel<C>
+        <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, stream()>>>(
+            kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.seq, a.seq, true, scale);
+  }
+
+  template <class C>
+  void attention_forward(const call_t& c) {
+    const attention_shape a = attention_of(c);
+    const buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
+    const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
+    void* scores =
+        state_->scratch.get(scratch_use::scores, score_elements * dtype_size(score_type(q.type())));
+    void* p = state_->scratch.get(scratch_use::probabilities, score_elements * dtype_size(q.type()));
+    attention_probabilities<C>(q, k, a, scores, p);
+    product(p, q.type(), v.data(), v.type(), c.out->data(), c.out->type(),
+            {.m = a.rows,
+             .n = a.head_dim,
+             .k = a.seq,
+             .batch = a.products,
+             .stride_a = a.rows * a.seq,
+             .stride_b = a.seq * a.head_dim,
+             .stride_c = a.rows * a.head_dim},
+            "attention output");
+  }
+
+  // dq, dk and dv are made together on the first of the three calls and kept until another op runs.
+  template <class C>
+  void attention_backward(const call_t& c) {
+    const attention_shape a = attention_of(c);
+    const buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2], &dout = *c.in[3];
+    const dtype t = q.type(), st = score_type(t);
+    const std::size_t q_bytes = q.size_bytes(), kv_bytes = k.size_bytes();
+    void* dq = state_->scratch.get(scratch_use::attention_dq, q_bytes);
+    void* dk = state_->scratch.get(scratch_use::attention_dk, kv_bytes);
+    void* dv = state_->scratch.get(scratch_use::attention_dv, kv_bytes);
+    const bool cached = attention_cache_valid_ && cache_inputs_[0] == q.data() &&
+                        cache_inputs_[1] == k.data() && cache_inputs_[2] == v.data() &&
+                        cache_inputs_[3] == dout.data();
+    if (!cached) {
+      const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
+      void* scores = state_->scratch.get(scratch_use::scores, score_elements * dtype_size(st));
+      void* p = state_->scratch.get(scratch_use::probabilities, score_elements * dtype_size(t));
+      void* ds = state_->scratch.get(scratch_use::score_gradients, score_elements * dtype_size(t));
+      attention_probabilities<C>(q, k, a, scores, p);
+      // dP = dO V^T into the scores' memory; dS = P (dP - rowsum(dP P)) / sqrt(head_dim)
+      product(dout.data(), t, v.data(), t, scores, st,
+              {.m = a.rows,
+               .n = a.seq,
+               .k = a.head_dim,
+               .transpose_b = true,
+               .batch = a.products,
+               .stride_a = a.rows * a.head_dim,
+               .stride_b = a.seq * a.head_dim,
+               .stride_c = a.rows * a.seq},
+              "attention dP");
+      const C scale = C(1 / std::sqrt(static_cast<double>(a.head_dim)));
+      kernels::softmax_grad_kernel<C>
+          <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, stream()>>>(
+              kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.seq, a.seq, true,
+              scale);
+      // dQ = dS K; dK = dS^T Q; dV = P^T dO (the transposes sum over the group's query heads)
+      product(ds, t, k.data(), t, dq, t,
+              {.m = a.rows,
+               .n = a.head_dim,
+               .k = a.seq,
+               .batch = a.products,
+               .stride_a = a.rows * a.seq,
+               .stride_b = a.seq * a.head_dim,
+               .stride_c = a.rows * a.head_dim},
+              "attention dQ");
+      product(ds, t, q.data(), t, dk, t,
+              {.m = a.seq,
+               .n = a.head_dim,
+               .k = a.rows,
+               .transpose_a = true,
+               .batch = a.products,
+               .stride_a = a.rows * a.seq,
+               .stride_b = a.rows * a.head_dim,
+               .stride_c = a.seq * a.head_dim},
+              "attention dK");
+      product(p, t, dout.data(), t, dv, t,
+              {.m = a.seq,
+               .n = a.head_dim,
+               .k = a.rows,
+               .transpose_a = true,
+               .batch = a.products,
+               .stride_a = a.rows * a.seq,
+               .stride_b = a.rows * a.head_dim,
+               .stride_c = a.seq * a.head_dim},
+              "attention dV");
+      cache_inputs_[0] = q.data();
+      cache_inputs_[1] = k.data();
+      cache_inputs_[2] = v.data();
+      cache_inputs_[3] = dout.data();
+      attention_cache_valid_ = true;
+    }
+    const void* wanted = c.kind == op::attention_grad_q ? dq : c.kind == op::attention_grad_k ? dk : dv;
+    check_cuda(
+        cudaMemcpyAsync(c.out->data(), wanted, c.out->size_bytes(), cudaMemcpyDeviceToDevice, stream()),
+        "backend: attention gradient (cudaMemcpyAsync)");
+  }
+
+  backend_options options_;
+  std::shared_ptr<detail::backend_state> state_;
+  bool attention_cache_valid_ = false;
+  const void* cache_inputs_[4]{};
+};
+
+static_assert(compute::TrainingBackend<backend>);
+
+}  // namespace shardgraph::cuda

@@ -1,0 +1,133 @@
+#pragma once
+// Elementwise kernels: a fused chain of the executor (one kernel per fusion group), the
+// activations' gradients, and the optimizer's per-element work. Each thread computes whole
+// elements in C (float, or double for f64 calls) and rounds its output once.
+#include <shardgraph/compute/compute_backend.hpp>
+#include <shardgraph/cuda/kernels/element_access.cuh>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace shardgraph::cuda::kernels {
+
+template <class C>
+__device__ __forceinline__ C gelu_tanh(C x) {
+  const C k = C(0.79788456080286535587989211986876), cubic = C(0.044715);
+  return C(0.5) * x * (C(1) + tanh(k * (x + cubic * x * x * x)));
+}
+template <class C>
+__device__ __forceinline__ C gelu_tanh_grad(C x) {
+  const C k = C(0.79788456080286535587989211986876), cubic = C(0.044715);
+  const C t = tanh(k * (x + cubic * x * x * x));
+  return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * cubic * x * x);
+}
+template <class C>
+__device__ __forceinline__ C silu(C x) {
+  return x / (C(1) + exp(-x));
+}
+template <class C>
+__device__ __forceinline__ C silu_grad(C x) {
+  const C s = C(1) / (C(1) + exp(-x));
+  return s * (C(1) + x * (C(1) - s));
+}
+
+// A chain as the executor fuses it (compute::elementwise_step), passed by value to the kernel.
+struct chain_args {
+  mut_ref out;
+  ref operands[compute::max_chain + 1];
+  compute::elementwise_step steps[compute::max_chain];
+  int length = 0;
+  std::int64_t numel = 0;
+};
+
+template <class C>
+__global__ void chain_kernel(chain_args a) {
+  for (std::int64_t i = global_thread(); i < a.numel; i += grid_threads()) {
+    C v = load<C>(a.operands[0], i);
+    for (int s = 0; s < a.length; ++s) {
+      const compute::elementwise_step& st = a.steps[s];
+      const C o = st.operand < 0 ? C(0) : load<C>(a.operands[st.operand], st.period > 0 ? i % st.period : i);
+      switch (st.kind) {
+        case op::add:
+        case op::add_bias:
+          v += o;
+          break;
+        case op::mul:
+          v *= o;
+          break;
+        case op::gelu:
+          v = gelu_tanh(v);
+          break;
+        case op::silu:
+          v = silu(v);
+          break;
+        default:
+          break;
+      }
+    }
+    store<C>(a.out, i, v);
+  }
+}
+
+// out = f'(x) * dy, f = gelu or silu.
+template <class C, bool Gelu>
+__global__ void activation_grad_kernel(ref x, ref dy, mut_ref out, std::int64_t n) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const C v = load<C>(x, i);
+    store<C>(out, i, (Gelu ? gelu_tanh_grad(v) : silu_grad(v)) * load<C>(dy, i));
+  }
+}
+
+template <class C>
+__global__ void fill_kernel(mut_ref out, std::int64_t n, C value) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) store<C>(out, i, value);
+}
+
+// to = alpha * to + beta * from (convert: 0, 1; scale: factor, 0 with from = to; add_scaled: 1, factor).
+template <class C>
+__global__ void axpby_kernel(ref from, mut_ref to, std::int64_t n, C alpha, C beta) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const C old = alpha == C(0) ? C(0) : load<C>(to, i);
+    store<C>(to, i, alpha * old + (beta == C(0) ? C(0) : beta * load<C>(from, i)));
+  }
+}
+
+// Sum of squares accumulated in double; one atomicAdd per block into *total.
+template <class C>
+__global__ void sum_of_squares_kernel(ref x, std::int64_t n, double* total) {
+  double sum = 0;
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const double v = load<double>(x, i);
+    sum += v * v;
+  }
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) atomicAdd(total, sum);
+}
+
+// *bad = 1 when some element is infinite or NaN.
+__global__ void nonfinite_kernel(ref x, std::int64_t n, int* bad) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads())
+    if (!isfinite(load<double>(x, i))) *bad = 1;
+}
+
+// torch.optim.AdamW on one element, in double as the cpu backend (optim/adamw.hpp adamw_element).
+struct adamw_scalars {
+  double beta1, beta2, eps, decay_factor, step_size, bias_correction2_sqrt;
+};
+
+template <class T>
+__global__ void adamw_kernel(T* param, const T* grad, T* m, T* v, std::int64_t n, adamw_scalars c) {
+  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+    double p = static_cast<double>(param[i]) * c.decay_factor;
+    const double g = static_cast<double>(grad[i]);
+    const double mi = c.beta1 * static_cast<double>(m[i]) + (1 - c.beta1) * g;
+    const double vi = c.beta2 * static_cast<double>(v[i]) + (1 - c.beta2) * g * g;
+    const double denominator = sqrt(vi) / c.bias_correction2_sqrt + c.eps;
+    param[i] = static_cast<T>(p - c.step_size * mi / denominator);
+    m[i] = static_cast<T>(mi);
+    v[i] = static_cast<T>(vi);
+  }
+}
+
+}  // namespace shardgraph::cuda::kernels

@@ -1,0 +1,105 @@
+#pragma once
+// Row softmax kernels: softmax and its gradient, the causal softmax of attention's scores and its
+// gradient, and the fused softmax cross-entropy (loss and gradient in one pass each, never
+// materialising the probabilities). One block per row. Formulas: cpu/softmax.hpp,
+// cpu/cross_entropy.hpp and their backward files.
+#include <shardgraph/cuda/kernels/element_access.cuh>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace shardgraph::cuda::kernels {
+
+inline constexpr std::int64_t ignore_index = -100;
+
+// Row max and sum of exp(x - max) over the row's first `cols` elements.
+template <class C>
+__device__ void row_softmax_statistics(ref x, std::int64_t base, std::int64_t cols, C scale, C& row_max,
+                                       C& sum) {
+  C best = -INFINITY;
+  for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    best = max(best, scale * load<C>(x, base + j));
+  row_max = block_max(best);
+  C s = 0;
+  for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    s += exp(scale * load<C>(x, base + j) - row_max);
+  sum = block_sum(s);
+}
+
+// y = softmax(x) per row of (rows, cols); with causal, row r of each (seq, seq) block keeps
+// columns j <= r % seq (scaled by `scale`) and writes zeros after them.
+template <class C>
+__global__ void softmax_kernel(ref x, mut_ref y, std::int64_t cols, std::int64_t seq, bool causal, C scale) {
+  const std::int64_t row = blockIdx.x, base = row * cols;
+  const std::int64_t valid = causal ? row % seq + 1 : cols;
+  C row_max, sum;
+  row_softmax_statistics<C>(x, base, valid, scale, row_max, sum);
+  const C inverse = C(1) / sum;
+  for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    store<C>(y, base + j, j < valid ? exp(scale * load<C>(x, base + j) - row_max) * inverse : C(0));
+}
+
+// dx = y (dy - sum(dy y)) * scale per row; with causal the columns after the diagonal are zero.
+template <class C>
+__global__ void softmax_grad_kernel(ref y, ref dy, mut_ref dx, std::int64_t cols, std::int64_t seq,
+                                    bool causal, C scale) {
+  const std::int64_t row = blockIdx.x, base = row * cols;
+  const std::int64_t valid = causal ? row % seq + 1 : cols;
+  C dot = 0;
+  for (std::int64_t j = threadIdx.x; j < valid; j += blockDim.x)
+    dot += load<C>(dy, base + j) * load<C>(y, base + j);
+  dot = block_sum(dot);
+  for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    store<C>(dx, base + j, j < valid ? load<C>(y, base + j) * (load<C>(dy, base + j) - dot) * scale : C(0));
+}
+
+// losses[row] = logsumexp(logits[row]) - logits[row][target], 0 for ignore_index. A target outside
+// the vocabulary sets *bad (the backend reports it at its next synchronisation).
+template <class C>
+__global__ void cross_entropy_rows_kernel(ref logits, ref targets, C* losses, std::int64_t vocab, int* bad) {
+  const std::int64_t row = blockIdx.x, base = row * vocab;
+  const std::int64_t target = load_id(targets, row);
+  if (target == ignore_index || target < 0 || target >= vocab) {
+    if (threadIdx.x == 0) {
+      losses[row] = 0;
+      if (target != ignore_index) *bad = 1;
+    }
+    return;
+  }
+  C row_max, sum;
+  row_softmax_statistics<C>(logits, base, vocab, C(1), row_max, sum);
+  if (threadIdx.x == 0) losses[row] = row_max + log(sum) - load<C>(logits, base + target);
+}
+
+// out[0] = sum of losses / divisor, summed by one block in a fixed order.
+template <class C>
+__global__ void sum_rows_kernel(const C* losses, std::int64_t rows, C divisor, mut_ref out) {
+  C s = 0;
+  for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) s += losses[i];
+  s = block_sum(s);
+  if (threadIdx.x == 0) store<C>(out, 0, s / divisor);
+}
+
+// dlogits = (softmax - onehot(target)) * loss_gradient[0] / divisor; zero rows for ignore_index.
+template <class C>
+__global__ void cross_entropy_grad_kernel(ref logits, ref targets, ref loss_gradient, mut_ref dlogits,
+                                          std::int64_t vocab, C divisor, int* bad) {
+  const std::int64_t row = blockIdx.x, base = row * vocab;
+  const std::int64_t target = load_id(targets, row);
+  if (target == ignore_index || target < 0 || target >= vocab) {
+    if (threadIdx.x == 0 && target != ignore_index) *bad = 1;
+    for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) store<C>(dlogits, base + j, C(0));
+    return;
+  }
+  const C scale = load<C>(loss_gradient, 0) / divisor;
+  C row_max, sum;
+  row_softmax_statistics<C>(logits, base, vocab, C(1), row_max, sum);
+  const C inverse = C(1) / sum;
+  for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+    const C p = exp(load<C>(logits, base + j) - row_max) * inverse;
+    store<C>(dlogits, base + j, (p - (j == target ? C(1) : C(0))) * scale);
+  }
+}
+
+}  // namespace shardgraph::cuda::kernels

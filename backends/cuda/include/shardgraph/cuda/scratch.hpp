@@ -1,0 +1,50 @@
+#pragma once
+// scratch_space: the backend's temporary device memory, one grow-only region per use (attention's
+// scores, column-sum partials, ...), so that regions needed at the same time never alias. A region
+// only grows; growing frees the old one (cudaFree waits for the GPU, so no kernel still reads it).
+#include <shardgraph/cuda/device_buffer.hpp>
+
+#include <array>
+#include <cstddef>
+
+namespace shardgraph::cuda {
+
+enum class scratch_use : int {
+  scores,           // attention: S, then dP (f32 or f64)
+  probabilities,    // attention: P (the inputs' dtype)
+  score_gradients,  // attention: dS (the inputs' dtype)
+  attention_dq,
+  attention_dk,
+  attention_dv,
+  partials,  // column sums: (splits, n)
+  row_statistics,
+  row_losses,
+  widened,  // a 16-bit gradient summed in f32 (embedding)
+  count
+};
+
+class scratch_space {
+ public:
+  void* get(scratch_use use, std::size_t bytes) {
+    device_buffer& b = regions_[static_cast<std::size_t>(use)];
+    if (b.size_bytes() < bytes) {
+      b = device_buffer();
+      b = device_buffer(bytes);
+    }
+    return b.data();
+  }
+  template <class T>
+  T* get(scratch_use use, std::size_t count) {
+    return static_cast<T*>(get(use, count * sizeof(T)));
+  }
+  std::size_t bytes() const {
+    std::size_t total = 0;
+    for (const device_buffer& b : regions_) total += b.size_bytes();
+    return total;
+  }
+
+ private:
+  std::array<device_buffer, static_cast<std::size_t>(scratch_use::count)> regions_;
+};
+
+}  // namespace shardgraph::cuda
