@@ -4,6 +4,8 @@
 // as batched GEMMs around a causal softmax (attention.hpp), and the rest as the kernels of
 // kernels/. It computes what the cpu backend computes (the reference) in f64, f32, bf16 and f16:
 // 16-bit values are read into f32, computed in f32 and rounded once; an f64 call computes in f64.
+// One exception: 16-bit attention rounds its scores, probabilities and their gradients to the
+// inputs' dtype between its products (as PyTorch's unfused attention under autocast does).
 //
 //   world.run([&](auto& comm) {
 //     auto rank = sg::bind(program, sizes, comm, sg::cuda::backend{}, mesh, weights);   // in a .cu file
@@ -70,6 +72,9 @@ struct backend_state {
   bool profile = false;
   cudaEvent_t start = nullptr, end = nullptr;  // profile mode
   std::map<std::string, op_time> times;
+  // Attention's dq, dk, dv in scratch, valid for these q, k, v, dout until anything else is written.
+  bool attention_cache_valid = false;
+  const void* attention_inputs[4]{};
   explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                "backend (cudaStreamCreateWithFlags)");
@@ -161,7 +166,7 @@ class backend {
     return buffer(t, numel, options_.host_visible, state_->ledger);
   }
   void upload(buffer& b, const void* host) {
-    attention_cache_valid_ = false;
+    state_->attention_cache_valid = false;
     if (b.numel() == 0) return;
     check_cuda(cudaMemcpyAsync(b.data(), host, b.size_bytes(), cudaMemcpyHostToDevice, stream()),
                "backend::upload (cudaMemcpyAsync)");
@@ -177,7 +182,7 @@ class backend {
     if (from.size_bytes() != to.size_bytes())
       fail("cuda::backend::copy", detail::text(from.size_bytes(), " bytes into ", to.size_bytes()),
            "this is a bug in the executor; please report it");
-    attention_cache_valid_ = false;
+    state_->attention_cache_valid = false;
     if (from.numel() == 0 || from.data() == to.data()) return;
     const detail::op_timer timer(*state_, "copy", to.type());
     check_cuda(cudaMemcpyAsync(to.data(), from.data(), from.size_bytes(), cudaMemcpyDeviceToDevice, stream()),
@@ -185,7 +190,7 @@ class backend {
   }
   // The memory a communicator writes: the attention gradients kept for the next call may be stale.
   void* data(buffer& b) {
-    attention_cache_valid_ = false;
+    state_->attention_cache_valid = false;
     return b.data();
   }
 
@@ -214,7 +219,7 @@ class backend {
   }
   void interleave(const buffer& from, buffer& to, compute::block_layout l) { move_blocks(from, to, l, true); }
   void slice(const buffer& from, buffer& to, compute::block_layout l, std::int64_t index) {
-    attention_cache_valid_ = false;
+    state_->attention_cache_valid = false;
     const std::size_t row = static_cast<std::size_t>(l.mid * l.inner * l.element_bytes);
     if (row == 0 || l.outer == 0) return;
     check_cuda(
@@ -237,7 +242,7 @@ class backend {
     synchronize();
     return sum;
   }
-  void scale(buffer& b, double factor) { axpby(b, b, factor, 0, "scale"); }
+  void scale(buffer& b, double factor) { axpby(b, b, 0, factor, "scale"); }
   void add_scaled(const buffer& from, buffer& to, double factor) {
     if (from.numel() != to.numel())
       fail("cuda::backend::add_scaled", "buffers of different size",
@@ -252,7 +257,7 @@ class backend {
     axpby(from, to, 0, 1, "convert");
   }
   void fill_zero(buffer& b) {
-    attention_cache_valid_ = false;
+    state_->attention_cache_valid = false;
     if (b.numel() == 0) return;
     check_cuda(cudaMemsetAsync(b.data(), 0, b.size_bytes(), stream()),
                "backend::fill_zero (cudaMemsetAsync)");
@@ -275,7 +280,7 @@ class backend {
         from_offset + count > from.numel() || to_offset + count > to.numel())
       fail("cuda::backend::copy_range", "the range leaves a buffer or the dtypes differ",
            "this is a bug in the trainer; please report it");
-    attention_cache_valid_ = false;
+    state_->attention_cache_valid = false;
     if (count == 0) return;
     const std::size_t e = dtype_size(from.type());
     check_cuda(cudaMemcpyAsync(static_cast<char*>(to.data()) + to_offset * e,
@@ -294,6 +299,7 @@ class backend {
                                                               a.weight_decay > 0);
     const kernels::adamw_scalars s{c.beta1,        c.beta2,     c.eps,
                                    c.decay_factor, c.step_size, c.bias_correction2_sqrt};
+    state_->attention_cache_valid = false;
     if (param.numel() == 0) return;
     const detail::op_timer timer(*state_, "adamw", param.type());
     const unsigned blocks = kernels::blocks_for(param.numel());
@@ -316,12 +322,13 @@ class backend {
   void run(const compute::kernel_call<buffer>& call) {
     const bool attention_gradient = call.kind == op::attention_grad_q || call.kind == op::attention_grad_k ||
                                     call.kind == op::attention_grad_v;
-    if (!attention_gradient) attention_cache_valid_ = false;
+    if (!attention_gradient) state_->attention_cache_valid = false;
     const detail::op_timer timer(*state_, op_name(call.kind), call.out->type());
+    // 32-bit indices where every buffer of the call has fewer than 2^31 elements.
     if (uses_f64(call))
-      run_typed<double>(call);
+      large(call) ? run_typed<double, std::int64_t>(call) : run_typed<double, std::uint32_t>(call);
     else
-      run_typed<float>(call);
+      large(call) ? run_typed<float, std::int64_t>(call) : run_typed<float, std::uint32_t>(call);
     launched(op_name(call.kind));
   }
 
@@ -339,6 +346,16 @@ class backend {
            detail::text(cudaGetErrorString(status), " (", cudaGetErrorName(status), ")"), how_to_fix(status));
   }
 
+  static bool large(const call_t& c) {
+    constexpr std::int64_t limit = std::int64_t{1} << 31;
+    if (c.out->numel() >= limit) return true;
+    for (const buffer* b : c.in)
+      if (b != nullptr && b->numel() >= limit) return true;
+    for (int k = 0; k < c.operand_count; ++k)
+      if (c.operands[k]->numel() >= limit) return true;
+    return false;
+  }
+
   static bool uses_f64(const call_t& c) {
     if (c.out->type() == dtype::f64) return true;
     for (const buffer* b : c.in)
@@ -349,19 +366,24 @@ class backend {
   }
 
   void axpby(const buffer& from, buffer& to, double alpha, double beta, const char* what) {
+    state_->attention_cache_valid = false;
     if (to.numel() == 0) return;
     const detail::op_timer timer(*state_, what, to.type());
+    const unsigned blocks = kernels::blocks_for(to.numel());
     if (from.type() == dtype::f64 || to.type() == dtype::f64)
-      kernels::axpby_kernel<double>
-          <<<kernels::blocks_for(to.numel()), 256, 0, stream()>>>(in(from), out(to), to.numel(), alpha, beta);
+      kernels::axpby_kernel<double, std::int64_t>
+          <<<blocks, 256, 0, stream()>>>(in(from), out(to), to.numel(), alpha, beta);
+    else if (to.numel() < (std::int64_t{1} << 31))
+      kernels::axpby_kernel<float, std::uint32_t><<<blocks, 256, 0, stream()>>>(
+          in(from), out(to), to.numel(), static_cast<float>(alpha), static_cast<float>(beta));
     else
-      kernels::axpby_kernel<float><<<kernels::blocks_for(to.numel()), 256, 0, stream()>>>(
+      kernels::axpby_kernel<float, std::int64_t><<<blocks, 256, 0, stream()>>>(
           in(from), out(to), to.numel(), static_cast<float>(alpha), static_cast<float>(beta));
     launched(what);
   }
 
   void move_blocks(const buffer& from, buffer& to, compute::block_layout l, bool to_interleaved) {
-    attention_cache_valid_ = false;
+    state_->attention_cache_valid = false;
     const std::size_t row = static_cast<std::size_t>(l.mid * l.inner * l.element_bytes);
     if (row == 0 || l.outer == 0) return;
     for (std::int64_t p = 0; p < l.parts; ++p) {
@@ -422,7 +444,7 @@ class backend {
     kernels::column_total_kernel<C><<<kernels::blocks_for(n), 256, 0, stream()>>>(partial, splits, to, n);
   }
 
-  template <class C>
+  template <class C, class I>
   void run_typed(const call_t& c) {
     const std::int64_t* d = c.dims;
     buffer& o = *c.out;
@@ -430,12 +452,18 @@ class backend {
     auto blocks = [&](std::int64_t n) { return kernels::blocks_for(n, threads); };
     auto rows_grid = [](std::int64_t rows) { return static_cast<unsigned>(rows); };
     if (o.numel() == 0) return;
+    const bool product_op = c.kind == op::linear || c.kind == op::matmul || c.kind == op::linear_weight_grad;
+    const bool row_op =
+        c.kind == op::layer_norm_grad_w || c.kind == op::rms_norm_grad_w || c.kind == op::bias_grad;
+    if ((product_op && (d[0] == 0 || d[1] == 0 || d[2] == 0 || (c.kind == op::matmul && d[3] == 0))) ||
+        (row_op && d[0] == 0))
+      return fill_zero(o);  // an empty sum: zero, as on the cpu
     switch (c.kind) {
       case op::embedding:
-        return kernels::embedding_kernel<C><<<blocks(d[0] * d[2]), threads, 0, stream()>>>(
+        return kernels::embedding_kernel<C, I><<<blocks(d[0] * d[2]), threads, 0, stream()>>>(
             in(c, 0), in(c, 1), out(o), d[0], d[1], d[2], d[3]);
       case op::position_embedding:
-        return kernels::position_embedding_kernel<C><<<blocks(o.numel()), threads, 0, stream()>>>(
+        return kernels::position_embedding_kernel<C, I><<<blocks(o.numel()), threads, 0, stream()>>>(
             in(c, 0), in(c, 1), out(o), d[1], d[2], d[0] * d[1] * d[2]);
       case op::linear:
         return product(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(), o.type(),
@@ -461,13 +489,13 @@ class backend {
             in(c, 0), out(o), d[1], d[1], false, C(1));
       case op::rope:
       case op::rope_grad:
-        return kernels::rope_kernel<C><<<blocks(o.numel() / 2), threads, 0, stream()>>>(
+        return kernels::rope_kernel<C, I><<<blocks(o.numel() / 2), threads, 0, stream()>>>(
             in(c, 0), out(o), d[2], d[3], c.scalar, c.kind == op::rope ? 1.0 : -1.0, o.numel() / 2);
       case op::split_heads:
-        return kernels::heads_kernel<C, true>
+        return kernels::heads_kernel<C, true, I>
             <<<blocks(o.numel()), threads, 0, stream()>>>(in(c, 0), out(o), d[1], d[2], d[3], o.numel());
       case op::merge_heads:
-        return kernels::heads_kernel<C, false>
+        return kernels::heads_kernel<C, false, I>
             <<<blocks(o.numel()), threads, 0, stream()>>>(in(c, 0), out(o), d[1], d[2], d[3], o.numel());
       case op::attention:
         return attention_forward<C>(c);
@@ -496,10 +524,10 @@ class backend {
         for (int s = 0; s < c.chain_length; ++s) a.steps[s] = c.chain[s];
         a.length = c.chain_length;
         a.numel = d[0];
-        return kernels::chain_kernel<C><<<blocks(d[0]), threads, 0, stream()>>>(a);
+        return kernels::chain_kernel<C, I><<<blocks(d[0]), threads, 0, stream()>>>(a);
       }
       case op::transpose:
-        return kernels::transpose_kernel<C>
+        return kernels::transpose_kernel<C, I>
             <<<blocks(o.numel()), threads, 0, stream()>>>(in(c, 0), out(o), d[1], d[2], d[0] * d[1] * d[2]);
       case op::linear_weight_grad:  // x (rows, k), dy (rows, n): (k, n) = x^T dy, or (n, k) = dy^T x
         if (c.transpose_b)
@@ -518,10 +546,10 @@ class backend {
                               kernels::column_source<C, kernels::column_term::value>{
                                   .dy = in(c, 0), .x = {}, .stats = nullptr});
       case op::gelu_grad:
-        return kernels::activation_grad_kernel<C, true>
+        return kernels::activation_grad_kernel<C, true, I>
             <<<blocks(d[0]), threads, 0, stream()>>>(in(c, 0), in(c, 1), out(o), d[0]);
       case op::silu_grad:
-        return kernels::activation_grad_kernel<C, false>
+        return kernels::activation_grad_kernel<C, false, I>
             <<<blocks(d[0]), threads, 0, stream()>>>(in(c, 0), in(c, 1), out(o), d[0]);
       case op::layer_norm_grad_x:
         return kernels::layer_norm_grad_x_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
@@ -551,15 +579,15 @@ class backend {
                          : state_->scratch.get<C>(scratch_use::widened, static_cast<std::size_t>(o.numel()));
         check_cuda(cudaMemsetAsync(sums, 0, static_cast<std::size_t>(o.numel()) * sizeof(C), stream()),
                    "backend: embedding_grad (cudaMemsetAsync)");
-        kernels::embedding_grad_kernel<C>
+        kernels::embedding_grad_kernel<C, I>
             <<<blocks(d[0] * d[2]), threads, 0, stream()>>>(in(c, 0), in(c, 1), sums, d[0], d[1], d[2], d[3]);
         if (!direct)
-          kernels::axpby_kernel<C><<<blocks(o.numel()), threads, 0, stream()>>>(
+          kernels::axpby_kernel<C, I><<<blocks(o.numel()), threads, 0, stream()>>>(
               kernels::ref{sums, dtype_of<C>()}, out(o), o.numel(), C(0), C(1));
         return;
       }
       case op::ones:
-        return kernels::fill_kernel<C>
+        return kernels::fill_kernel<C, I>
             <<<blocks(d[0]), threads, 0, stream()>>>(out(o), d[0], c.scalar != 0 ? C(c.scalar) : C(1));
       default:
         fail("cuda::backend", detail::text("op ", op_name(c.kind), " has no cuda kernel"),
@@ -577,7 +605,9 @@ class backend {
     const std::int64_t group = d[2] > 0 ? d[1] / d[2] : 1;
     return {d[0], d[1], d[2], d[3], d[4], group, d[0] * d[2], group * d[3]};
   }
-  static dtype score_type(dtype inputs) { return inputs == dtype::f64 ? dtype::f64 : dtype::f32; }
+  // Scores and their gradients in the inputs' dtype (16-bit products accumulate in f32 and round
+  // once, as PyTorch's unfused attention under autocast), halving the traffic of f32 scores.
+  static dtype score_type(dtype inputs) { return inputs; }
 
   // S = Q K^T (scores, f32/f64), then P = causal softmax(S / sqrt(head_dim)) in the inputs' dtype.
   template <class C>
@@ -604,6 +634,9 @@ class backend {
   void attention_forward(const call_t& c) {
     const attention_shape a = attention_of(c);
     const buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2];
+    if (k.type() != q.type() || v.type() != q.type() || c.out->type() != q.type())
+      fail("cuda::backend: attention", "q, k, v and the output must share a dtype",
+           "this is a bug in the executor; please report it");
     const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
     void* scores =
         state_->scratch.get(scratch_use::scores, score_elements * dtype_size(score_type(q.type())));
@@ -626,13 +659,18 @@ class backend {
     const attention_shape a = attention_of(c);
     const buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2], &dout = *c.in[3];
     const dtype t = q.type(), st = score_type(t);
+    for (const buffer* b : {c.in[1], c.in[2], c.in[3], static_cast<const buffer*>(c.out)})
+      if (b->type() != t)
+        fail("cuda::backend: attention gradient",
+             "q, k, v, the output gradient and the result must share a dtype",
+             "this is a bug in the executor; please report it");
     const std::size_t q_bytes = q.size_bytes(), kv_bytes = k.size_bytes();
     void* dq = state_->scratch.get(scratch_use::attention_dq, q_bytes);
     void* dk = state_->scratch.get(scratch_use::attention_dk, kv_bytes);
     void* dv = state_->scratch.get(scratch_use::attention_dv, kv_bytes);
-    const bool cached = attention_cache_valid_ && cache_inputs_[0] == q.data() &&
-                        cache_inputs_[1] == k.data() && cache_inputs_[2] == v.data() &&
-                        cache_inputs_[3] == dout.data();
+    const bool cached = state_->attention_cache_valid && state_->attention_inputs[0] == q.data() &&
+                        state_->attention_inputs[1] == k.data() && state_->attention_inputs[2] == v.data() &&
+                        state_->attention_inputs[3] == dout.data();
     if (!cached) {
       const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
       void* scores = state_->scratch.get(scratch_use::scores, score_elements * dtype_size(st));
@@ -685,11 +723,11 @@ class backend {
                .stride_b = a.rows * a.head_dim,
                .stride_c = a.seq * a.head_dim},
               "attention dV");
-      cache_inputs_[0] = q.data();
-      cache_inputs_[1] = k.data();
-      cache_inputs_[2] = v.data();
-      cache_inputs_[3] = dout.data();
-      attention_cache_valid_ = true;
+      state_->attention_inputs[0] = q.data();
+      state_->attention_inputs[1] = k.data();
+      state_->attention_inputs[2] = v.data();
+      state_->attention_inputs[3] = dout.data();
+      state_->attention_cache_valid = true;
     }
     const void* wanted = c.kind == op::attention_grad_q ? dq : c.kind == op::attention_grad_k ? dk : dv;
     check_cuda(
@@ -699,8 +737,6 @@ class backend {
 
   backend_options options_;
   std::shared_ptr<detail::backend_state> state_;
-  bool attention_cache_valid_ = false;
-  const void* cache_inputs_[4]{};
 };
 
 static_assert(compute::TrainingBackend<backend>);

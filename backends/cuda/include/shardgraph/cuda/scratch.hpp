@@ -10,7 +10,7 @@
 namespace shardgraph::cuda {
 
 enum class scratch_use : int {
-  scores,           // attention: S, then dP (f32 or f64)
+  scores,           // attention: S, then dP (the inputs' dtype)
   probabilities,    // attention: P (the inputs' dtype)
   score_gradients,  // attention: dS (the inputs' dtype)
   attention_dq,

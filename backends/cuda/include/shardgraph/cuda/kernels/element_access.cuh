@@ -107,12 +107,15 @@ __device__ C block_max(C v) {
   return best;
 }
 
-// Grid-stride loop bounds for elementwise kernels.
-__device__ __forceinline__ std::int64_t global_thread() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+// Grid-stride loop bounds for elementwise kernels. Kernels index with I: 32-bit unsigned where the
+// sizes allow (the backend's choice), since 64-bit division and remainder are slow on the GPU.
+template <class I = std::int64_t>
+__device__ __forceinline__ I global_thread() {
+  return static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
-__device__ __forceinline__ std::int64_t grid_threads() {
-  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+template <class I = std::int64_t>
+__device__ __forceinline__ I grid_threads() {
+  return static_cast<I>(gridDim.x) * blockDim.x;
 }
 
 inline unsigned blocks_for(std::int64_t n, unsigned threads = 256) {

@@ -41,13 +41,15 @@ struct chain_args {
   std::int64_t numel = 0;
 };
 
-template <class C>
+template <class C, class I>
 __global__ void chain_kernel(chain_args a) {
-  for (std::int64_t i = global_thread(); i < a.numel; i += grid_threads()) {
+  for (I i = global_thread<I>(); i < static_cast<I>(a.numel); i += grid_threads<I>()) {
     C v = load<C>(a.operands[0], i);
     for (int s = 0; s < a.length; ++s) {
       const compute::elementwise_step& st = a.steps[s];
-      const C o = st.operand < 0 ? C(0) : load<C>(a.operands[st.operand], st.period > 0 ? i % st.period : i);
+      const C o = st.operand < 0
+                      ? C(0)
+                      : load<C>(a.operands[st.operand], st.period > 0 ? i % static_cast<I>(st.period) : i);
       switch (st.kind) {
         case op::add:
         case op::add_bias:
@@ -71,25 +73,26 @@ __global__ void chain_kernel(chain_args a) {
 }
 
 // out = f'(x) * dy, f = gelu or silu.
-template <class C, bool Gelu>
+template <class C, bool Gelu, class I>
 __global__ void activation_grad_kernel(ref x, ref dy, mut_ref out, std::int64_t n) {
-  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+  for (I i = global_thread<I>(); i < static_cast<I>(n); i += grid_threads<I>()) {
     const C v = load<C>(x, i);
     store<C>(out, i, (Gelu ? gelu_tanh_grad(v) : silu_grad(v)) * load<C>(dy, i));
   }
 }
 
-template <class C>
+template <class C, class I>
 __global__ void fill_kernel(mut_ref out, std::int64_t n, C value) {
-  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) store<C>(out, i, value);
+  for (I i = global_thread<I>(); i < static_cast<I>(n); i += grid_threads<I>()) store<C>(out, i, value);
 }
 
-// to = alpha * to + beta * from (convert: 0, 1; scale: factor, 0 with from = to; add_scaled: 1, factor).
-template <class C>
+// to = alpha * to + beta * from (convert: 0, 1; scale: 0, factor with from = to; add_scaled: 1, factor).
+// `to` is read only when alpha is not 0 (convert writes a buffer that may hold anything).
+template <class C, class I>
 __global__ void axpby_kernel(ref from, mut_ref to, std::int64_t n, C alpha, C beta) {
-  for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
+  for (I i = global_thread<I>(); i < static_cast<I>(n); i += grid_threads<I>()) {
     const C old = alpha == C(0) ? C(0) : load<C>(to, i);
-    store<C>(to, i, alpha * old + (beta == C(0) ? C(0) : beta * load<C>(from, i)));
+    store<C>(to, i, alpha * old + beta * load<C>(from, i));  // NaN * 0 stays NaN, as on the cpu
   }
 }
 

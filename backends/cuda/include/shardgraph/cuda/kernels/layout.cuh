@@ -11,14 +11,14 @@
 namespace shardgraph::cuda::kernels {
 
 // split: x (batch, seq, heads, head_dim) -> y (batch, heads, seq, head_dim); merge: the inverse.
-template <class C, bool Split>
+template <class C, bool Split, class I>
 __global__ void heads_kernel(ref x, mut_ref y, std::int64_t seq, std::int64_t heads, std::int64_t head_dim,
                              std::int64_t numel) {
-  for (std::int64_t e = global_thread(); e < numel; e += grid_threads()) {
+  for (I e = global_thread<I>(); e < static_cast<I>(numel); e += grid_threads<I>()) {
     // e indexes the (batch, heads, seq, head_dim) side
-    const std::int64_t d = e % head_dim, t = (e / head_dim) % seq, h = (e / (head_dim * seq)) % heads,
-                       b = e / (head_dim * seq * heads);
-    const std::int64_t other = ((b * seq + t) * heads + h) * head_dim + d;
+    const I D = static_cast<I>(head_dim), S = static_cast<I>(seq), H = static_cast<I>(heads);
+    const I d = e % D, t = (e / D) % S, h = (e / (D * S)) % H, b = e / (D * S * H);
+    const I other = ((b * S + t) * H + h) * D + d;
     if constexpr (Split)
       store<C>(y, e, load<C>(x, other));
     else
@@ -27,29 +27,30 @@ __global__ void heads_kernel(ref x, mut_ref y, std::int64_t seq, std::int64_t he
 }
 
 // out (batch, cols, rows) = in (batch, rows, cols) transposed.
-template <class C>
+template <class C, class I>
 __global__ void transpose_kernel(ref in, mut_ref out, std::int64_t rows, std::int64_t cols,
                                  std::int64_t numel) {
-  for (std::int64_t e = global_thread(); e < numel; e += grid_threads()) {
-    const std::int64_t j = e % cols, i = (e / cols) % rows, b = e / (rows * cols);
-    store<C>(out, (b * cols + j) * rows + i, load<C>(in, e));
+  for (I e = global_thread<I>(); e < static_cast<I>(numel); e += grid_threads<I>()) {
+    const I R = static_cast<I>(rows), K = static_cast<I>(cols);
+    const I j = e % K, i = (e / K) % R, b = e / (R * K);
+    store<C>(out, (b * K + j) * R + i, load<C>(in, e));
   }
 }
 
 // out = x rotated by direction * angle(t, i), x (batch, heads, seq, head_dim); one thread per pair.
-template <class C>
+template <class C, class I>
 __global__ void rope_kernel(ref x, mut_ref out, std::int64_t seq, std::int64_t head_dim, double theta,
                             double direction, std::int64_t pairs) {
-  const std::int64_t half = head_dim / 2;
-  for (std::int64_t e = global_thread(); e < pairs; e += grid_threads()) {
-    const std::int64_t i = e % half, row = e / half, t = row % seq;
+  const I half = static_cast<I>(head_dim / 2), S = static_cast<I>(seq), D = static_cast<I>(head_dim);
+  for (I e = global_thread<I>(); e < static_cast<I>(pairs); e += grid_threads<I>()) {
+    const I i = e % half, row = e / half, t = row % S;
     const double inverse_frequency =
         1.0 / pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
     const double angle = static_cast<double>(t) * inverse_frequency;
     double s, c;
     sincos(angle, &s, &c);
     const C cosine = static_cast<C>(c), sine = static_cast<C>(direction * s);
-    const std::int64_t first = row * head_dim + i, second = first + half;
+    const I first = row * D + i, second = first + half;
     const C x1 = load<C>(x, first), x2 = load<C>(x, second);
     store<C>(out, first, x1 * cosine - x2 * sine);
     store<C>(out, second, x2 * cosine + x1 * sine);

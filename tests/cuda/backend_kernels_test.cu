@@ -1,0 +1,976 @@
+// cuda::backend against cpu::backend, the numerical reference: every op the cuda backend runs, built
+// as the same compute::kernel_call for both backends on the same deterministic inputs, in f64, f32
+// and bf16 (16-bit inputs and output; both backends widen to f32 and round the output once), and the
+// TrainingBackend operations (the optimizer's elementwise work, the block moves of collectives).
+// Each check is max |cuda - cpu| / max |cpu| within the op's tolerance (see `tolerance` below); an
+// output element a kernel leaves unwritten reads as NaN and fails. A GPU test: skipped without one.
+
+// The cpu backend is host code: Eigen's __host__ __device__ annotations, which nvcc would check on
+// every product the reference instantiates (attention's triangular ones included), are not wanted.
+#define EIGEN_NO_CUDA 1
+
+#include <shardgraph/compute/compute_backend.hpp>
+#include <shardgraph/core/dtype.hpp>
+#include <shardgraph/core/half_types.hpp>
+#include <shardgraph/cpu/backend.hpp>
+#include <shardgraph/cuda/backend.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "catch.hpp"
+
+namespace sg = shardgraph;
+using sg::dtype;
+using sg::op;
+
+namespace {
+
+constexpr double not_a_number = std::numeric_limits<double>::quiet_NaN();
+constexpr double infinity = std::numeric_limits<double>::infinity();
+
+// ---- host values ----------------------------------------------------------------------------------
+
+// A tensor on the host: its values as doubles (ids too, which double holds exactly) and the dtype
+// both backends store it in. The 16-bit values are rounded once, on upload, so both see the same bits.
+struct host_tensor {
+  dtype type = dtype::f32;
+  std::vector<double> values;
+};
+
+// n values in [low, high) from a linear congruential generator: the same sequence on every platform.
+std::vector<double> random_values(std::int64_t n, std::uint32_t seed, double low = -1, double high = 1) {
+  std::vector<double> values(static_cast<std::size_t>(n));
+  std::uint32_t state = seed * 2654435761u + 12345u;
+  for (double& v : values) {
+    state = state * 1664525u + 1013904223u;
+    v = low + (high - low) * static_cast<double>(state >> 8) / 16777216.0;  // 24 random bits
+  }
+  return values;
+}
+
+host_tensor random_tensor(dtype type, std::int64_t n, std::uint32_t seed, double low = -1, double high = 1) {
+  return {type, random_values(n, seed, low, high)};
+}
+
+host_tensor id_tensor(const std::vector<std::int64_t>& ids) {
+  return {dtype::i64, std::vector<double>(ids.begin(), ids.end())};
+}
+
+// values as the bytes of a buffer of dtype `type`, and back.
+std::vector<std::byte> to_bytes(dtype type, const std::vector<double>& values) {
+  std::vector<std::byte> bytes(values.size() * sg::dtype_size(type));
+  sg::visit_host_element(type, [&]<class T>(T) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const T x = [&] {
+        if constexpr (sg::is_half_float_v<T>)
+          return T(static_cast<float>(values[i]));
+        else
+          return static_cast<T>(values[i]);
+      }();
+      std::memcpy(bytes.data() + i * sizeof(T), &x, sizeof(T));
+    }
+  });
+  return bytes;
+}
+
+std::vector<double> from_bytes(dtype type, const std::vector<std::byte>& bytes) {
+  std::vector<double> values(bytes.size() / sg::dtype_size(type));
+  sg::visit_host_element(type, [&]<class T>(T) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      T x;
+      std::memcpy(&x, bytes.data() + i * sizeof(T), sizeof(T));
+      if constexpr (sg::is_half_float_v<T>)
+        values[i] = static_cast<double>(static_cast<float>(x));
+      else
+        values[i] = static_cast<double>(x);
+    }
+  });
+  return values;
+}
+
+// (rows, cols) softmax of each row, in double: a realistic y for softmax_grad.
+std::vector<double> softmax_rows(std::vector<double> x, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    double* row = x.data() + i * cols;
+    const double largest = *std::max_element(row, row + cols);
+    double sum = 0;
+    for (std::int64_t j = 0; j < cols; ++j) sum += (row[j] = std::exp(row[j] - largest));
+    for (std::int64_t j = 0; j < cols; ++j) row[j] /= sum;
+  }
+  return x;
+}
+
+// max |got - want| / max |want|: the error relative to the scale of the result. Infinite when the
+// sizes differ, or where one result is NaN or infinite and the other is not the same (an element the
+// kernel left unwritten is NaN: the outputs are poisoned with it before each call).
+double relative_difference(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return infinity;
+  double largest_error = 0, largest_value = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i]) || !std::isfinite(want[i])) {
+      if (!(got[i] == want[i])) return infinity;
+      continue;
+    }
+    largest_error = std::max(largest_error, std::abs(got[i] - want[i]));
+    largest_value = std::max(largest_value, std::abs(want[i]));
+  }
+  return largest_error == 0 ? 0 : largest_error / largest_value;
+}
+
+// The worst of several results compared piece by piece (each relative to its own scale).
+double relative_difference(const std::vector<std::vector<double>>& got,
+                           const std::vector<std::vector<double>>& want) {
+  if (got.size() != want.size()) return infinity;
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, relative_difference(got[i], want[i]));
+  return worst;
+}
+
+// ---- either backend -------------------------------------------------------------------------------
+
+template <class Backend>
+typename Backend::buffer make_buffer(Backend& backend, const host_tensor& t) {
+  typename Backend::buffer b = backend.allocate(t.type, static_cast<std::int64_t>(t.values.size()));
+  backend.upload(b, to_bytes(t.type, t.values).data());
+  return b;
+}
+
+template <class Backend>
+std::vector<double> values_of(Backend& backend, const typename Backend::buffer& b) {
+  std::vector<std::byte> bytes(b.size_bytes());
+  backend.download(b, bytes.data());
+  return from_bytes(b.type(), bytes);
+}
+
+template <class Call>
+void set_dims(Call& call, std::initializer_list<std::int64_t> dims) {
+  std::copy(dims.begin(), dims.end(), call.dims);
+}
+
+// One kernel call on `backend`: the inputs uploaded in order and given as in[0], in[1], ... (the
+// first max_inputs of them), an output of `out_numel` elements of `out_type` poisoned with NaN, then
+// describe(call, inputs) sets what the op needs (kind, dims, scalar, a chain's steps and operands).
+// Returns the output.
+template <class Backend, class Describe>
+std::vector<double> run_on(Backend& backend, dtype out_type, std::int64_t out_numel,
+                           const std::vector<host_tensor>& inputs, Describe& describe) {
+  using buffer = typename Backend::buffer;
+  std::vector<buffer> in;
+  in.reserve(inputs.size());
+  for (const host_tensor& t : inputs) in.push_back(make_buffer(backend, t));
+  buffer out = make_buffer(
+      backend, {out_type, std::vector<double>(static_cast<std::size_t>(out_numel), not_a_number)});
+  sg::compute::kernel_call<buffer> call;
+  call.type = out_type;
+  call.out = &out;
+  for (std::size_t k = 0; k < in.size() && k < static_cast<std::size_t>(sg::max_inputs); ++k)
+    call.in[k] = &in[k];
+  describe(call, in);
+  backend.run(call);
+  return values_of(backend, out);
+}
+
+// The reference and the backend under test. Copies of a cuda backend share its stream and scratch,
+// so each test case makes its own.
+struct both_backends {
+  sg::cpu::backend cpu;
+  sg::cuda::backend cuda;
+
+  // max |cuda - cpu| / max |cpu| of one kernel call (run_on) described by `describe`.
+  template <class Describe>
+  double difference(dtype out_type, std::int64_t out_numel, const std::vector<host_tensor>& inputs,
+                    Describe&& describe) {
+    const std::vector<double> want = run_on(cpu, out_type, out_numel, inputs, describe);
+    const std::vector<double> got = run_on(cuda, out_type, out_numel, inputs, describe);
+    return relative_difference(got, want);
+  }
+
+  // The same for what `work(backend)` returns (the values of buffers it made and changed).
+  template <class Work>
+  double difference_of(Work&& work) {
+    const auto want = work(cpu);
+    const auto got = work(cuda);
+    return relative_difference(got, want);
+  }
+};
+
+// ---- tolerances -----------------------------------------------------------------------------------
+
+// The largest max |cuda - cpu| / max |cpu| an op may show, by dtype.
+struct tolerance {
+  double f64, f32, bf16;
+  double of(dtype t) const { return t == dtype::f64 ? f64 : t == dtype::f32 ? f32 : bf16; }
+};
+
+// Moves and copies: the same bits.
+constexpr tolerance exact{0, 0, 0};
+// A few roundings per element, or short row sums (norms, softmax). bf16: the two f32 results round
+// to bf16 at most one unit apart, 2^-8 to 2^-7 of the element.
+constexpr tolerance elementwise{1e-12, 1e-5, 2e-2};
+// GEMMs and sums over rows: cuBLASLt, the column-sum kernels and atomics add in another order than
+// Eigen and the cpu loops.
+constexpr tolerance long_sums{1e-10, 1e-5, 2e-2};
+// Attention: softmax between two GEMMs, and in the gradient dS = P (dP - rowsum(dP P)) subtracts
+// nearly equal numbers before two more GEMMs, so f32 summation-order differences grow ~5x. In bf16 the
+// cuda backend rounds P and dS to bf16 between its GEMMs, where the cpu keeps them in f32.
+constexpr tolerance attention_tolerance{1e-10, 5e-5, 3e-2};
+// The cross-entropy loss: under bf16 logits the loss is f32 on both (not rounded to bf16), so f32's.
+constexpr tolerance loss_tolerance{1e-10, 1e-5, 1e-5};
+
+constexpr std::array<dtype, 3> every_dtype{dtype::f64, dtype::f32, dtype::bf16};
+// For GEMM shapes that 16-bit cuBLASLt kernels may not take (dimensions not multiples of 8).
+constexpr std::array<dtype, 2> wide_dtypes{dtype::f64, dtype::f32};
+
+// One SECTION per dtype, named "<what> <dtype>", checking compare(dtype) <= the tolerance.
+template <class Compare>
+void in_each_dtype(const std::string& what, tolerance allowed, Compare&& compare,
+                   std::span<const dtype> types = every_dtype) {
+  for (const dtype t : types) {
+    SECTION(what + " " + std::string(sg::dtype_name(t))) {
+      const double difference = compare(t);
+      const double limit = allowed.of(t);
+      CAPTURE(difference, limit);
+      CHECK(difference <= limit);
+    }
+  }
+}
+
+// The sizes of one attention call: q (batch, heads, seq, head_dim), k and v (batch, kv_heads, seq,
+// head_dim). seq is odd in f64 and f32, a multiple of 8 in bf16 (16-bit GEMM strides).
+struct attention_shape {
+  std::string name;
+  std::int64_t batch, heads, kv_heads, head_dim;
+  std::int64_t seq(dtype t) const { return t == dtype::bf16 ? 16 : 11; }
+  std::int64_t q_numel(dtype t) const { return batch * heads * seq(t) * head_dim; }
+  std::int64_t kv_numel(dtype t) const { return batch * kv_heads * seq(t) * head_dim; }
+};
+
+const std::vector<attention_shape>& attention_shapes() {
+  static const std::vector<attention_shape> shapes{{"MHA (heads 4, kv_heads 4)", 2, 4, 4, 16},
+                                                   {"GQA (heads 4, kv_heads 2)", 2, 4, 2, 8},
+                                                   {"MQA (heads 4, kv_heads 1)", 2, 4, 1, 16}};
+  return shapes;
+}
+
+// q, k, v and the output's gradient, in [-1.5, 1.5]: scores of a few units, a softmax far from uniform.
+std::vector<host_tensor> attention_inputs(const attention_shape& a, dtype t, std::uint32_t seed = 1) {
+  return {random_tensor(t, a.q_numel(t), seed, -1.5, 1.5),
+          random_tensor(t, a.kv_numel(t), seed + 1, -1.5, 1.5),
+          random_tensor(t, a.kv_numel(t), seed + 2, -1.5, 1.5), random_tensor(t, a.q_numel(t), seed + 3)};
+}
+
+// Targets in [0, vocab) with one ignored row (-100).
+std::vector<std::int64_t> targets_for(std::int64_t rows, std::int64_t vocab) {
+  std::vector<std::int64_t> targets(static_cast<std::size_t>(rows));
+  for (std::int64_t i = 0; i < rows; ++i) targets[static_cast<std::size_t>(i)] = (i * 37 + 11) % vocab;
+  targets[2] = -100;
+  return targets;
+}
+
+// Token ids for a vocab-parallel table of rows [8, 19): ids from 0 to 29 (many outside the range),
+// every id repeated, and id 12 at the first three tokens.
+std::vector<std::int64_t> embedding_ids(std::int64_t tokens) {
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(tokens));
+  for (std::int64_t i = 0; i < tokens; ++i) ids[static_cast<std::size_t>(i)] = (i * 7 + 3) % 30;
+  ids[0] = ids[1] = ids[2] = 12;
+  return ids;
+}
+
+}  // namespace
+
+// ---- forward ops ----------------------------------------------------------------------------------
+
+TEST_CASE("cuda backend: embedding and position_embedding match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  const std::int64_t tokens = 37, cols = 24;
+  in_each_dtype("embedding, whole table", exact, [&](dtype t) {
+    const std::int64_t table_rows = 30;  // ids (37) into table (30, 24): out (37, 24)
+    return b.difference(t, tokens * cols,
+                        {id_tensor(embedding_ids(tokens)), random_tensor(t, table_rows * cols, 1)},
+                        [&](auto& call, auto&) {
+                          call.kind = op::embedding;
+                          set_dims(call, {tokens, table_rows, cols, 0});
+                        });
+  });
+  in_each_dtype("embedding, vocab-parallel rows [8, 19)", exact, [&](dtype t) {
+    const std::int64_t table_rows = 11, row_offset = 8;  // ids outside [8, 19) give zero rows
+    return b.difference(t, tokens * cols,
+                        {id_tensor(embedding_ids(tokens)), random_tensor(t, table_rows * cols, 2)},
+                        [&](auto& call, auto&) {
+                          call.kind = op::embedding;
+                          set_dims(call, {tokens, table_rows, cols, row_offset});
+                        });
+  });
+  in_each_dtype("position_embedding", elementwise, [&](dtype t) {
+    const std::int64_t batch = 3, seq = 7, width = 40, positions = 9;  // x (3, 7, 40) + table (9, 40)[t]
+    return b.difference(t, batch * seq * width,
+                        {random_tensor(t, batch * seq * width, 3), random_tensor(t, positions * width, 4)},
+                        [&](auto& call, auto&) {
+                          call.kind = op::position_embedding;
+                          set_dims(call, {batch, seq, width});
+                        });
+  });
+}
+
+TEST_CASE("cuda backend: linear and matmul match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  struct gemm_size {
+    std::string name;
+    std::int64_t m, k, n;
+    std::span<const dtype> types;
+  };
+  // k and n multiples of 8 for the 16-bit GEMMs; the odd shape only in f64 and f32.
+  const std::vector<gemm_size> sizes{{"(37, 24) . (24, 40)", 37, 24, 40, every_dtype},
+                                     {"(5, 13) . (13, 11)", 5, 13, 11, wide_dtypes}};
+  for (const gemm_size& s : sizes)
+    for (const bool transposed : {false, true}) {
+      const std::string name = "linear " + s.name + (transposed ? ", w stored (n, k)" : ", w stored (k, n)");
+      in_each_dtype(
+          name, long_sums,
+          [&](dtype t) {
+            return b.difference(t, s.m * s.n,
+                                {random_tensor(t, s.m * s.k, 1), random_tensor(t, s.k * s.n, 2)},
+                                [&](auto& call, auto&) {
+                                  call.kind = op::linear;
+                                  set_dims(call, {s.m, s.k, s.n});
+                                  call.transpose_b = transposed;
+                                });
+          },
+          s.types);
+    }
+  struct matmul_size {
+    std::string name;
+    std::int64_t batch, m, k, n;
+    std::span<const dtype> types;
+  };
+  const std::vector<matmul_size> batched{{"3 x (13, 16) . (16, 24)", 3, 13, 16, 24, every_dtype},
+                                         {"2 x (5, 7) . (7, 3)", 2, 5, 7, 3, wide_dtypes}};
+  for (const matmul_size& s : batched)
+    in_each_dtype(
+        "matmul " + s.name, long_sums,
+        [&](dtype t) {
+          return b.difference(
+              t, s.batch * s.m * s.n,
+              {random_tensor(t, s.batch * s.m * s.k, 3), random_tensor(t, s.batch * s.k * s.n, 4)},
+              [&](auto& call, auto&) {
+                call.kind = op::matmul;
+                set_dims(call, {s.batch, s.m, s.k, s.n});
+              });
+        },
+        s.types);
+}
+
+TEST_CASE("cuda backend: elementwise chains match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  const std::int64_t rows = 5, cols = 40, numel = rows * cols;  // (5, 40), a bias (40)
+  // A chain over operands[0..count), as the executor fuses it (compute::elementwise_step).
+  auto chain = [](std::vector<sg::compute::elementwise_step> steps, int operand_count,
+                  std::int64_t elements) {
+    return [steps, operand_count, elements](auto& call, auto& in) {
+      for (const sg::compute::elementwise_step& s : steps) call.chain[call.chain_length++] = s;
+      for (int k = 0; k < operand_count; ++k) call.operands[k] = &in[static_cast<std::size_t>(k)];
+      call.operand_count = operand_count;
+      call.kind = call.chain[call.chain_length - 1].kind;  // the op of the chain's last node
+      call.dims[0] = elements;
+    };
+  };
+  in_each_dtype("add", elementwise, [&](dtype t) {
+    return b.difference(t, numel, {random_tensor(t, numel, 1), random_tensor(t, numel, 2)},
+                        chain({{op::add, 1, 0}}, 2, numel));
+  });
+  in_each_dtype("mul", elementwise, [&](dtype t) {
+    return b.difference(t, numel, {random_tensor(t, numel, 3), random_tensor(t, numel, 4)},
+                        chain({{op::mul, 1, 0}}, 2, numel));
+  });
+  in_each_dtype("add_bias, the bias read with period 40", elementwise, [&](dtype t) {
+    return b.difference(t, numel, {random_tensor(t, numel, 5), random_tensor(t, cols, 6)},
+                        chain({{op::add_bias, 1, cols}}, 2, numel));
+  });
+  in_each_dtype("gelu", elementwise, [&](dtype t) {
+    return b.difference(t, numel, {random_tensor(t, numel, 7, -4, 4)}, chain({{op::gelu, -1, 0}}, 1, numel));
+  });
+  in_each_dtype("silu", elementwise, [&](dtype t) {
+    return b.difference(t, numel, {random_tensor(t, numel, 8, -4, 4)}, chain({{op::silu, -1, 0}}, 1, numel));
+  });
+  // silu((gelu(x + bias) * gate) + residual): five steps, three operands after the start.
+  in_each_dtype("chain add_bias, gelu, mul, add, silu", elementwise, [&](dtype t) {
+    return b.difference(
+        t, numel,
+        {random_tensor(t, numel, 9, -2, 2), random_tensor(t, cols, 10), random_tensor(t, numel, 11),
+         random_tensor(t, numel, 12)},
+        chain(
+            {{op::add_bias, 1, cols}, {op::gelu, -1, 0}, {op::mul, 2, 0}, {op::add, 3, 0}, {op::silu, -1, 0}},
+            4, numel));
+  });
+}
+
+TEST_CASE("cuda backend: layer_norm, rms_norm and softmax match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  struct row_size {
+    std::string name;
+    std::int64_t rows, cols;
+  };
+  // (37, 96), and rows wider than the 256 threads of a row's block.
+  for (const row_size& s : {row_size{"(37, 96)", 37, 96}, row_size{"(5, 520)", 5, 520}}) {
+    const std::int64_t numel = s.rows * s.cols;
+    in_each_dtype("layer_norm " + s.name, elementwise, [&](dtype t) {
+      // x off zero (mean ~1), so the two-pass variance matters; w, b (cols)
+      return b.difference(t, numel,
+                          {random_tensor(t, numel, 1, -1, 3), random_tensor(t, s.cols, 2, 0.5, 1.5),
+                           random_tensor(t, s.cols, 3)},
+                          [&](auto& call, auto&) {
+                            call.kind = op::layer_norm;
+                            set_dims(call, {s.rows, s.cols});
+                            call.scalar = 1e-5;
+                          });
+    });
+    in_each_dtype("rms_norm " + s.name, elementwise, [&](dtype t) {
+      return b.difference(t, numel,
+                          {random_tensor(t, numel, 4, -2, 2), random_tensor(t, s.cols, 5, 0.5, 1.5)},
+                          [&](auto& call, auto&) {
+                            call.kind = op::rms_norm;
+                            set_dims(call, {s.rows, s.cols});
+                            call.scalar = 1e-6;
+                          });
+    });
+    in_each_dtype("softmax " + s.name, elementwise, [&](dtype t) {
+      return b.difference(t, numel, {random_tensor(t, numel, 6, -4, 4)}, [&](auto& call, auto&) {
+        call.kind = op::softmax;
+        set_dims(call, {s.rows, s.cols});
+      });
+    });
+  }
+}
+
+TEST_CASE("cuda backend: rope, split_heads, merge_heads and transpose match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  const std::int64_t batch = 2, heads = 3, seq = 7, head_dim = 16, numel = batch * heads * seq * head_dim;
+  in_each_dtype("rope", elementwise, [&](dtype t) {
+    return b.difference(t, numel, {random_tensor(t, numel, 1)}, [&](auto& call, auto&) {
+      call.kind = op::rope;  // x (batch, heads, seq, head_dim)
+      set_dims(call, {batch, heads, seq, head_dim});
+      call.scalar = 10000;
+    });
+  });
+  in_each_dtype("split_heads", exact, [&](dtype t) {
+    return b.difference(t, numel, {random_tensor(t, numel, 2)}, [&](auto& call, auto&) {
+      call.kind = op::split_heads;  // (batch, seq, heads, head_dim) -> (batch, heads, seq, head_dim)
+      set_dims(call, {batch, seq, heads, head_dim});
+    });
+  });
+  in_each_dtype("merge_heads", exact, [&](dtype t) {
+    return b.difference(t, numel, {random_tensor(t, numel, 3)}, [&](auto& call, auto&) {
+      call.kind = op::merge_heads;  // (batch, heads, seq, head_dim) -> (batch, seq, heads, head_dim)
+      set_dims(call, {batch, seq, heads, head_dim});
+    });
+  });
+  in_each_dtype("transpose", exact, [&](dtype t) {
+    const std::int64_t matrices = 3, rows = 7, cols = 24;  // (3, 7, 24) -> (3, 24, 7)
+    return b.difference(t, matrices * rows * cols, {random_tensor(t, matrices * rows * cols, 4)},
+                        [&](auto& call, auto&) {
+                          call.kind = op::transpose;
+                          set_dims(call, {matrices, rows, cols});
+                        });
+  });
+}
+
+TEST_CASE("cuda backend: causal attention and its gradients match the cpu backend, MHA, GQA and MQA",
+          "[cuda][gpu]") {
+  both_backends b;
+  for (const attention_shape& a : attention_shapes()) {
+    const struct {
+      op kind;
+      const char* name;
+    } ops[] = {{op::attention, "attention"},
+               {op::attention_grad_q, "attention_grad_q"},
+               {op::attention_grad_k, "attention_grad_k"},
+               {op::attention_grad_v, "attention_grad_v"}};
+    for (const auto& o : ops)
+      in_each_dtype(std::string(o.name) + " " + a.name, attention_tolerance, [&](dtype t) {
+        // out (batch, heads, seq, head_dim) for attention and dq, (batch, kv_heads, seq, head_dim) for
+        // dk and dv
+        const bool kv_sized = o.kind == op::attention_grad_k || o.kind == op::attention_grad_v;
+        std::vector<host_tensor> inputs = attention_inputs(a, t);
+        if (o.kind == op::attention) inputs.pop_back();  // the forward reads q, k, v
+        return b.difference(t, kv_sized ? a.kv_numel(t) : a.q_numel(t), inputs, [&](auto& call, auto&) {
+          call.kind = o.kind;
+          set_dims(call, {a.batch, a.heads, a.kv_heads, a.seq(t), a.head_dim});
+        });
+      });
+  }
+}
+
+namespace {
+
+// The three attention gradients of one set of inputs, asked for in the order k, v, q (the cuda
+// backend makes all three on the first call and serves the next two from them), then dk after q
+// changed through upload, and after q changed through scale: each must be that of the q it has then.
+template <class Backend>
+std::vector<std::vector<double>> attention_gradients_in_sequence(Backend& backend, const attention_shape& a,
+                                                                 dtype t) {
+  using buffer = typename Backend::buffer;
+  const std::vector<host_tensor> inputs = attention_inputs(a, t);
+  buffer q = make_buffer(backend, inputs[0]), k = make_buffer(backend, inputs[1]),
+         v = make_buffer(backend, inputs[2]), dout = make_buffer(backend, inputs[3]);
+  buffer dq = backend.allocate(t, a.q_numel(t)), dk = backend.allocate(t, a.kv_numel(t)),
+         dv = backend.allocate(t, a.kv_numel(t));
+  auto gradient = [&](op kind, buffer& out) {
+    sg::compute::kernel_call<buffer> call;
+    call.kind = kind;
+    call.type = t;
+    call.out = &out;
+    call.in[0] = &q;
+    call.in[1] = &k;
+    call.in[2] = &v;
+    call.in[3] = &dout;
+    set_dims(call, {a.batch, a.heads, a.kv_heads, a.seq(t), a.head_dim});
+    backend.run(call);
+    return values_of(backend, out);
+  };
+  std::vector<std::vector<double>> results;
+  results.push_back(gradient(op::attention_grad_k, dk));
+  results.push_back(gradient(op::attention_grad_v, dv));
+  results.push_back(gradient(op::attention_grad_q, dq));
+  backend.upload(q, to_bytes(t, random_values(a.q_numel(t), 99, -1.5, 1.5)).data());
+  results.push_back(gradient(op::attention_grad_k, dk));
+  backend.scale(q, 0.5);
+  results.push_back(gradient(op::attention_grad_k, dk));
+  return results;
+}
+
+}  // namespace
+
+TEST_CASE("cuda backend: attention gradients asked one after another see the inputs as they are then",
+          "[cuda][gpu]") {
+  both_backends b;
+  const attention_shape& a = attention_shapes()[1];  // GQA: dk and dv sum over each kv head's group
+  const char* const steps[] = {"attention_grad_k, first", "attention_grad_v, after k",
+                               "attention_grad_q, after v", "attention_grad_k, after upload(q)",
+                               "attention_grad_k, after scale(q, 0.5)"};
+  for (const dtype t : every_dtype) {
+    SECTION("attention gradients in sequence " + std::string(sg::dtype_name(t))) {
+      const std::vector<std::vector<double>> want = attention_gradients_in_sequence(b.cpu, a, t);
+      const std::vector<std::vector<double>> got = attention_gradients_in_sequence(b.cuda, a, t);
+      REQUIRE(got.size() == want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        INFO(steps[i]);
+        const double difference = relative_difference(got[i], want[i]);
+        const double limit = attention_tolerance.of(t);
+        CAPTURE(difference, limit);
+        CHECK(difference <= limit);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda backend: cross_entropy and its gradient match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  struct loss_size {
+    std::string name;
+    std::int64_t rows, vocab;
+  };
+  // Row 2 is ignored (-100); global_rows is twice the local rows, as on one of two data-parallel ranks.
+  for (const loss_size& s : {loss_size{"(37, 96)", 37, 96}, loss_size{"(5, 300)", 5, 300}}) {
+    const std::int64_t global_rows = 2 * s.rows;
+    in_each_dtype("cross_entropy " + s.name + ", a row ignored", loss_tolerance, [&](dtype t) {
+      // logits (rows, vocab) in t, targets (rows) i64; the loss (one element) is f32 under bf16 logits
+      const dtype loss_type = t == dtype::bf16 ? dtype::f32 : t;
+      return b.difference(
+          loss_type, 1,
+          {random_tensor(t, s.rows * s.vocab, 1, -3, 3), id_tensor(targets_for(s.rows, s.vocab))},
+          [&](auto& call, auto&) {
+            call.kind = op::cross_entropy;
+            set_dims(call, {s.rows, s.vocab, global_rows});
+          });
+    });
+    in_each_dtype("cross_entropy_grad " + s.name + ", a row ignored", elementwise, [&](dtype t) {
+      // dlogits (rows, vocab) in t; the loss's gradient (one element, here a loss scale of 2.5) is f32
+      // under bf16 logits, as the loss it is the gradient of
+      const dtype loss_type = t == dtype::bf16 ? dtype::f32 : t;
+      return b.difference(t, s.rows * s.vocab,
+                          {random_tensor(t, s.rows * s.vocab, 2, -3, 3),
+                           id_tensor(targets_for(s.rows, s.vocab)), host_tensor{loss_type, {2.5}}},
+                          [&](auto& call, auto&) {
+                            call.kind = op::cross_entropy_grad;
+                            set_dims(call, {s.rows, s.vocab, global_rows});
+                          });
+    });
+  }
+}
+
+TEST_CASE("cuda backend: a target outside the vocabulary is an error at the next synchronisation",
+          "[cuda][gpu]") {
+  both_backends b;
+  const std::int64_t rows = 5, vocab = 24;
+  const host_tensor logits = random_tensor(dtype::f32, rows * vocab, 1, -2, 2);
+  // The call on the cuda backend, run: the kernel only flags the target, run() returns. The buffers
+  // stay alive until the flag is read.
+  using buffer = sg::cuda::backend::buffer;
+  struct flagged_call {
+    buffer logits, targets, loss_gradient, out;
+  };
+  auto run_with_targets = [&](op kind, const std::vector<std::int64_t>& targets, std::int64_t out_numel) {
+    flagged_call f{make_buffer(b.cuda, logits), make_buffer(b.cuda, id_tensor(targets)),
+                   make_buffer(b.cuda, {dtype::f32, {1.0}}), b.cuda.allocate(dtype::f32, out_numel)};
+    sg::compute::kernel_call<buffer> call;
+    call.kind = kind;
+    call.type = dtype::f32;
+    call.out = &f.out;
+    call.in[0] = &f.logits;
+    call.in[1] = &f.targets;
+    if (kind == op::cross_entropy_grad) call.in[2] = &f.loss_gradient;
+    set_dims(call, {rows, vocab, rows});
+    CHECK(sg::testing::error_of([&] { b.cuda.run(call); }) == "(no error)");
+    return f;
+  };
+  SECTION("cross_entropy, reported by download") {
+    const flagged_call f = run_with_targets(op::cross_entropy, {3, vocab, 1, -100, 7}, 1);
+    float loss = 0;
+    CHECK_THAT(sg::testing::error_of([&] { b.cuda.download(f.out, &loss); }),
+               sg::testing::ContainsSubstring("outside the vocabulary"));
+    // The reference rejects the same target when it runs.
+    CHECK_THAT(sg::testing::error_of([&] {
+                 b.difference(dtype::f32, 1, {logits, id_tensor({3, vocab, 1, -100, 7})},
+                              [&](auto& call, auto&) {
+                                call.kind = op::cross_entropy;
+                                set_dims(call, {rows, vocab, rows});
+                              });
+               }),
+               sg::testing::ContainsSubstring("outside the vocabulary"));
+  }
+  SECTION("cross_entropy_grad, reported by synchronize()") {
+    const flagged_call f =
+        run_with_targets(op::cross_entropy_grad, {3, 1, -5, -100, 7}, rows * vocab);  // -5 < 0
+    CHECK_THAT(sg::testing::error_of([&] { b.cuda.synchronize(); }),
+               sg::testing::ContainsSubstring("outside the vocabulary"));
+  }
+  // Reported once, and the backend computes as before.
+  CHECK(sg::testing::error_of([&] { b.cuda.synchronize(); }) == "(no error)");
+  const double difference =
+      b.difference(dtype::f32, 1, {logits, id_tensor({3, 0, 1, -100, vocab - 1})}, [&](auto& call, auto&) {
+        call.kind = op::cross_entropy;
+        set_dims(call, {rows, vocab, rows});
+      });
+  CHECK(difference <= loss_tolerance.f32);
+}
+
+// ---- gradient ops ---------------------------------------------------------------------------------
+
+TEST_CASE("cuda backend: linear_weight_grad and bias_grad match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  struct weight_size {
+    std::string name;
+    std::int64_t rows, k, n;
+    std::span<const dtype> types;
+  };
+  // x (rows, k), dy (rows, n): dw (k, n) = x^T dy, or (n, k) = dy^T x. The odd shape in f64 and f32.
+  const std::vector<weight_size> sizes{{"x (37, 24), dy (37, 40)", 37, 24, 40, every_dtype},
+                                       {"x (5, 13), dy (5, 11)", 5, 13, 11, wide_dtypes}};
+  for (const weight_size& s : sizes)
+    for (const bool transposed : {false, true}) {
+      const std::string name = "linear_weight_grad " + s.name + (transposed ? ", dw (n, k)" : ", dw (k, n)");
+      in_each_dtype(
+          name, long_sums,
+          [&](dtype t) {
+            return b.difference(t, s.k * s.n,
+                                {random_tensor(t, s.rows * s.k, 1), random_tensor(t, s.rows * s.n, 2)},
+                                [&](auto& call, auto&) {
+                                  call.kind = op::linear_weight_grad;
+                                  set_dims(call, {s.rows, s.k, s.n});
+                                  call.transpose_b = transposed;
+                                });
+          },
+          s.types);
+    }
+  // dy (rows, 40) -> db (40); 261 rows are three of the column sums' 128-row splits.
+  for (const std::int64_t rows : {37, 261})
+    in_each_dtype("bias_grad, " + std::to_string(rows) + " rows", long_sums, [&](dtype t) {
+      const std::int64_t n = 40;
+      return b.difference(t, n, {random_tensor(t, rows * n, 3)}, [&](auto& call, auto&) {
+        call.kind = op::bias_grad;
+        set_dims(call, {rows, n});
+      });
+    });
+}
+
+TEST_CASE("cuda backend: gelu_grad, silu_grad and softmax_grad match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  const std::int64_t numel = 203;
+  for (const op kind : {op::gelu_grad, op::silu_grad})
+    in_each_dtype(std::string(sg::op_name(kind)), elementwise, [&](dtype t) {
+      // in0 = the activation's input x, in1 = dy
+      return b.difference(t, numel, {random_tensor(t, numel, 1, -4, 4), random_tensor(t, numel, 2)},
+                          [&](auto& call, auto&) {
+                            call.kind = kind;
+                            set_dims(call, {numel});
+                          });
+    });
+  in_each_dtype("softmax_grad", elementwise, [&](dtype t) {
+    const std::int64_t rows = 37, cols = 50;  // in0 = y = softmax(x) (rows, cols), in1 = dy
+    return b.difference(t, rows * cols,
+                        {host_tensor{t, softmax_rows(random_values(rows * cols, 3, -3, 3), rows, cols)},
+                         random_tensor(t, rows * cols, 4)},
+                        [&](auto& call, auto&) {
+                          call.kind = op::softmax_grad;
+                          set_dims(call, {rows, cols});
+                        });
+  });
+}
+
+TEST_CASE("cuda backend: the norms' gradients match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  const std::int64_t rows = 37, cols = 96, numel = rows * cols;
+  // x (rows, cols) off zero, w (cols), dy (rows, cols)
+  const auto x = [&](dtype t) { return random_tensor(t, numel, 1, -1, 3); };
+  const auto w = [&](dtype t) { return random_tensor(t, cols, 2, 0.5, 1.5); };
+  const auto dy = [&](dtype t) { return random_tensor(t, numel, 3); };
+  for (const op kind : {op::layer_norm_grad_x, op::rms_norm_grad_x})
+    in_each_dtype(std::string(sg::op_name(kind)), elementwise, [&](dtype t) {
+      // in0 = x, in1 = w, in2 = dy: dx (rows, cols)
+      return b.difference(t, numel, {x(t), w(t), dy(t)}, [&](auto& call, auto&) {
+        call.kind = kind;
+        set_dims(call, {rows, cols});
+        call.scalar = 1e-5;
+      });
+    });
+  for (const op kind : {op::layer_norm_grad_w, op::rms_norm_grad_w})
+    in_each_dtype(std::string(sg::op_name(kind)), long_sums, [&](dtype t) {
+      // in0 = x, in1 = dy: dw (cols), a sum over the rows
+      return b.difference(t, cols, {x(t), dy(t)}, [&](auto& call, auto&) {
+        call.kind = kind;
+        set_dims(call, {rows, cols});
+        call.scalar = 1e-5;
+      });
+    });
+}
+
+TEST_CASE("cuda backend: rope_grad, the embeddings' gradients and ones match the cpu backend",
+          "[cuda][gpu]") {
+  both_backends b;
+  in_each_dtype("rope_grad", elementwise, [&](dtype t) {
+    const std::int64_t batch = 2, heads = 3, seq = 7, head_dim = 16, numel = batch * heads * seq * head_dim;
+    return b.difference(t, numel, {random_tensor(t, numel, 1)}, [&](auto& call, auto&) {
+      call.kind = op::rope_grad;  // dy (batch, heads, seq, head_dim) -> dx
+      set_dims(call, {batch, heads, seq, head_dim});
+      call.scalar = 10000;
+    });
+  });
+  in_each_dtype("embedding_grad, repeated ids and ids outside rows [8, 19)", long_sums, [&](dtype t) {
+    const std::int64_t tokens = 37, table_rows = 11, cols = 24, row_offset = 8;
+    // ids (37), dout (37, 24) -> dtable (11, 24): sums of the rows of each id in [8, 19)
+    return b.difference(t, table_rows * cols,
+                        {id_tensor(embedding_ids(tokens)), random_tensor(t, tokens * cols, 2)},
+                        [&](auto& call, auto&) {
+                          call.kind = op::embedding_grad;
+                          set_dims(call, {tokens, table_rows, cols, row_offset});
+                        });
+  });
+  in_each_dtype("position_embedding_grad", long_sums, [&](dtype t) {
+    const std::int64_t batch = 3, seq = 7, cols = 40, positions = 9;
+    // dy (3, 7, 40) -> dtable (9, 40): rows t < 7 sum over the batch, rows 7 and 8 are zero
+    return b.difference(t, positions * cols, {random_tensor(t, batch * seq * cols, 3)},
+                        [&](auto& call, auto&) {
+                          call.kind = op::position_embedding_grad;
+                          set_dims(call, {batch, seq, cols, positions});
+                        });
+  });
+  for (const double loss_scale : {0.0, 1024.0})
+    in_each_dtype("ones, scalar " + std::to_string(static_cast<int>(loss_scale)), exact, [&](dtype t) {
+      const std::int64_t numel = 5;  // 1 when the scalar is 0, else the loss scale
+      return b.difference(t, numel, {}, [&](auto& call, auto&) {
+        call.kind = op::ones;
+        set_dims(call, {numel});
+        call.scalar = loss_scale;
+      });
+    });
+}
+
+// ---- TrainingBackend --------------------------------------------------------------------------------
+
+TEST_CASE("cuda backend: the optimizer's operations match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  const std::int64_t numel = 301;
+  for (const dtype t : every_dtype) {
+    const std::string type(sg::dtype_name(t));
+    SECTION("sum_of_squares " + type) {  // accumulated in double by both
+      const host_tensor x = random_tensor(t, numel, 1);
+      auto want = make_buffer(b.cpu, x);
+      auto got = make_buffer(b.cuda, x);
+      const double reference = b.cpu.sum_of_squares(want);
+      const double difference = std::abs(b.cuda.sum_of_squares(got) - reference) / reference;
+      CAPTURE(difference);
+      CHECK(difference <= 1e-12);
+    }
+    SECTION("scale " + type) {  // f32: the cpu multiplies by the double factor, the gpu by it in f32
+      const double difference = b.difference_of([&](auto& backend) {
+        auto x = make_buffer(backend, random_tensor(t, numel, 2));
+        backend.scale(x, 0.37);
+        return values_of(backend, x);
+      });
+      CAPTURE(difference);
+      CHECK(difference <= tolerance{1e-12, 1e-6, 2e-2}.of(t));
+    }
+    SECTION("fill_zero " + type) {
+      const double difference = b.difference_of([&](auto& backend) {
+        auto x = make_buffer(backend, random_tensor(t, numel, 3));
+        backend.fill_zero(x);
+        return values_of(backend, x);
+      });
+      CHECK(difference == 0);
+    }
+    SECTION("copy_range " + type) {  // from[5, 22) -> to[9, 26), the rest of `to` unchanged
+      const double difference = b.difference_of([&](auto& backend) {
+        auto from = make_buffer(backend, random_tensor(t, 50, 4));
+        auto to = make_buffer(backend, random_tensor(t, 40, 5));
+        backend.copy_range(from, 5, to, 9, 17);
+        return values_of(backend, to);
+      });
+      CHECK(difference == 0);
+    }
+    SECTION("all_finite " + type) {
+      auto finite_then_not = [&](auto& backend) {
+        std::vector<double> values = random_values(numel, 6);
+        auto x = make_buffer(backend, {t, values});
+        std::vector<double> answers{backend.all_finite(x) ? 1.0 : 0.0};
+        values[200] = not_a_number;
+        backend.upload(x, to_bytes(t, values).data());
+        answers.push_back(backend.all_finite(x) ? 1.0 : 0.0);
+        values[200] = 0.5;
+        values[numel - 1] = -infinity;
+        backend.upload(x, to_bytes(t, values).data());
+        answers.push_back(backend.all_finite(x) ? 1.0 : 0.0);
+        return answers;
+      };
+      const std::vector<double> want{1, 0, 0};
+      CHECK(finite_then_not(b.cpu) == want);
+      CHECK(finite_then_not(b.cuda) == want);
+    }
+  }
+  // add_scaled: to += 0.75 from. f32 targets: the cpu adds in double and rounds once, the gpu in f32.
+  struct pair {
+    dtype from, to;
+    double limit;
+  };
+  for (const pair p : {pair{dtype::f64, dtype::f64, 1e-12}, pair{dtype::f32, dtype::f32, 1e-6},
+                       pair{dtype::bf16, dtype::f32, 1e-6}})
+    SECTION("add_scaled " + std::string(sg::dtype_name(p.from)) + " into " +
+            std::string(sg::dtype_name(p.to))) {
+      const double difference = b.difference_of([&](auto& backend) {
+        auto from = make_buffer(backend, random_tensor(p.from, numel, 7));
+        auto to = make_buffer(backend, random_tensor(p.to, numel, 8));
+        backend.add_scaled(from, to, 0.75);
+        return values_of(backend, to);
+      });
+      CAPTURE(difference);
+      CHECK(difference <= p.limit);
+    }
+  // convert rounds to nearest even once (f64 -> bf16 through f32 on both), so the values are equal.
+  SECTION("convert f32 -> bf16 -> f32, f64 -> f32 and f64 -> bf16") {
+    const double difference = b.difference_of([&](auto& backend) {
+      auto f32 = make_buffer(backend, random_tensor(dtype::f32, numel, 9, -300, 300));
+      auto f64 = make_buffer(backend, random_tensor(dtype::f64, numel, 10));
+      auto bf16 = backend.allocate(dtype::bf16, numel);
+      auto back = backend.allocate(dtype::f32, numel);
+      std::vector<std::vector<double>> results;
+      backend.convert(f32, bf16);
+      results.push_back(values_of(backend, bf16));
+      backend.convert(bf16, back);
+      results.push_back(values_of(backend, back));
+      backend.convert(f64, back);
+      results.push_back(values_of(backend, back));
+      backend.convert(f64, bf16);
+      results.push_back(values_of(backend, bf16));
+      return results;
+    });
+    CHECK(difference == 0);
+  }
+}
+
+TEST_CASE("cuda backend: adamw over several steps matches the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  const std::int64_t numel = 257;
+  // Both compute each element in double from the stored values; the gpu may fuse multiply-adds.
+  struct precision {
+    dtype type;
+    double limit;
+  };
+  for (const precision p : {precision{dtype::f64, 1e-12}, precision{dtype::f32, 1e-6}})
+    for (const double weight_decay : {0.0, 0.1})
+      SECTION("adamw " + std::string(sg::dtype_name(p.type)) + ", weight_decay " +
+              std::to_string(weight_decay)) {
+        const dtype t = p.type;
+        const double limit = p.limit;
+        const double difference = b.difference_of([&](auto& backend) {
+          auto param = make_buffer(backend, random_tensor(t, numel, 1));
+          auto m = backend.allocate(t, numel);
+          auto v = backend.allocate(t, numel);
+          backend.fill_zero(m);
+          backend.fill_zero(v);
+          std::vector<std::vector<double>> history;  // param, m and v after each step
+          for (std::int64_t step = 1; step <= 4; ++step) {
+            auto grad = make_buffer(backend, random_tensor(t, numel, static_cast<std::uint32_t>(10 + step)));
+            backend.adamw(param, grad, m, v,
+                          {.lr = 1e-2,
+                           .beta1 = 0.9,
+                           .beta2 = 0.95,
+                           .eps = 1e-8,
+                           .weight_decay = weight_decay,
+                           .step = step});
+            history.push_back(values_of(backend, param));
+            history.push_back(values_of(backend, m));
+            history.push_back(values_of(backend, v));
+          }
+          return history;
+        });
+        CAPTURE(difference, limit);
+        CHECK(difference <= limit);
+      }
+}
+
+TEST_CASE("cuda backend: copy and the block moves of collectives match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  // A tensor (outer 4, parts 3 * mid 5, inner 7) split along its middle dimension into 3 blocks.
+  for (const dtype t : every_dtype) {
+    const sg::compute::block_layout layout{.parts = 3,
+                                           .outer = 4,
+                                           .mid = 5,
+                                           .inner = 7,
+                                           .element_bytes = static_cast<std::int64_t>(sg::dtype_size(t))};
+    const std::int64_t numel = layout.parts * layout.outer * layout.mid * layout.inner;
+    const host_tensor whole = random_tensor(t, numel, 1);
+    SECTION("copy, deinterleave, interleave and slice " + std::string(sg::dtype_name(t))) {
+      const double difference = b.difference_of([&](auto& backend) {
+        auto x = make_buffer(backend, whole);
+        auto copied = backend.allocate(t, numel);
+        auto blocks = backend.allocate(t, numel);                // [parts][outer][mid][inner]
+        auto restored = backend.allocate(t, numel);              // (outer, parts*mid, inner) again
+        auto block = backend.allocate(t, numel / layout.parts);  // (outer, mid, inner) of block 2
+        backend.copy(x, copied);
+        backend.deinterleave(x, blocks, layout);
+        backend.interleave(blocks, restored, layout);
+        backend.slice(x, block, layout, 2);
+        return std::vector<std::vector<double>>{values_of(backend, copied), values_of(backend, blocks),
+                                                values_of(backend, restored), values_of(backend, block)};
+      });
+      CHECK(difference == 0);
+      // And interleave undoes deinterleave.
+      auto x = make_buffer(b.cuda, whole);
+      auto blocks = b.cuda.allocate(t, numel);
+      auto restored = b.cuda.allocate(t, numel);
+      b.cuda.deinterleave(x, blocks, layout);
+      b.cuda.interleave(blocks, restored, layout);
+      CHECK(relative_difference(values_of(b.cuda, restored), values_of(b.cuda, x)) == 0);
+    }
+  }
+}
