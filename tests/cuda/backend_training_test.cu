@@ -5,6 +5,7 @@
 //    the GPU (managed memory), with ZeRO 0 and 1.
 //  - f32: gradients within 1e-4 relative of the cpu's f32 (different summation orders).
 //  - bf16 (f32 master weights): the loss curve of 8 steps follows the cpu's bf16 run within 1e-2.
+//  - A model too large for the GPU fails at bind with the value's name and the free memory.
 // A GPU test (label gpu): skipped without a CUDA device.
 #include <shardgraph/cpu.hpp>
 #include <shardgraph/cuda/backend.hpp>
@@ -179,4 +180,23 @@ TEST_CASE("cuda backend: bf16 training follows the cpu backend's bf16 loss curve
     CAPTURE(s, got_losses[s], want_losses[s]);
     CHECK(std::abs(got_losses[s] - want_losses[s]) < 1e-2 * want_losses[s]);
   }
+}
+
+TEST_CASE("cuda backend: a model that does not fit fails at bind, naming the value", "[cuda][gpu]") {
+  // GPT-2 124M's logits alone for 2^16 sequences of 1024 tokens: 2^26 x 50304 bf16, about 6.4 TiB.
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    const std::string message = sg::testing::error_of([&] {
+      auto rank =
+          sg::bind(gpt2_bf16, sg::models::gpt2_config::small().sizes(std::int64_t{1} << 16, 1024), comm,
+                   gpu_backend(), sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights(1, 0.02));
+      static_cast<void>(rank);
+    });
+    CHECK_THAT(message, sg::testing::ContainsSubstring("bind: value '"));
+    CHECK_THAT(message, sg::testing::ContainsSubstring("does not fit"));
+    CHECK_THAT(message, sg::testing::ContainsSubstring("MiB are free"));
+  });
+  // The GPU is usable afterwards.
+  double loss = 0;
+  gradients(gpu_backend, gpt2_f64, gpt2_tiny.sizes(batch, seq), 1, 1, &loss);
+  CHECK(std::isfinite(loss));
 }

@@ -45,6 +45,9 @@ struct kernel_call {
   std::int64_t dims[6]{};
   double scalar = 0.0;
   bool transpose_b = false;
+  // linear only: out = x w + bias (n, broadcast over rows), set when the backend declares
+  // `static constexpr bool linear_bias_epilogue = true` (a GEMM that adds it in its epilogue).
+  const Buffer* bias = nullptr;
 
   elementwise_step chain[max_chain]{};
   int chain_length = 0;

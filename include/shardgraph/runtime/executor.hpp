@@ -72,6 +72,7 @@ class rank_program {
     plan_pipeline(pipe);
     split_axes(world);
     if (pipelined()) split_tied_group();
+    plan_bias_epilogues();
     allocate();
     load_weights(weights);
   }
@@ -865,6 +866,43 @@ class rank_program {
     return n.body() >= 0 && !g[n.body()].reverse && !recomputed(i);
   }
 
+  // A value's memory; a backend that cannot give it (a GPU out of memory) is reported with the
+  // value's name, before the first step.
+  buffer allocate_for(int i, dtype type, std::int64_t numel) {
+    try {
+      return backend_.allocate(type, numel);
+    } catch (const error& e) {
+      const node& n = program_.nodes[i];
+      fail(
+          "bind: value '" + std::string(n.name.view()) + "' (" + std::string(op_name(n.kind)) + ", " +
+              std::to_string(numel) + " " + std::string(dtype_name(type)) + " elements)",
+          std::string(e.what()).substr(std::string("shardgraph: ").size()),
+          "bind fails before any step runs; memory() of a smaller configuration shows what each value takes");
+    }
+  }
+
+  // linear -> add_bias pairs whose bias the backend adds in the product's epilogue: the linear's
+  // plain product is read by nothing else, so the linear writes x w + b straight into the add_bias
+  // node's value and the chain starting at that add_bias skips it.
+  void plan_bias_epilogues() {
+    const graph& g = program_.nodes;
+    bias_epilogue_of_.assign(index(g.size()), -1);
+    bias_done_by_product_.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::linear_bias_epilogue; }) {
+      for (const step& st : program_.steps) {
+        if (st.kind != step_kind::fused) continue;
+        const int j = st.first;
+        const node& n = g[j];
+        if (n.kind != op::add_bias || n.input_count != 2) continue;
+        const int product = n.inputs[0];
+        if (g[product].kind != op::linear || readers_[index(product)].size() != 1) continue;
+        if (g[product].type != n.type || g[n.inputs[1]].type != n.type) continue;
+        bias_epilogue_of_[index(product)] = j;
+        bias_done_by_product_[index(j)] = true;
+      }
+    }
+  }
+
   void allocate() {
     const graph& g = program_.nodes;
     for (std::size_t s = 0; s < program_.steps.size(); ++s)
@@ -891,26 +929,26 @@ class rank_program {
       const bool layered = per_layer(i);
       if (zero3_ && n.kind == op::parameter) {
         chunk_[index(i)] = (numel + zero_parts_ - 1) / zero_parts_;
-        values_.push_back(backend_.allocate(n.type, 0));  // unlayered: gathered by forward()
+        values_.push_back(allocate_for(i, n.type, 0));  // unlayered: gathered by forward()
         for (std::int64_t l = 0; l < (n.region >= 0 ? layers_ : 1); ++l)
-          shards_[index(i)].push_back(backend_.allocate(n.type, holds(i, l) ? chunk_[index(i)] : 0));
+          shards_[index(i)].push_back(allocate_for(i, n.type, holds(i, l) ? chunk_[index(i)] : 0));
         if (n.region >= 0)
           for (int slot = 0; slot < 2; ++slot)
-            slots_[index(i)].push_back(backend_.allocate(n.type, chunk_[index(i)] * zero_parts_));
+            slots_[index(i)].push_back(allocate_for(i, n.type, chunk_[index(i)] * zero_parts_));
         continue;
       }
       const bool unheld_weight = n.kind == op::parameter && n.region < 0 && !holds(i, 0);
       const bool never_run = !needed_here(i);  // another pipeline stage's phase computes and reads it
-      values_.push_back(backend_.allocate(n.type, layered || unheld_weight || never_run ? 0 : numel));
+      values_.push_back(allocate_for(i, n.type, layered || unheld_weight || never_run ? 0 : numel));
       if (layered)
         for (std::int64_t l = 0; l < layers_; ++l)
           per_layer_[index(i)].push_back(
-              backend_.allocate(n.type, held_layer_[static_cast<std::size_t>(l)] ? numel : 0));
+              allocate_for(i, n.type, held_layer_[static_cast<std::size_t>(l)] ? numel : 0));
       if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
         std::int64_t in = layout_.of(n.inputs[0]).numel();
         std::int64_t staged = never_run ? 0 : n.kind == op::all_gather ? in * axis_sizes_[index(n.axis)] : in;
-        staging_[index(i)].push_back(backend_.allocate(n.type, staged));
-        if (n.kind == op::all_to_all) staging_[index(i)].push_back(backend_.allocate(n.type, staged));
+        staging_[index(i)].push_back(allocate_for(i, n.type, staged));
+        if (n.kind == op::all_to_all) staging_[index(i)].push_back(allocate_for(i, n.type, staged));
       }
     }
     for (int i = 0; i < g.size(); ++i)  // read here, computed on another stage: zero (needed_here)
@@ -1193,6 +1231,11 @@ class rank_program {
     call.scalar = n.scalar;
     call.transpose_b = n.transpose_b;
     for (int k = 0; k < n.input_count; ++k) call.in[k] = &value(n.inputs[k]);
+    if (n.kind == op::linear && bias_epilogue_of_[index(i)] >= 0) {
+      const int j = bias_epilogue_of_[index(i)];
+      call.out = &value(j);
+      call.bias = &value(program_.nodes[j].inputs[1]);
+    }
     const std::vector<std::int64_t>& x = layout_.of(n.inputs[0]).local;
     const std::vector<std::int64_t>& out = layout_.of(i).local;
     auto set = [&](std::initializer_list<std::int64_t> dims) {
@@ -1297,8 +1340,12 @@ class rank_program {
     call.type = g[last].type;
     call.out = &value(last);
     call.dims[0] = layout_.of(last).numel();
-    call.operands[call.operand_count++] = &value(g[first].inputs[0]);
-    for (int j = first; j <= last; ++j) {
+    // The chain's start: its first node's input, or that node's own value when the product before
+    // it has added the bias (plan_bias_epilogues).
+    const bool bias_done = bias_done_by_product_[index(first)];
+    if (bias_done && first == last) return;
+    call.operands[call.operand_count++] = bias_done ? &value(first) : &value(g[first].inputs[0]);
+    for (int j = bias_done ? first + 1 : first; j <= last; ++j) {
       const node& n = g[j];
       compute::elementwise_step s{n.kind, -1, 0};
       int other = -1;
@@ -1337,7 +1384,7 @@ class rank_program {
   // a GPU backend has queued on its stream must be finished first.
   template <class T>
   std::span<T> span_of(buffer& b, std::int64_t numel) {
-    if constexpr (requires(Backend& be) { be.synchronize(); }) backend_.synchronize();
+    if constexpr (requires(Backend & be) { be.synchronize(); }) backend_.synchronize();
     return {static_cast<T*>(backend_.data(b)), static_cast<std::size_t>(numel)};
   }
 
@@ -1417,6 +1464,8 @@ class rank_program {
   bool in_backward_ = false;                  // forward() has run the seed of backward
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
+  std::vector<int> bias_epilogue_of_;         // linear node -> the add_bias it absorbs (-1: none)
+  std::vector<bool> bias_done_by_product_;    // add_bias node -> its linear added the bias
 
   std::vector<int> bucketed_grad_;       // all_reduce node -> the param_grad it feeds (-1: not bucketed)
   std::vector<bool> written_by_bucket_;  // param_grad node -> its value comes from a bucket

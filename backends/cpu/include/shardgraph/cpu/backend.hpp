@@ -26,6 +26,9 @@ namespace shardgraph::cpu {
 class backend {
  public:
   using buffer = cpu::buffer;
+  // A linear's kernel_call may carry its bias (the executor then skips the add_bias pass), as a GPU
+  // backend's GEMM epilogue does; the sum is the same, x w then + b in T.
+  static constexpr bool linear_bias_epilogue = true;
   backend() = default;
   backend(const backend&) {}  // scratch memory is per instance
   backend& operator=(const backend&) { return *this; }
@@ -144,14 +147,14 @@ class backend {
       if (b != nullptr && is_half_float(b->type())) return true;
     for (int k = 0; k < c.operand_count; ++k)
       if (is_half_float(c.operands[k]->type())) return true;
-    return false;
+    return c.bias != nullptr && is_half_float(c.bias->type());
   }
 
   // The call on f32 copies of its 16-bit buffers, then the f32 result rounded into the output.
   void run_widened(const compute::kernel_call<buffer>& call) {
     compute::kernel_call<buffer> wide = call;
     std::vector<const buffer*> originals;  // the buffer widened into widened_[k]
-    widened_.resize(max_inputs + compute::max_chain + 2);
+    widened_.resize(max_inputs + compute::max_chain + 3);
     auto widen_input = [&](const buffer* b) -> const buffer* {
       if (b == nullptr || !is_half_float(b->type())) return b;
       for (std::size_t k = 0; k < originals.size(); ++k)
@@ -164,6 +167,7 @@ class backend {
     };
     for (const buffer*& b : wide.in) b = widen_input(b);
     for (int k = 0; k < wide.operand_count; ++k) wide.operands[k] = widen_input(wide.operands[k]);
+    wide.bias = widen_input(wide.bias);
     buffer& out = widened_.back();
     if (is_half_float(call.out->type())) {
       if (out.numel() != call.out->numel() || out.type() != dtype::f32) out = buffer(dtype::f32, call.out->numel());
@@ -208,7 +212,12 @@ class backend {
             }
         return;
       }
-      case op::linear: return gemm(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1], d[2], c.transpose_b);
+      case op::linear:
+        gemm(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1], d[2], c.transpose_b);
+        if (c.bias != nullptr)  // kernel_call::bias: + b per row, as the add_bias chain would
+          for (std::int64_t r = 0; r < d[0]; ++r)
+            for (std::int64_t j = 0; j < d[2]; ++j) out[r * d[2] + j] += c.bias->as<T>()[j];
+        return;
       case op::matmul: return batched_gemm(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1], d[2], d[3], false);
       case op::layer_norm: return layer_norm(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], c.scalar);
       case op::rms_norm: return rms_norm(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1], c.scalar);

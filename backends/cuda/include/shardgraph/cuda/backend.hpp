@@ -145,6 +145,7 @@ inline int current_device(int requested) {
 class backend {
  public:
   using buffer = tensor_buffer;
+  static constexpr bool linear_bias_epilogue = true;  // kernel_call::bias of a linear: the GEMM adds it
 
   explicit backend(backend_options options = {})
       : options_(options),
@@ -422,11 +423,11 @@ class backend {
 
   // C (m, n) = op(A) op(B), row-major, batched: see matmul_problem.
   void product(const void* a, dtype at, const void* b, dtype bt, void* c, dtype ct, matmul_problem p,
-               std::string_view what) {
+               std::string_view what, const void* bias = nullptr) {
     p.a_type = element_of(at, what);
     p.b_type = element_of(bt, what);
     p.c_type = element_of(ct, what);
-    state_->gemm.run(p, a, b, c, nullptr, stream(),
+    state_->gemm.run(p, a, b, c, bias, stream(),
                      detail::text("cuda::backend: ", what, " (", p.m, " x ", p.k, ") . (", p.k, " x ", p.n,
                                   ") x ", p.batch));
   }
@@ -465,9 +466,26 @@ class backend {
       case op::position_embedding:
         return kernels::position_embedding_kernel<C, I><<<blocks(o.numel()), threads, 0, stream()>>>(
             in(c, 0), in(c, 1), out(o), d[1], d[2], d[0] * d[1] * d[2]);
-      case op::linear:
-        return product(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(), o.type(),
-                       {.m = d[0], .n = d[2], .k = d[1], .transpose_b = c.transpose_b}, "linear");
+      case op::linear: {
+        // The bias in cuBLASLt's epilogue, except in f64 (added by a second pass there).
+        const bool fused_bias = c.bias != nullptr && o.type() != dtype::f64;
+        product(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(), o.type(),
+                {.m = d[0],
+                 .n = d[2],
+                 .k = d[1],
+                 .transpose_b = c.transpose_b,
+                 .post = fused_bias ? epilogue::bias : epilogue::none},
+                "linear", fused_bias ? c.bias->data() : nullptr);
+        if (c.bias == nullptr || fused_bias) return;
+        kernels::chain_args a;
+        a.out = out(o);
+        a.operands[0] = in(o);
+        a.operands[1] = in(*c.bias);
+        a.steps[0] = {op::add_bias, 1, d[2]};
+        a.length = 1;
+        a.numel = o.numel();
+        return kernels::chain_kernel<C, I><<<blocks(a.numel), threads, 0, stream()>>>(a);
+      }
       case op::matmul:
         return product(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(), o.type(),
                        {.m = d[1],
