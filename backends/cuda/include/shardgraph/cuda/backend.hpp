@@ -627,21 +627,46 @@ class backend {
   // once, as PyTorch's unfused attention under autocast), halving the traffic of f32 scores.
   static dtype score_type(dtype inputs) { return inputs; }
 
+  // The three shapes of attention's batched products, one product per (batch, kv head):
+  // (rows, head_dim) . (seq, head_dim)^T -> (rows, seq): S = Q K^T, dP = dO V^T
+  static matmul_problem scores_product(const attention_shape& a) {
+    return {.m = a.rows,
+            .n = a.seq,
+            .k = a.head_dim,
+            .transpose_b = true,
+            .batch = a.products,
+            .stride_a = a.rows * a.head_dim,
+            .stride_b = a.seq * a.head_dim,
+            .stride_c = a.rows * a.seq};
+  }
+  // (rows, seq) . (seq, head_dim) -> (rows, head_dim): O = P V, dQ = dS K
+  static matmul_problem times_values_product(const attention_shape& a) {
+    return {.m = a.rows,
+            .n = a.head_dim,
+            .k = a.seq,
+            .batch = a.products,
+            .stride_a = a.rows * a.seq,
+            .stride_b = a.seq * a.head_dim,
+            .stride_c = a.rows * a.head_dim};
+  }
+  // (rows, seq)^T . (rows, head_dim) -> (seq, head_dim): dK = dS^T Q, dV = P^T dO (summing the group)
+  static matmul_problem transposed_product(const attention_shape& a) {
+    return {.m = a.seq,
+            .n = a.head_dim,
+            .k = a.rows,
+            .transpose_a = true,
+            .batch = a.products,
+            .stride_a = a.rows * a.seq,
+            .stride_b = a.rows * a.head_dim,
+            .stride_c = a.seq * a.head_dim};
+  }
+
   // S = Q K^T (scores, f32/f64), then P = causal softmax(S / sqrt(head_dim)) in the inputs' dtype.
   template <class C>
   void attention_probabilities(const buffer& q, const buffer& k, const attention_shape& a, void* scores,
                                void* p) {
     const dtype t = q.type(), st = score_type(t);
-    product(q.data(), t, k.data(), k.type(), scores, st,
-            {.m = a.rows,
-             .n = a.seq,
-             .k = a.head_dim,
-             .transpose_b = true,
-             .batch = a.products,
-             .stride_a = a.rows * a.head_dim,
-             .stride_b = a.seq * a.head_dim,
-             .stride_c = a.rows * a.seq},
-            "attention scores");
+    product(q.data(), t, k.data(), k.type(), scores, st, scores_product(a), "attention scores");
     const C scale = C(1 / std::sqrt(static_cast<double>(a.head_dim)));
     kernels::softmax_kernel<C>
         <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, stream()>>>(
@@ -660,14 +685,7 @@ class backend {
         state_->scratch.get(scratch_use::scores, score_elements * dtype_size(score_type(q.type())));
     void* p = state_->scratch.get(scratch_use::probabilities, score_elements * dtype_size(q.type()));
     attention_probabilities<C>(q, k, a, scores, p);
-    product(p, q.type(), v.data(), v.type(), c.out->data(), c.out->type(),
-            {.m = a.rows,
-             .n = a.head_dim,
-             .k = a.seq,
-             .batch = a.products,
-             .stride_a = a.rows * a.seq,
-             .stride_b = a.seq * a.head_dim,
-             .stride_c = a.rows * a.head_dim},
+    product(p, q.type(), v.data(), v.type(), c.out->data(), c.out->type(), times_values_product(a),
             "attention output");
   }
 
@@ -696,51 +714,16 @@ class backend {
       void* ds = state_->scratch.get(scratch_use::score_gradients, score_elements * dtype_size(t));
       attention_probabilities<C>(q, k, a, scores, p);
       // dP = dO V^T into the scores' memory; dS = P (dP - rowsum(dP P)) / sqrt(head_dim)
-      product(dout.data(), t, v.data(), t, scores, st,
-              {.m = a.rows,
-               .n = a.seq,
-               .k = a.head_dim,
-               .transpose_b = true,
-               .batch = a.products,
-               .stride_a = a.rows * a.head_dim,
-               .stride_b = a.seq * a.head_dim,
-               .stride_c = a.rows * a.seq},
-              "attention dP");
+      product(dout.data(), t, v.data(), t, scores, st, scores_product(a), "attention dP");
       const C scale = C(1 / std::sqrt(static_cast<double>(a.head_dim)));
       kernels::softmax_grad_kernel<C>
           <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, stream()>>>(
               kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.seq, a.seq, true,
               scale);
       // dQ = dS K; dK = dS^T Q; dV = P^T dO (the transposes sum over the group's query heads)
-      product(ds, t, k.data(), t, dq, t,
-              {.m = a.rows,
-               .n = a.head_dim,
-               .k = a.seq,
-               .batch = a.products,
-               .stride_a = a.rows * a.seq,
-               .stride_b = a.seq * a.head_dim,
-               .stride_c = a.rows * a.head_dim},
-              "attention dQ");
-      product(ds, t, q.data(), t, dk, t,
-              {.m = a.seq,
-               .n = a.head_dim,
-               .k = a.rows,
-               .transpose_a = true,
-               .batch = a.products,
-               .stride_a = a.rows * a.seq,
-               .stride_b = a.rows * a.head_dim,
-               .stride_c = a.seq * a.head_dim},
-              "attention dK");
-      product(p, t, dout.data(), t, dv, t,
-              {.m = a.seq,
-               .n = a.head_dim,
-               .k = a.rows,
-               .transpose_a = true,
-               .batch = a.products,
-               .stride_a = a.rows * a.seq,
-               .stride_b = a.rows * a.head_dim,
-               .stride_c = a.seq * a.head_dim},
-              "attention dV");
+      product(ds, t, k.data(), t, dq, t, times_values_product(a), "attention dQ");
+      product(ds, t, q.data(), t, dk, t, transposed_product(a), "attention dK");
+      product(p, t, dout.data(), t, dv, t, transposed_product(a), "attention dV");
       state_->attention_inputs[0] = q.data();
       state_->attention_inputs[1] = k.data();
       state_->attention_inputs[2] = v.data();
