@@ -200,3 +200,24 @@ TEST_CASE("cuda backend: a model that does not fit fails at bind, naming the val
   gradients(gpu_backend, gpt2_f64, gpt2_tiny.sizes(batch, seq), 1, 1, &loss);
   CHECK(std::isfinite(loss));
 }
+
+TEST_CASE("cuda backend: profile mode times every op it runs", "[cuda][gpu]") {
+  sg::cuda::backend profiled({.profile = true});
+  REQUIRE(profiled.profiling());
+  double loss = 0;
+  gradients([&] { return profiled; }, gpt2_f64, gpt2_tiny.sizes(batch, seq), 1, 1, &loss);  // copies share state
+  const std::vector<sg::cuda::op_time> times = profiled.profile();
+  REQUIRE(!times.empty());
+  bool linear = false, attention_gradient = false;
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    CHECK(times[i].calls > 0);
+    if (i > 0) CHECK(times[i].ms <= times[i - 1].ms);  // largest first
+    linear = linear || times[i].name == "linear f64";
+    attention_gradient = attention_gradient || times[i].name == "attention_grad_q f64";
+  }
+  CHECK(linear);
+  CHECK(attention_gradient);
+  profiled.reset_profile();
+  CHECK(profiled.profile().empty());
+  CHECK(!sg::cuda::backend{}.profiling());
+}
