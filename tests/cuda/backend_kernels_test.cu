@@ -863,7 +863,7 @@ TEST_CASE("cuda backend: the optimizer's operations match the cpu backend", "[cu
     double limit;
   };
   for (const pair p : {pair{dtype::f64, dtype::f64, 1e-12}, pair{dtype::f32, dtype::f32, 1e-6},
-                       pair{dtype::bf16, dtype::f32, 1e-6}})
+                       pair{dtype::bf16, dtype::f32, 1e-6}}) {
     SECTION("add_scaled " + std::string(sg::dtype_name(p.from)) + " into " +
             std::string(sg::dtype_name(p.to))) {
       const double difference = b.difference_of([&](auto& backend) {
@@ -875,6 +875,7 @@ TEST_CASE("cuda backend: the optimizer's operations match the cpu backend", "[cu
       CAPTURE(difference);
       CHECK(difference <= p.limit);
     }
+  }
   // convert rounds to nearest even once (f64 -> bf16 through f32 on both), so the values are equal.
   SECTION("convert f32 -> bf16 -> f32, f64 -> f32 and f64 -> bf16") {
     const double difference = b.difference_of([&](auto& backend) {
@@ -905,8 +906,10 @@ TEST_CASE("cuda backend: adamw over several steps matches the cpu backend", "[cu
     dtype type;
     double limit;
   };
-  for (const precision p : {precision{dtype::f64, 1e-12}, precision{dtype::f32, 1e-6}})
-    for (const double weight_decay : {0.0, 0.1})
+  // Braces around each loop body: nvcc aborts on a SECTION (with Catch2 3's nv_diagnostic pragmas)
+  // as the unbraced body of a for.
+  for (const precision p : {precision{dtype::f64, 1e-12}, precision{dtype::f32, 1e-6}}) {
+    for (const double weight_decay : {0.0, 0.1}) {
       SECTION("adamw " + std::string(sg::dtype_name(p.type)) + ", weight_decay " +
               std::to_string(weight_decay)) {
         const dtype t = p.type;
@@ -936,6 +939,8 @@ TEST_CASE("cuda backend: adamw over several steps matches the cpu backend", "[cu
         CAPTURE(difference, limit);
         CHECK(difference <= limit);
       }
+    }
+  }
 }
 
 TEST_CASE("cuda backend: copy and the block moves of collectives match the cpu backend", "[cuda][gpu]") {
