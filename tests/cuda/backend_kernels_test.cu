@@ -247,11 +247,18 @@ void in_each_dtype(const std::string& what, tolerance allowed, Compare&& compare
 }
 
 // The sizes of one attention call: q (batch, heads, seq, head_dim), k and v (batch, kv_heads, seq,
-// head_dim). seq is odd in f64 and f32, a multiple of 8 in bf16 (16-bit GEMM strides).
+// head_dim). seq is odd in f64 and f32, a multiple of 8 in bf16 (16-bit GEMM strides), unless the
+// shape names its own: head_dim 64 runs bf16 through flash attention, which takes any seq (150 is
+// two 64-row tiles and a partial one, so the causal mask, the diagonal tiles and the rows past seq
+// are all exercised).
 struct attention_shape {
   std::string name;
   std::int64_t batch, heads, kv_heads, head_dim;
-  std::int64_t seq(dtype t) const { return t == dtype::bf16 ? 16 : 11; }
+  std::int64_t fixed_seq = 0;
+  std::int64_t seq(dtype t) const {
+    if (fixed_seq > 0) return fixed_seq;
+    return t == dtype::bf16 ? 16 : 11;
+  }
   std::int64_t q_numel(dtype t) const { return batch * heads * seq(t) * head_dim; }
   std::int64_t kv_numel(dtype t) const { return batch * kv_heads * seq(t) * head_dim; }
 };
@@ -259,7 +266,10 @@ struct attention_shape {
 const std::vector<attention_shape>& attention_shapes() {
   static const std::vector<attention_shape> shapes{{"MHA (heads 4, kv_heads 4)", 2, 4, 4, 16},
                                                    {"GQA (heads 4, kv_heads 2)", 2, 4, 2, 8},
-                                                   {"MQA (heads 4, kv_heads 1)", 2, 4, 1, 16}};
+                                                   {"MQA (heads 4, kv_heads 1)", 2, 4, 1, 16},
+                                                   {"flash MHA (heads 2, head_dim 64, seq 150)", 2, 2, 2, 64, 150},
+                                                   {"flash GQA (heads 4, kv_heads 2, head_dim 64, seq 131)", 1, 4,
+                                                    2, 64, 131}};
   return shapes;
 }
 
@@ -554,21 +564,23 @@ std::vector<std::vector<double>> attention_gradients_in_sequence(Backend& backen
 TEST_CASE("cuda backend: attention gradients asked one after another see the inputs as they are then",
           "[cuda][gpu]") {
   both_backends b;
-  const attention_shape& a = attention_shapes()[1];  // GQA: dk and dv sum over each kv head's group
+  // GQA: dk and dv sum over each kv head's group; in bf16 through flash attention (head_dim 64)
   const char* const steps[] = {"attention_grad_k, first", "attention_grad_v, after k",
                                "attention_grad_q, after v", "attention_grad_k, after upload(q)",
                                "attention_grad_k, after scale(q, 0.5)"};
-  for (const dtype t : every_dtype) {
-    SECTION("attention gradients in sequence " + std::string(sg::dtype_name(t))) {
-      const std::vector<std::vector<double>> want = attention_gradients_in_sequence(b.cpu, a, t);
-      const std::vector<std::vector<double>> got = attention_gradients_in_sequence(b.cuda, a, t);
-      REQUIRE(got.size() == want.size());
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        INFO(steps[i]);
-        const double difference = relative_difference(got[i], want[i]);
-        const double limit = attention_tolerance.of(t);
-        CAPTURE(difference, limit);
-        CHECK(difference <= limit);
+  for (const attention_shape& a : {attention_shapes()[1], attention_shapes()[4]}) {
+    for (const dtype t : every_dtype) {
+      SECTION("attention gradients in sequence " + a.name + " " + std::string(sg::dtype_name(t))) {
+        const std::vector<std::vector<double>> want = attention_gradients_in_sequence(b.cpu, a, t);
+        const std::vector<std::vector<double>> got = attention_gradients_in_sequence(b.cuda, a, t);
+        REQUIRE(got.size() == want.size());
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          INFO(steps[i]);
+          const double difference = relative_difference(got[i], want[i]);
+          const double limit = attention_tolerance.of(t);
+          CAPTURE(difference, limit);
+          CHECK(difference <= limit);
+        }
       }
     }
   }

@@ -1,11 +1,13 @@
 #pragma once
 // shardgraph::cuda::backend: the ComputeBackend (and TrainingBackend) on one NVIDIA GPU. The
-// executor's kernel calls run on the backend's stream: GEMMs through cuBLASLt (gemm.hpp), attention
-// as batched GEMMs around a causal softmax (attention.hpp), and the rest as the kernels of
+// executor's kernel calls run on the backend's stream: GEMMs through cuBLASLt (gemm.hpp), 16-bit
+// attention with head_dim 64 as flash attention on tensor cores (kernels/flash_attention.cuh),
+// other attention as batched GEMMs around a causal softmax, and the rest as the kernels of
 // kernels/. It computes what the cpu backend computes (the reference) in f64, f32, bf16 and f16:
 // 16-bit values are read into f32, computed in f32 and rounded once; an f64 call computes in f64.
-// One exception: 16-bit attention rounds its scores, probabilities and their gradients to the
-// inputs' dtype between its products (as PyTorch's unfused attention under autocast does).
+// Exceptions, in 16-bit attention: flash attention rounds P and dS to the inputs' dtype before
+// their products (as FlashAttention does); the batched-GEMM path rounds its scores, probabilities
+// and their gradients between its products (as PyTorch's unfused attention under autocast does).
 //
 //   world.run([&](auto& comm) {
 //     auto rank = sg::bind(program, sizes, comm, sg::cuda::backend{}, mesh, weights);   // in a .cu file
@@ -22,6 +24,7 @@
 #include <shardgraph/cuda/gemm.hpp>
 #include <shardgraph/cuda/kernels/elementwise.cuh>
 #include <shardgraph/cuda/kernels/embedding.cuh>
+#include <shardgraph/cuda/kernels/flash_attention.cuh>
 #include <shardgraph/cuda/kernels/layout.cuh>
 #include <shardgraph/cuda/kernels/norms.cuh>
 #include <shardgraph/cuda/kernels/softmax.cuh>
@@ -673,6 +676,45 @@ class backend {
             kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.seq, a.seq, true, scale);
   }
 
+  static kernels::flash::shape flash_shape_of(const attention_shape& a) {
+    const double scale = 1 / std::sqrt(static_cast<double>(a.head_dim));
+    return {.batch = static_cast<int>(a.batch),
+            .heads = static_cast<int>(a.heads),
+            .kv_heads = static_cast<int>(a.kv_heads),
+            .seq = static_cast<int>(a.seq),
+            .scale = static_cast<float>(scale),
+            .scale_log2 = static_cast<float>(scale * 1.4426950408889634)};
+  }
+  template <class T>
+  static const T* typed(const buffer& b) {
+    return static_cast<const T*>(b.data());
+  }
+
+  // Flash attention takes 16-bit inputs with head_dim 64, in 16-byte aligned buffers (its vector loads).
+  static bool flash_applies(const call_t& c, const attention_shape& a) {
+    if (!kernels::flash::supports(c.in[0]->type(), a.head_dim) || a.seq > (1 << 30)) return false;
+    for (const buffer* b : c.in)
+      if (b != nullptr && reinterpret_cast<std::uintptr_t>(b->data()) % 16 != 0) return false;
+    return reinterpret_cast<std::uintptr_t>(c.out->data()) % 16 == 0;
+  }
+
+  template <class T>
+  void flash_forward(const call_t& c, const attention_shape& a) {
+    kernels::flash::forward<T>(typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
+                               static_cast<T*>(c.out->data()), nullptr, flash_shape_of(a), stream());
+    check_cuda(cudaGetLastError(), "backend: flash attention (launch)");
+  }
+  template <class T>
+  void flash_backward(const call_t& c, const attention_shape& a, void* dq, void* dk, void* dv) {
+    const std::size_t rows = static_cast<std::size_t>(a.batch * a.heads * a.seq);
+    T* out = static_cast<T*>(state_->scratch.get(scratch_use::attention_output, c.in[0]->size_bytes()));
+    float* statistics = state_->scratch.get<float>(scratch_use::attention_statistics, 2 * rows);
+    kernels::flash::backward<T>(typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]), typed<T>(*c.in[3]),
+                                static_cast<T*>(dq), static_cast<T*>(dk), static_cast<T*>(dv), out, statistics,
+                                statistics + rows, flash_shape_of(a), stream());
+    check_cuda(cudaGetLastError(), "backend: flash attention gradient (launch)");
+  }
+
   template <class C>
   void attention_forward(const call_t& c) {
     const attention_shape a = attention_of(c);
@@ -680,6 +722,8 @@ class backend {
     if (k.type() != q.type() || v.type() != q.type() || c.out->type() != q.type())
       fail("cuda::backend: attention", "q, k, v and the output must share a dtype",
            "this is a bug in the executor; please report it");
+    if (flash_applies(c, a))
+      return q.type() == dtype::bf16 ? flash_forward<__nv_bfloat16>(c, a) : flash_forward<__half>(c, a);
     const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
     void* scores =
         state_->scratch.get(scratch_use::scores, score_elements * dtype_size(score_type(q.type())));
@@ -689,12 +733,35 @@ class backend {
             "attention output");
   }
 
+  // dq, dk and dv as batched GEMMs around the softmax's gradient (the scores in scratch).
+  template <class C>
+  void batched_attention_backward(const call_t& c, const attention_shape& a, void* dq, void* dk, void* dv) {
+    const buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2], &dout = *c.in[3];
+    const dtype t = q.type(), st = score_type(t);
+    const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
+    void* scores = state_->scratch.get(scratch_use::scores, score_elements * dtype_size(st));
+    void* p = state_->scratch.get(scratch_use::probabilities, score_elements * dtype_size(t));
+    void* ds = state_->scratch.get(scratch_use::score_gradients, score_elements * dtype_size(t));
+    attention_probabilities<C>(q, k, a, scores, p);
+    // dP = dO V^T into the scores' memory; dS = P (dP - rowsum(dP P)) / sqrt(head_dim)
+    product(dout.data(), t, v.data(), t, scores, st, scores_product(a), "attention dP");
+    const C scale = C(1 / std::sqrt(static_cast<double>(a.head_dim)));
+    kernels::softmax_grad_kernel<C>
+        <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, stream()>>>(
+            kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.seq, a.seq, true,
+            scale);
+    // dQ = dS K; dK = dS^T Q; dV = P^T dO (the transposes sum over the group's query heads)
+    product(ds, t, k.data(), t, dq, t, times_values_product(a), "attention dQ");
+    product(ds, t, q.data(), t, dk, t, transposed_product(a), "attention dK");
+    product(p, t, dout.data(), t, dv, t, transposed_product(a), "attention dV");
+  }
+
   // dq, dk and dv are made together on the first of the three calls and kept until another op runs.
   template <class C>
   void attention_backward(const call_t& c) {
     const attention_shape a = attention_of(c);
     const buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2], &dout = *c.in[3];
-    const dtype t = q.type(), st = score_type(t);
+    const dtype t = q.type();
     for (const buffer* b : {c.in[1], c.in[2], c.in[3], static_cast<const buffer*>(c.out)})
       if (b->type() != t)
         fail("cuda::backend: attention gradient",
@@ -708,22 +775,12 @@ class backend {
                         state_->attention_inputs[1] == k.data() && state_->attention_inputs[2] == v.data() &&
                         state_->attention_inputs[3] == dout.data();
     if (!cached) {
-      const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
-      void* scores = state_->scratch.get(scratch_use::scores, score_elements * dtype_size(st));
-      void* p = state_->scratch.get(scratch_use::probabilities, score_elements * dtype_size(t));
-      void* ds = state_->scratch.get(scratch_use::score_gradients, score_elements * dtype_size(t));
-      attention_probabilities<C>(q, k, a, scores, p);
-      // dP = dO V^T into the scores' memory; dS = P (dP - rowsum(dP P)) / sqrt(head_dim)
-      product(dout.data(), t, v.data(), t, scores, st, scores_product(a), "attention dP");
-      const C scale = C(1 / std::sqrt(static_cast<double>(a.head_dim)));
-      kernels::softmax_grad_kernel<C>
-          <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, stream()>>>(
-              kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.seq, a.seq, true,
-              scale);
-      // dQ = dS K; dK = dS^T Q; dV = P^T dO (the transposes sum over the group's query heads)
-      product(ds, t, k.data(), t, dq, t, times_values_product(a), "attention dQ");
-      product(ds, t, q.data(), t, dk, t, transposed_product(a), "attention dK");
-      product(p, t, dout.data(), t, dv, t, transposed_product(a), "attention dV");
+      if (!flash_applies(c, a))
+        batched_attention_backward<C>(c, a, dq, dk, dv);
+      else if (t == dtype::bf16)
+        flash_backward<__nv_bfloat16>(c, a, dq, dk, dv);
+      else
+        flash_backward<__half>(c, a, dq, dk, dv);
       state_->attention_inputs[0] = q.data();
       state_->attention_inputs[1] = k.data();
       state_->attention_inputs[2] = v.data();

@@ -16,6 +16,8 @@ enum class scratch_use : int {
   attention_dq,
   attention_dk,
   attention_dv,
+  attention_output,      // flash attention's backward: the forward's output, recomputed
+  attention_statistics,  // flash attention's backward: lse and delta per query row (f32)
   partials,  // column sums: (splits, n)
   row_statistics,
   row_losses,

@@ -1,0 +1,394 @@
+#pragma once
+// Flash attention (causal, GQA) for 16-bit q, k, v with head_dim 64, on tensor cores (mma.sync
+// m16n8k16, f32 accumulators). The (seq, seq) scores never reach memory: each block keeps 64 rows
+// of its queries (or keys) in registers and streams 64-row tiles of the other side through shared
+// memory, with the online softmax of FlashAttention-2.
+//
+//   q, dq, out, dout: (batch, heads, seq, 64); k, v, dk, dv: (batch, kv_heads, seq, 64)
+//   query head h reads kv head h / (heads / kv_heads)
+//
+// Scores are kept in the log2 domain: x = (q . k) * scale * log2(e), so exp2 gives the softmax.
+// The forward writes lse = max + log2(sum) per query row (f32, (batch, heads, seq)); the backward
+// recomputes P = exp2(x - lse) from it. The backward is two kernels, one per block of queries (dq)
+// and one per block of keys (dk, dv, summing the kv head's group of query heads), so that no
+// gradient is summed with atomics: the results do not depend on scheduling.
+#include <shardgraph/cuda/kernels/element_access.cuh>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace shardgraph::cuda::kernels::flash {
+
+inline constexpr int head_dim = 64;
+inline constexpr int tile_rows = 64;  // rows of a block's own side: 4 warps x 16 rows
+inline constexpr int threads = 128;
+// Shared-memory row stride in elements: 144 bytes, so the fragment loads of a warp (8 rows x 4
+// pairs) fall in 32 different banks.
+inline constexpr int stride = head_dim + 8;
+
+struct shape {
+  int batch, heads, kv_heads, seq;
+  float scale;       // 1 / sqrt(head_dim)
+  float scale_log2;  // scale * log2(e)
+};
+
+inline bool supports(dtype t, std::int64_t dim) { return (t == dtype::bf16 || t == dtype::f16) && dim == head_dim; }
+
+// ---- tensor-core fragments --------------------------------------------------------------------
+// m16n8k16 (PTX ISA, "matrix fragments for mma.m16n8k16"), with g = lane / 4, t = lane % 4:
+//   A (16 x 16, row): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
+//   B (16 x 8, col):  b0 = (k 2t..2t+1, n g), b1 = (k 2t+8..2t+9, n g)
+//   C (16 x 8, f32):  c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..2t+1)
+// A C fragment pair of columns 16j..16j+15, packed to 16 bits, is the A fragment of those columns:
+// P and dS go from one product to the next without leaving registers.
+
+template <class T>
+__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                    std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <class T>
+__device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
+  std::uint32_t bits;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    memcpy(&bits, &v, sizeof bits);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    memcpy(&bits, &v, sizeof bits);
+  }
+  return bits;
+}
+
+// Elements (row, col) and (row, col + 1) of a shared tile.
+template <class T>
+__device__ __forceinline__ std::uint32_t pair_in_row(const T* tile, int row, int col) {
+  return *reinterpret_cast<const std::uint32_t*>(tile + row * stride + col);
+}
+// Elements (row, col) and (row + 1, col): a B fragment of a tile read as (k = row, n = col).
+template <class T>
+__device__ __forceinline__ std::uint32_t pair_in_column(const T* tile, int row, int col) {
+  const auto* bits = reinterpret_cast<const unsigned short*>(tile);
+  return static_cast<std::uint32_t>(bits[row * stride + col]) |
+         (static_cast<std::uint32_t>(bits[(row + 1) * stride + col]) << 16);
+}
+
+// The A fragments of a warp's 16 rows (from `row`) of a tile, one per 16 columns of head_dim.
+template <class T>
+__device__ __forceinline__ void load_rows(const T* tile, int row, std::uint32_t (&a)[4][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int kc = 0; kc < 4; ++kc) {
+    a[kc][0] = pair_in_row(tile, row + g, kc * 16 + 2 * t);
+    a[kc][1] = pair_in_row(tile, row + g + 8, kc * 16 + 2 * t);
+    a[kc][2] = pair_in_row(tile, row + g, kc * 16 + 2 * t + 8);
+    a[kc][3] = pair_in_row(tile, row + g + 8, kc * 16 + 2 * t + 8);
+  }
+}
+
+// c[nt] += rows . tile^T for the tile's 64 rows as 8 column tiles: (16, 64) x (64, 64)^T.
+template <class T>
+__device__ __forceinline__ void times_rows_transposed(const std::uint32_t (&a)[4][4], const T* tile,
+                                                      float (&c)[8][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int kc = 0; kc < 4; ++kc)
+    for (int nt = 0; nt < 8; ++nt)
+      mma<T>(c[nt], a[kc], pair_in_row(tile, nt * 8 + g, kc * 16 + 2 * t),
+             pair_in_row(tile, nt * 8 + g, kc * 16 + 2 * t + 8));
+}
+
+// c[dt] += p . tile, p (16, 64) in C fragments (rounded to T here), tile (64 rows, head_dim).
+template <class T>
+__device__ __forceinline__ void times_tile(const float (&p)[8][4], const T* tile, float (&c)[8][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int kc = 0; kc < 4; ++kc) {
+    const std::uint32_t a[4] = {pack<T>(p[2 * kc][0], p[2 * kc][1]), pack<T>(p[2 * kc][2], p[2 * kc][3]),
+                                pack<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]),
+                                pack<T>(p[2 * kc + 1][2], p[2 * kc + 1][3])};
+    for (int dt = 0; dt < 8; ++dt)
+      mma<T>(c[dt], a, pair_in_column(tile, kc * 16 + 2 * t, dt * 8 + g),
+             pair_in_column(tile, kc * 16 + 2 * t + 8, dt * 8 + g));
+  }
+}
+
+// Rows [first, first + 64) of a (seq, head_dim) matrix into a shared tile, zeros past seq; 16-byte
+// loads, 4 per thread.
+template <class T>
+__device__ __forceinline__ void load_tile(T* tile, const T* matrix, int first, int seq) {
+  for (int i = threadIdx.x; i < tile_rows * head_dim / 8; i += threads) {
+    const int row = i / (head_dim / 8), chunk = i % (head_dim / 8);
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (first + row < seq)
+      v = *reinterpret_cast<const uint4*>(matrix + static_cast<std::size_t>(first + row) * head_dim + chunk * 8);
+    *reinterpret_cast<uint4*>(tile + row * stride + chunk * 8) = v;
+  }
+}
+
+// Writes a warp's 16 rows (from `row`) of C fragments times `factor`, rows past seq skipped.
+template <class T>
+__device__ __forceinline__ void store_rows(T* matrix, int row, int seq, const float (&c)[8][4], float factor0,
+                                           float factor1) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  for (int half = 0; half < 2; ++half) {
+    const int r = row + g + 8 * half;
+    if (r >= seq) continue;
+    const float f = half == 0 ? factor0 : factor1;
+    for (int dt = 0; dt < 8; ++dt)
+      *reinterpret_cast<std::uint32_t*>(matrix + static_cast<std::size_t>(r) * head_dim + dt * 8 + 2 * t) =
+          pack<T>(c[dt][2 * half] * f, c[dt][2 * half + 1] * f);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ float to_float(T x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(x);
+  else
+    return __half2float(x);
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+__device__ __forceinline__ std::size_t matrix_offset(int batch, int heads, int head, int seq) {
+  return (static_cast<std::size_t>(batch) * heads + head) * static_cast<std::size_t>(seq) * head_dim;
+}
+
+// ---- forward: grid (query blocks, heads, batch) -------------------------------------------------
+
+template <class T>
+__global__ void __launch_bounds__(threads)
+    forward_kernel(const T* q, const T* k, const T* v, T* out, float* lse, shape s) {
+  __shared__ alignas(16) T q_tile[tile_rows * stride];
+  __shared__ alignas(16) T k_tile[tile_rows * stride];
+  __shared__ alignas(16) T v_tile[tile_rows * stride];
+  const int block = gridDim.x - 1 - blockIdx.x;  // the longest rows first
+  const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / (s.heads / s.kv_heads);
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, warp_row = (threadIdx.x / 32) * 16;
+  const int first = block * tile_rows;
+  const T* qm = q + matrix_offset(batch, s.heads, head, s.seq);
+  const T* km = k + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
+  const T* vm = v + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
+
+  load_tile(q_tile, qm, first, s.seq);
+  __syncthreads();
+  std::uint32_t qa[4][4];
+  load_rows(q_tile, warp_row, qa);
+  const int rows[2] = {first + warp_row + g, first + warp_row + g + 8};
+
+  float o[8][4] = {};
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0, 0};
+  for (int kb = 0; kb <= block; ++kb) {  // causal: key tiles up to the diagonal
+    const int key0 = kb * tile_rows;
+    __syncthreads();  // the previous tiles are read
+    load_tile(k_tile, km, key0, s.seq);
+    load_tile(v_tile, vm, key0, s.seq);
+    __syncthreads();
+    float x[8][4] = {};
+    times_rows_transposed(qa, k_tile, x);
+    float tile_max[2] = {row_max[0], row_max[1]};
+    for (int nt = 0; nt < 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + nt * 8 + 2 * t + (e & 1);
+        const bool visible = key <= rows[e / 2] && key < s.seq;
+        x[nt][e] = visible ? x[nt][e] * s.scale_log2 : -INFINITY;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], x[nt][e]);
+      }
+    float offset[2];
+    for (int r = 0; r < 2; ++r) {
+      const float m = quad_max(tile_max[r]);
+      offset[r] = m == -INFINITY ? 0.f : m;  // a row with nothing visible yet keeps zeros
+      const float rescale = exp2f(row_max[r] - offset[r]);
+      row_max[r] = m;
+      row_sum[r] *= rescale;
+      for (int dt = 0; dt < 8; ++dt) {
+        o[dt][2 * r] *= rescale;
+        o[dt][2 * r + 1] *= rescale;
+      }
+    }
+    for (int nt = 0; nt < 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        x[nt][e] = exp2f(x[nt][e] - offset[e / 2]);
+        row_sum[e / 2] += x[nt][e];
+      }
+    times_tile(x, v_tile, o);
+  }
+  float inverse[2];
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] = quad_sum(row_sum[r]);
+    inverse[r] = 1.f / row_sum[r];
+    if (lse != nullptr && t == 0 && rows[r] < s.seq)
+      lse[(static_cast<std::size_t>(batch) * s.heads + head) * s.seq + rows[r]] = row_max[r] + log2f(row_sum[r]);
+  }
+  store_rows(out + matrix_offset(batch, s.heads, head, s.seq), first + warp_row, s.seq, o, inverse[0],
+             inverse[1]);
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+
+// delta[row] = dout[row] . out[row] over head_dim, f32: one warp per row, two elements per lane.
+template <class T>
+__global__ void delta_kernel(const T* out, const T* dout, float* delta, std::int64_t rows) {
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const std::size_t i = static_cast<std::size_t>(row) * head_dim + 2 * lane;
+  float d = to_float(out[i]) * to_float(dout[i]) + to_float(out[i + 1]) * to_float(dout[i + 1]);
+  for (int w = 16; w > 0; w /= 2) d += __shfl_xor_sync(0xffffffffu, d, w);
+  if (lane == 0) delta[row] = d;
+}
+
+// dq = scale * sum over key tiles of dS K, dS = P (dP - delta), dP = dout V^T; grid as the forward.
+template <class T>
+__global__ void __launch_bounds__(threads) query_gradient_kernel(const T* q, const T* k, const T* v,
+                                                                 const T* dout, const float* lse,
+                                                                 const float* delta, T* dq, shape s) {
+  __shared__ alignas(16) T k_tile[tile_rows * stride];
+  __shared__ alignas(16) T v_tile[tile_rows * stride];
+  const int block = gridDim.x - 1 - blockIdx.x;
+  const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / (s.heads / s.kv_heads);
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, warp_row = (threadIdx.x / 32) * 16;
+  const int first = block * tile_rows;
+  const T* km = k + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
+  const T* vm = v + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
+
+  // q and dout's rows through the two tiles, into registers
+  std::uint32_t qa[4][4], da[4][4];
+  load_tile(k_tile, q + matrix_offset(batch, s.heads, head, s.seq), first, s.seq);
+  load_tile(v_tile, dout + matrix_offset(batch, s.heads, head, s.seq), first, s.seq);
+  __syncthreads();
+  load_rows(k_tile, warp_row, qa);
+  load_rows(v_tile, warp_row, da);
+  const int rows[2] = {first + warp_row + g, first + warp_row + g + 8};
+  float row_lse[2], row_delta[2];
+  for (int r = 0; r < 2; ++r) {
+    const std::size_t i = (static_cast<std::size_t>(batch) * s.heads + head) * s.seq + rows[r];
+    row_lse[r] = rows[r] < s.seq ? lse[i] : 0.f;
+    row_delta[r] = rows[r] < s.seq ? delta[i] : 0.f;
+  }
+
+  float dq_acc[8][4] = {};
+  for (int kb = 0; kb <= block; ++kb) {
+    const int key0 = kb * tile_rows;
+    __syncthreads();
+    load_tile(k_tile, km, key0, s.seq);
+    load_tile(v_tile, vm, key0, s.seq);
+    __syncthreads();
+    float p[8][4] = {}, dp[8][4] = {};
+    times_rows_transposed(qa, k_tile, p);
+    times_rows_transposed(da, v_tile, dp);
+    for (int nt = 0; nt < 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + nt * 8 + 2 * t + (e & 1);
+        const bool visible = key <= rows[e / 2] && key < s.seq;
+        const float prob = visible ? exp2f(p[nt][e] * s.scale_log2 - row_lse[e / 2]) : 0.f;
+        p[nt][e] = prob * (dp[nt][e] - row_delta[e / 2]);  // dS
+      }
+    times_tile(p, k_tile, dq_acc);
+  }
+  store_rows(dq + matrix_offset(batch, s.heads, head, s.seq), first + warp_row, s.seq, dq_acc, s.scale, s.scale);
+}
+
+// dk = scale * sum of dS^T Q, dv = sum of P^T dout, over the kv head's group of query heads and the
+// query tiles at or after this key tile; grid (key blocks, kv_heads, batch).
+template <class T>
+__global__ void __launch_bounds__(threads)
+    key_value_gradient_kernel(const T* q, const T* k, const T* v, const T* dout, const float* lse,
+                              const float* delta, T* dk, T* dv, shape s) {
+  __shared__ alignas(16) T q_tile[tile_rows * stride];
+  __shared__ alignas(16) T d_tile[tile_rows * stride];
+  __shared__ float tile_lse[tile_rows], tile_delta[tile_rows];
+  const int block = gridDim.x - 1 - blockIdx.x;
+  const int kv_head = blockIdx.y, batch = blockIdx.z, group = s.heads / s.kv_heads;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, warp_row = (threadIdx.x / 32) * 16;
+  const int first = block * tile_rows;
+  const int query_blocks = (s.seq + tile_rows - 1) / tile_rows;
+
+  // k and v's rows through the two tiles, into registers
+  std::uint32_t ka[4][4], va[4][4];
+  load_tile(q_tile, k + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first, s.seq);
+  load_tile(d_tile, v + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first, s.seq);
+  __syncthreads();
+  load_rows(q_tile, warp_row, ka);
+  load_rows(d_tile, warp_row, va);
+  const int keys[2] = {first + warp_row + g, first + warp_row + g + 8};
+
+  float dk_acc[8][4] = {}, dv_acc[8][4] = {};
+  for (int head = kv_head * group; head < (kv_head + 1) * group; ++head) {
+    const std::size_t rows_of_head = (static_cast<std::size_t>(batch) * s.heads + head) * s.seq;
+    for (int qb = block; qb < query_blocks; ++qb) {  // causal: query tiles from the diagonal on
+      const int query0 = qb * tile_rows;
+      __syncthreads();
+      load_tile(q_tile, q + matrix_offset(batch, s.heads, head, s.seq), query0, s.seq);
+      load_tile(d_tile, dout + matrix_offset(batch, s.heads, head, s.seq), query0, s.seq);
+      if (threadIdx.x < tile_rows) {
+        const int row = query0 + threadIdx.x;
+        tile_lse[threadIdx.x] = row < s.seq ? lse[rows_of_head + row] : 0.f;
+        tile_delta[threadIdx.x] = row < s.seq ? delta[rows_of_head + row] : 0.f;
+      }
+      __syncthreads();
+      // transposed scores: rows are this warp's keys, columns the tile's queries
+      float p[8][4] = {}, dp[8][4] = {};
+      times_rows_transposed(ka, q_tile, p);
+      times_rows_transposed(va, d_tile, dp);
+      for (int nt = 0; nt < 8; ++nt)
+        for (int e = 0; e < 4; ++e) {
+          const int col = nt * 8 + 2 * t + (e & 1), query = query0 + col;
+          const bool visible = keys[e / 2] <= query && query < s.seq;
+          p[nt][e] = visible ? exp2f(p[nt][e] * s.scale_log2 - tile_lse[col]) : 0.f;
+          dp[nt][e] = p[nt][e] * (dp[nt][e] - tile_delta[col]);  // dS^T
+        }
+      times_tile(p, d_tile, dv_acc);
+      times_tile(dp, q_tile, dk_acc);
+    }
+  }
+  store_rows(dk + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first + warp_row, s.seq, dk_acc, s.scale,
+             s.scale);
+  store_rows(dv + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first + warp_row, s.seq, dv_acc, 1.f, 1.f);
+}
+
+// ---- launches on a stream ------------------------------------------------------------------------
+
+inline dim3 query_grid(const shape& s) { return dim3((s.seq + tile_rows - 1) / tile_rows, s.heads, s.batch); }
+
+// out = softmax(q k^T * scale, causal) v; lse (nullable): (batch, heads, seq) f32.
+template <class T>
+void forward(const T* q, const T* k, const T* v, T* out, float* lse, const shape& s, cudaStream_t stream) {
+  forward_kernel<T><<<query_grid(s), threads, 0, stream>>>(q, k, v, out, lse, s);
+}
+
+// dq, dk, dv from q, k, v and dout. Work space: out (q's size), lse and delta ((batch, heads, seq)
+// f32 each); the forward runs again to fill out and lse.
+template <class T>
+void backward(const T* q, const T* k, const T* v, const T* dout, T* dq, T* dk, T* dv, T* out, float* lse,
+              float* delta, const shape& s, cudaStream_t stream) {
+  forward<T>(q, k, v, out, lse, s, stream);
+  const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
+  delta_kernel<T><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, stream>>>(out, dout, delta, rows);
+  query_gradient_kernel<T><<<query_grid(s), threads, 0, stream>>>(q, k, v, dout, lse, delta, dq, s);
+  const dim3 key_grid((s.seq + tile_rows - 1) / tile_rows, s.kv_heads, s.batch);
+  key_value_gradient_kernel<T><<<key_grid, threads, 0, stream>>>(q, k, v, dout, lse, delta, dk, dv, s);
+}
+
+}  // namespace shardgraph::cuda::kernels::flash
