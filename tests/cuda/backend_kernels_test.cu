@@ -264,12 +264,12 @@ struct attention_shape {
 };
 
 const std::vector<attention_shape>& attention_shapes() {
-  static const std::vector<attention_shape> shapes{{"MHA (heads 4, kv_heads 4)", 2, 4, 4, 16},
-                                                   {"GQA (heads 4, kv_heads 2)", 2, 4, 2, 8},
-                                                   {"MQA (heads 4, kv_heads 1)", 2, 4, 1, 16},
-                                                   {"flash MHA (heads 2, head_dim 64, seq 150)", 2, 2, 2, 64, 150},
-                                                   {"flash GQA (heads 4, kv_heads 2, head_dim 64, seq 131)", 1, 4,
-                                                    2, 64, 131}};
+  static const std::vector<attention_shape> shapes{
+      {"MHA (heads 4, kv_heads 4)", 2, 4, 4, 16},
+      {"GQA (heads 4, kv_heads 2)", 2, 4, 2, 8},
+      {"MQA (heads 4, kv_heads 1)", 2, 4, 1, 16},
+      {"flash MHA (heads 2, head_dim 64, seq 150)", 2, 2, 2, 64, 150},
+      {"flash GQA (heads 4, kv_heads 2, head_dim 64, seq 131)", 1, 4, 2, 64, 131}};
   return shapes;
 }
 
@@ -383,46 +383,55 @@ TEST_CASE("cuda backend: linear and matmul match the cpu backend", "[cuda][gpu]"
 
 TEST_CASE("cuda backend: elementwise chains match the cpu backend", "[cuda][gpu]") {
   both_backends b;
-  const std::int64_t rows = 5, cols = 40, numel = rows * cols;  // (5, 40), a bias (40)
-  // A chain over operands[0..count), as the executor fuses it (compute::elementwise_step).
-  auto chain = [](std::vector<sg::compute::elementwise_step> steps, int operand_count,
-                  std::int64_t elements) {
-    return [steps, operand_count, elements](auto& call, auto& in) {
-      for (const sg::compute::elementwise_step& s : steps) call.chain[call.chain_length++] = s;
-      for (int k = 0; k < operand_count; ++k) call.operands[k] = &in[static_cast<std::size_t>(k)];
-      call.operand_count = operand_count;
-      call.kind = call.chain[call.chain_length - 1].kind;  // the op of the chain's last node
-      call.dims[0] = elements;
+  // (5, 40) and a bias (40): whole 16-byte vectors in every dtype (the vector kernels); (5, 41): the
+  // scalar kernels.
+  for (const std::int64_t cols : {std::int64_t{40}, std::int64_t{41}}) {
+    const std::int64_t rows = 5, numel = rows * cols;
+    const std::string size = " (5, " + std::to_string(cols) + ")";
+    // A chain over operands[0..count), as the executor fuses it (compute::elementwise_step).
+    auto chain = [](std::vector<sg::compute::elementwise_step> steps, int operand_count,
+                    std::int64_t elements) {
+      return [steps, operand_count, elements](auto& call, auto& in) {
+        for (const sg::compute::elementwise_step& s : steps) call.chain[call.chain_length++] = s;
+        for (int k = 0; k < operand_count; ++k) call.operands[k] = &in[static_cast<std::size_t>(k)];
+        call.operand_count = operand_count;
+        call.kind = call.chain[call.chain_length - 1].kind;  // the op of the chain's last node
+        call.dims[0] = elements;
+      };
     };
-  };
-  in_each_dtype("add", elementwise, [&](dtype t) {
-    return b.difference(t, numel, {random_tensor(t, numel, 1), random_tensor(t, numel, 2)},
-                        chain({{op::add, 1, 0}}, 2, numel));
-  });
-  in_each_dtype("mul", elementwise, [&](dtype t) {
-    return b.difference(t, numel, {random_tensor(t, numel, 3), random_tensor(t, numel, 4)},
-                        chain({{op::mul, 1, 0}}, 2, numel));
-  });
-  in_each_dtype("add_bias, the bias read with period 40", elementwise, [&](dtype t) {
-    return b.difference(t, numel, {random_tensor(t, numel, 5), random_tensor(t, cols, 6)},
-                        chain({{op::add_bias, 1, cols}}, 2, numel));
-  });
-  in_each_dtype("gelu", elementwise, [&](dtype t) {
-    return b.difference(t, numel, {random_tensor(t, numel, 7, -4, 4)}, chain({{op::gelu, -1, 0}}, 1, numel));
-  });
-  in_each_dtype("silu", elementwise, [&](dtype t) {
-    return b.difference(t, numel, {random_tensor(t, numel, 8, -4, 4)}, chain({{op::silu, -1, 0}}, 1, numel));
-  });
-  // silu((gelu(x + bias) * gate) + residual): five steps, three operands after the start.
-  in_each_dtype("chain add_bias, gelu, mul, add, silu", elementwise, [&](dtype t) {
-    return b.difference(
-        t, numel,
-        {random_tensor(t, numel, 9, -2, 2), random_tensor(t, cols, 10), random_tensor(t, numel, 11),
-         random_tensor(t, numel, 12)},
-        chain(
-            {{op::add_bias, 1, cols}, {op::gelu, -1, 0}, {op::mul, 2, 0}, {op::add, 3, 0}, {op::silu, -1, 0}},
-            4, numel));
-  });
+    in_each_dtype("add" + size, elementwise, [&](dtype t) {
+      return b.difference(t, numel, {random_tensor(t, numel, 1), random_tensor(t, numel, 2)},
+                          chain({{op::add, 1, 0}}, 2, numel));
+    });
+    in_each_dtype("mul" + size, elementwise, [&](dtype t) {
+      return b.difference(t, numel, {random_tensor(t, numel, 3), random_tensor(t, numel, 4)},
+                          chain({{op::mul, 1, 0}}, 2, numel));
+    });
+    in_each_dtype("add_bias, the bias read with period 40" + size, elementwise, [&](dtype t) {
+      return b.difference(t, numel, {random_tensor(t, numel, 5), random_tensor(t, cols, 6)},
+                          chain({{op::add_bias, 1, cols}}, 2, numel));
+    });
+    in_each_dtype("gelu" + size, elementwise, [&](dtype t) {
+      return b.difference(t, numel, {random_tensor(t, numel, 7, -4, 4)},
+                          chain({{op::gelu, -1, 0}}, 1, numel));
+    });
+    in_each_dtype("silu" + size, elementwise, [&](dtype t) {
+      return b.difference(t, numel, {random_tensor(t, numel, 8, -4, 4)},
+                          chain({{op::silu, -1, 0}}, 1, numel));
+    });
+    // silu((gelu(x + bias) * gate) + residual): five steps, three operands after the start.
+    in_each_dtype("chain add_bias, gelu, mul, add, silu" + size, elementwise, [&](dtype t) {
+      return b.difference(t, numel,
+                          {random_tensor(t, numel, 9, -2, 2), random_tensor(t, cols, 10),
+                           random_tensor(t, numel, 11), random_tensor(t, numel, 12)},
+                          chain({{op::add_bias, 1, cols},
+                                 {op::gelu, -1, 0},
+                                 {op::mul, 2, 0},
+                                 {op::add, 3, 0},
+                                 {op::silu, -1, 0}},
+                                4, numel));
+    });
+  }
 }
 
 TEST_CASE("cuda backend: layer_norm, rms_norm and softmax match the cpu backend", "[cuda][gpu]") {
@@ -432,7 +441,11 @@ TEST_CASE("cuda backend: layer_norm, rms_norm and softmax match the cpu backend"
     std::int64_t rows, cols;
   };
   // (37, 96), and rows wider than the 256 threads of a row's block.
-  for (const row_size& s : {row_size{"(37, 96)", 37, 96}, row_size{"(5, 520)", 5, 520}}) {
+  // A warp per row for whole 16-byte vectors of at most 256 per row: (37, 96) in every dtype, and
+  // (5, 520) and (6, 1000) but in f64; a block per row for the rest (the 256 threads of a block
+  // strided across (5, 520) and (6, 1000)), and (7, 100) in bf16 (100 is not whole 8-vectors).
+  for (const row_size& s : {row_size{"(37, 96)", 37, 96}, row_size{"(5, 520)", 5, 520},
+                            row_size{"(6, 1000)", 6, 1000}, row_size{"(7, 100)", 7, 100}}) {
     const std::int64_t numel = s.rows * s.cols;
     in_each_dtype("layer_norm " + s.name, elementwise, [&](dtype t) {
       // x off zero (mean ~1), so the two-pass variance matters; w, b (cols)
@@ -473,18 +486,22 @@ TEST_CASE("cuda backend: rope, split_heads, merge_heads and transpose match the 
       call.scalar = 10000;
     });
   });
-  in_each_dtype("split_heads", exact, [&](dtype t) {
-    return b.difference(t, numel, {random_tensor(t, numel, 2)}, [&](auto& call, auto&) {
-      call.kind = op::split_heads;  // (batch, seq, heads, head_dim) -> (batch, heads, seq, head_dim)
-      set_dims(call, {batch, seq, heads, head_dim});
+  // head_dim 16 moves 16-byte vectors in every dtype; head_dim 6 moves elements (but f64's pairs).
+  for (const std::int64_t dim : {head_dim, std::int64_t{6}}) {
+    const std::int64_t n = batch * heads * seq * dim;
+    in_each_dtype("split_heads, head_dim " + std::to_string(dim), exact, [&](dtype t) {
+      return b.difference(t, n, {random_tensor(t, n, 2)}, [&](auto& call, auto&) {
+        call.kind = op::split_heads;  // (batch, seq, heads, head_dim) -> (batch, heads, seq, head_dim)
+        set_dims(call, {batch, seq, heads, dim});
+      });
     });
-  });
-  in_each_dtype("merge_heads", exact, [&](dtype t) {
-    return b.difference(t, numel, {random_tensor(t, numel, 3)}, [&](auto& call, auto&) {
-      call.kind = op::merge_heads;  // (batch, heads, seq, head_dim) -> (batch, seq, heads, head_dim)
-      set_dims(call, {batch, seq, heads, head_dim});
+    in_each_dtype("merge_heads, head_dim " + std::to_string(dim), exact, [&](dtype t) {
+      return b.difference(t, n, {random_tensor(t, n, 3)}, [&](auto& call, auto&) {
+        call.kind = op::merge_heads;  // (batch, heads, seq, head_dim) -> (batch, seq, heads, head_dim)
+        set_dims(call, {batch, seq, heads, dim});
+      });
     });
-  });
+  }
   in_each_dtype("transpose", exact, [&](dtype t) {
     const std::int64_t matrices = 3, rows = 7, cols = 24;  // (3, 7, 24) -> (3, 24, 7)
     return b.difference(t, matrices * rows * cols, {random_tensor(t, matrices * rows * cols, 4)},
@@ -718,16 +735,20 @@ TEST_CASE("cuda backend: linear_weight_grad and bias_grad match the cpu backend"
 
 TEST_CASE("cuda backend: gelu_grad, silu_grad and softmax_grad match the cpu backend", "[cuda][gpu]") {
   both_backends b;
-  const std::int64_t numel = 203;
-  for (const op kind : {op::gelu_grad, op::silu_grad})
-    in_each_dtype(std::string(sg::op_name(kind)), elementwise, [&](dtype t) {
-      // in0 = the activation's input x, in1 = dy
-      return b.difference(t, numel, {random_tensor(t, numel, 1, -4, 4), random_tensor(t, numel, 2)},
-                          [&](auto& call, auto&) {
-                            call.kind = kind;
-                            set_dims(call, {numel});
-                          });
-    });
+  // 203 elements: the scalar kernel; 200: whole 16-byte vectors in every dtype.
+  for (const std::int64_t numel : {std::int64_t{203}, std::int64_t{200}}) {
+    for (const op kind : {op::gelu_grad, op::silu_grad}) {
+      in_each_dtype(
+          std::string(sg::op_name(kind)) + " of " + std::to_string(numel), elementwise, [&](dtype t) {
+            // in0 = the activation's input x, in1 = dy
+            return b.difference(t, numel, {random_tensor(t, numel, 1, -4, 4), random_tensor(t, numel, 2)},
+                                [&](auto& call, auto&) {
+                                  call.kind = kind;
+                                  set_dims(call, {numel});
+                                });
+          });
+    }
+  }
   in_each_dtype("softmax_grad", elementwise, [&](dtype t) {
     const std::int64_t rows = 37, cols = 50;  // in0 = y = softmax(x) (rows, cols), in1 = dy
     return b.difference(t, rows * cols,
@@ -742,29 +763,37 @@ TEST_CASE("cuda backend: gelu_grad, silu_grad and softmax_grad match the cpu bac
 
 TEST_CASE("cuda backend: the norms' gradients match the cpu backend", "[cuda][gpu]") {
   both_backends b;
-  const std::int64_t rows = 37, cols = 96, numel = rows * cols;
-  // x (rows, cols) off zero, w (cols), dy (rows, cols)
-  const auto x = [&](dtype t) { return random_tensor(t, numel, 1, -1, 3); };
-  const auto w = [&](dtype t) { return random_tensor(t, cols, 2, 0.5, 1.5); };
-  const auto dy = [&](dtype t) { return random_tensor(t, numel, 3); };
-  for (const op kind : {op::layer_norm_grad_x, op::rms_norm_grad_x})
-    in_each_dtype(std::string(sg::op_name(kind)), elementwise, [&](dtype t) {
-      // in0 = x, in1 = w, in2 = dy: dx (rows, cols)
-      return b.difference(t, numel, {x(t), w(t), dy(t)}, [&](auto& call, auto&) {
-        call.kind = kind;
-        set_dims(call, {rows, cols});
-        call.scalar = 1e-5;
+  // (37, 96): a warp per row in every dtype; (6, 1000): a warp per row (8 vectors per lane) in bf16
+  // and f32, a block per row in f64; (7, 100): a block per row in bf16.
+  struct row_size {
+    std::int64_t rows, cols;
+  };
+  for (const row_size size : {row_size{37, 96}, row_size{6, 1000}, row_size{7, 100}}) {
+    const std::int64_t rows = size.rows, cols = size.cols, numel = rows * cols;
+    const std::string name = " (" + std::to_string(rows) + ", " + std::to_string(cols) + ")";
+    // x (rows, cols) off zero, w (cols), dy (rows, cols)
+    const auto x = [&](dtype t) { return random_tensor(t, numel, 1, -1, 3); };
+    const auto w = [&](dtype t) { return random_tensor(t, cols, 2, 0.5, 1.5); };
+    const auto dy = [&](dtype t) { return random_tensor(t, numel, 3); };
+    for (const op kind : {op::layer_norm_grad_x, op::rms_norm_grad_x})
+      in_each_dtype(std::string(sg::op_name(kind)) + name, elementwise, [&](dtype t) {
+        // in0 = x, in1 = w, in2 = dy: dx (rows, cols)
+        return b.difference(t, numel, {x(t), w(t), dy(t)}, [&](auto& call, auto&) {
+          call.kind = kind;
+          set_dims(call, {rows, cols});
+          call.scalar = 1e-5;
+        });
       });
-    });
-  for (const op kind : {op::layer_norm_grad_w, op::rms_norm_grad_w})
-    in_each_dtype(std::string(sg::op_name(kind)), long_sums, [&](dtype t) {
-      // in0 = x, in1 = dy: dw (cols), a sum over the rows
-      return b.difference(t, cols, {x(t), dy(t)}, [&](auto& call, auto&) {
-        call.kind = kind;
-        set_dims(call, {rows, cols});
-        call.scalar = 1e-5;
+    for (const op kind : {op::layer_norm_grad_w, op::rms_norm_grad_w})
+      in_each_dtype(std::string(sg::op_name(kind)) + name, long_sums, [&](dtype t) {
+        // in0 = x, in1 = dy: dw (cols), a sum over the rows
+        return b.difference(t, cols, {x(t), dy(t)}, [&](auto& call, auto&) {
+          call.kind = kind;
+          set_dims(call, {rows, cols});
+          call.scalar = 1e-5;
+        });
       });
-    });
+  }
 }
 
 TEST_CASE("cuda backend: rope_grad, the embeddings' gradients and ones match the cpu backend",

@@ -27,7 +27,9 @@
 #include <shardgraph/cuda/kernels/flash_attention.cuh>
 #include <shardgraph/cuda/kernels/layout.cuh>
 #include <shardgraph/cuda/kernels/norms.cuh>
+#include <shardgraph/cuda/kernels/norms_by_warp.cuh>
 #include <shardgraph/cuda/kernels/softmax.cuh>
+#include <shardgraph/cuda/kernels/vectorized.cuh>
 #include <shardgraph/cuda/scratch.hpp>
 #include <shardgraph/cuda/tensor_buffer.hpp>
 #include <shardgraph/cuda/text.hpp>
@@ -45,6 +47,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace shardgraph::cuda {
@@ -448,6 +451,201 @@ class backend {
     kernels::column_total_kernel<C><<<kernels::blocks_for(n), 256, 0, stream()>>>(partial, splits, to, n);
   }
 
+  // The vector kernels (kernels/vectorized.cuh) take calls whose buffers all hold one floating dtype t,
+  // start on 16 bytes and hold whole vectors (numel a multiple of 16 / dtype_size(t)).
+  static std::int64_t vector_lanes(dtype t) { return static_cast<std::int64_t>(16 / dtype_size(t)); }
+  static bool vector_ready(dtype t, std::int64_t numel, std::initializer_list<kernels::ref> buffers) {
+    if (t != dtype::f64 && t != dtype::f32 && t != dtype::bf16 && t != dtype::f16) return false;
+    if (numel % vector_lanes(t) != 0) return false;
+    for (const kernels::ref& b : buffers)
+      if (b.type != t || reinterpret_cast<std::uintptr_t>(b.data) % 16 != 0) return false;
+    return true;
+  }
+  static bool vector_ready(const kernels::chain_args& a) {
+    const dtype t = a.out.type;
+    if (!vector_ready(t, a.numel, {a.out, a.operands[0]})) return false;
+    for (int s = 0; s < a.length; ++s) {
+      const compute::elementwise_step& st = a.steps[s];
+      if (st.operand >= 0 &&
+          (st.period % vector_lanes(t) != 0 || !vector_ready(t, 0, {a.operands[st.operand]})))
+        return false;
+    }
+    return true;
+  }
+  // Runs kernel<T, C>(grid) for the storage type T of t and its compute type C.
+  template <class Launch>
+  static void with_vector_types(dtype t, Launch&& launch) {
+    switch (t) {
+      case dtype::bf16:
+        return launch.template operator()<__nv_bfloat16, float>();
+      case dtype::f16:
+        return launch.template operator()<__half, float>();
+      case dtype::f32:
+        return launch.template operator()<float, float>();
+      default:
+        return launch.template operator()<double, double>();
+    }
+  }
+
+  template <class C, class I>
+  void run_chain(const kernels::chain_args& a) {
+    const unsigned threads = 256;
+    if (!vector_ready(a))
+      return kernels::chain_kernel<C, I><<<kernels::blocks_for(a.numel, threads), threads, 0, stream()>>>(a);
+    const unsigned grid = kernels::blocks_for(a.numel / vector_lanes(a.out.type), threads);
+    with_vector_types(a.out.type, [&]<class T, class V>() {
+      kernels::chain_vector_kernel<T, V, I><<<grid, threads, 0, stream()>>>(a);
+    });
+  }
+
+  template <class C, bool Gelu, class I>
+  void run_activation_grad(const call_t& c) {
+    const unsigned threads = 256;
+    const kernels::ref x = in(c, 0), dy = in(c, 1);
+    const kernels::mut_ref o = out(*c.out);
+    const std::int64_t n = c.dims[0];
+    if (!vector_ready(o.type, n, {x, dy, o}))
+      return kernels::activation_grad_kernel<C, Gelu, I>
+          <<<kernels::blocks_for(n, threads), threads, 0, stream()>>>(x, dy, o, n);
+    const unsigned grid = kernels::blocks_for(n / vector_lanes(o.type), threads);
+    with_vector_types(o.type, [&]<class T, class V>() {
+      kernels::activation_grad_vector_kernel<T, V, Gelu, I><<<grid, threads, 0, stream()>>>(
+          static_cast<const T*>(x.data), static_cast<const T*>(dy.data), static_cast<T*>(o.data), n);
+    });
+  }
+
+  // split_heads / merge_heads: x (batch, seq, heads, head_dim) <-> (batch, heads, seq, head_dim).
+  template <class C, bool Split, class I>
+  void run_heads(const call_t& c) {
+    const unsigned threads = 256;
+    const std::int64_t* d = c.dims;
+    const kernels::ref x = in(c, 0);
+    const kernels::mut_ref y = out(*c.out);
+    const std::int64_t numel = c.out->numel();
+    if (!vector_ready(y.type, d[3], {x, y}))
+      return kernels::heads_kernel<C, Split, I>
+          <<<kernels::blocks_for(numel, threads), threads, 0, stream()>>>(x, y, d[1], d[2], d[3], numel);
+    const std::int64_t lanes = vector_lanes(y.type), vectors = numel / lanes;
+    kernels::heads_vector_kernel<Split, I><<<kernels::blocks_for(vectors, threads), threads, 0, stream()>>>(
+        static_cast<const uint4*>(x.data), static_cast<uint4*>(y.data), d[1], d[2], d[3] / lanes, vectors);
+  }
+
+  // Norm rows of whole vectors, at most 256 of them, take one warp each (kernels/norms_by_warp.cuh):
+  // launch<T, V, Vectors per lane>(grid). False: the call needs the block-per-row kernels.
+  template <class Launch>
+  bool run_by_warp(dtype t, std::int64_t rows, std::int64_t cols, std::initializer_list<kernels::ref> buffers,
+                   Launch&& launch) {
+    if (!vector_ready(t, cols, buffers) || cols / vector_lanes(t) > 256) return false;
+    const unsigned grid =
+        static_cast<unsigned>((rows + kernels::warp_rows_per_block - 1) / kernels::warp_rows_per_block);
+    const bool narrow = cols / vector_lanes(t) <= 128;
+    with_vector_types(t, [&]<class T, class V>() {
+      if (narrow)
+        launch.template operator()<T, V, 4>(grid);
+      else
+        launch.template operator()<T, V, 8>(grid);
+    });
+    return true;
+  }
+
+  // layer_norm: x, w, b; rms_norm: x, w.
+  template <class C, bool Layer>
+  void run_norm(const call_t& c) {
+    const std::int64_t* d = c.dims;
+    buffer& o = *c.out;
+    if (run_by_warp(o.type(), d[0], d[1], {in(c, 0), in(c, 1), Layer ? in(c, 2) : in(c, 1), in(o)},
+                    [&]<class T, class V, int K>(unsigned grid) {
+                      kernels::norm_warp_kernel<T, V, K, Layer><<<grid, 256, 0, stream()>>>(
+                          typed<T>(*c.in[0]), typed<T>(*c.in[1]), Layer ? typed<T>(*c.in[2]) : nullptr,
+                          static_cast<T*>(o.data()), d[0], static_cast<int>(d[1]), c.scalar);
+                    }))
+      return;
+    if constexpr (Layer)
+      kernels::layer_norm_kernel<C><<<static_cast<unsigned>(d[0]), kernels::row_threads, 0, stream()>>>(
+          in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
+    else
+      kernels::rms_norm_kernel<C><<<static_cast<unsigned>(d[0]), kernels::row_threads, 0, stream()>>>(
+          in(c, 0), in(c, 1), out(o), d[1], c.scalar);
+  }
+
+  // x, w, dy -> dx
+  template <class C, bool Layer>
+  void run_norm_grad_x(const call_t& c) {
+    const std::int64_t* d = c.dims;
+    buffer& o = *c.out;
+    if (run_by_warp(o.type(), d[0], d[1], {in(c, 0), in(c, 1), in(c, 2), in(o)},
+                    [&]<class T, class V, int K>(unsigned grid) {
+                      kernels::norm_grad_x_warp_kernel<T, V, K, Layer><<<grid, 256, 0, stream()>>>(
+                          typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
+                          static_cast<T*>(o.data()), d[0], static_cast<int>(d[1]), c.scalar);
+                    }))
+      return;
+    if constexpr (Layer)
+      kernels::layer_norm_grad_x_kernel<C>
+          <<<static_cast<unsigned>(d[0]), kernels::row_threads, 0, stream()>>>(in(c, 0), in(c, 1), in(c, 2),
+                                                                               out(o), d[1], c.scalar);
+    else
+      kernels::rms_norm_grad_x_kernel<C><<<static_cast<unsigned>(d[0]), kernels::row_threads, 0, stream()>>>(
+          in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
+  }
+
+  // stats (rows, 2) of x (in 0) for the weight gradient.
+  template <class C, bool Layer>
+  void norm_statistics(const call_t& c, C* stats) {
+    const std::int64_t* d = c.dims;
+    if (run_by_warp(c.in[0]->type(), d[0], d[1], {in(c, 0)}, [&]<class T, class V, int K>(unsigned grid) {
+          if constexpr (std::is_same_v<V, C>)
+            kernels::norm_statistics_warp_kernel<T, V, K, Layer><<<grid, 256, 0, stream()>>>(
+                typed<T>(*c.in[0]), stats, d[0], static_cast<int>(d[1]), c.scalar);
+          else
+            kernels::norm_statistics_kernel<C, Layer>
+                <<<static_cast<unsigned>(d[0]), kernels::row_threads, 0, stream()>>>(in(c, 0), stats, d[1],
+                                                                                     c.scalar);
+        }))
+      return;
+    kernels::norm_statistics_kernel<C, Layer>
+        <<<static_cast<unsigned>(d[0]), kernels::row_threads, 0, stream()>>>(in(c, 0), stats, d[1], c.scalar);
+  }
+
+  // Cross-entropy rows of logits (in 0, rows x vocab) against targets (in 1): the vector kernels
+  // for 16-byte aligned rows of whole vectors, whose logits are computed in C.
+  template <class C>
+  void cross_entropy_rows(const call_t& c, C* losses) {
+    const std::int64_t* d = c.dims;
+    const dtype t = c.in[0]->type();
+    const unsigned rows = static_cast<unsigned>(d[0]);
+    if (vector_ready(t, d[1], {in(c, 0)}) && compute_type_is<C>(t))
+      return with_vector_types(t, [&]<class T, class V>() {
+        if constexpr (std::is_same_v<V, C>)
+          kernels::cross_entropy_rows_vector_kernel<T, C><<<rows, kernels::row_threads, 0, stream()>>>(
+              typed<T>(*c.in[0]), in(c, 1), losses, d[1], state_->bad_target());
+      });
+    kernels::cross_entropy_rows_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
+        in(c, 0), in(c, 1), losses, d[1], state_->bad_target());
+  }
+  // logits (in 0), targets (in 1), the loss's gradient (in 2) -> dlogits
+  template <class C>
+  void cross_entropy_grad(const call_t& c) {
+    const std::int64_t* d = c.dims;
+    buffer& o = *c.out;
+    const dtype t = o.type();
+    const unsigned rows = static_cast<unsigned>(d[0]);
+    if (vector_ready(t, d[1], {in(c, 0), in(o)}) && compute_type_is<C>(t))
+      return with_vector_types(t, [&]<class T, class V>() {
+        if constexpr (std::is_same_v<V, C>)
+          kernels::cross_entropy_grad_vector_kernel<T, C><<<rows, kernels::row_threads, 0, stream()>>>(
+              typed<T>(*c.in[0]), in(c, 1), in(c, 2), static_cast<T*>(o.data()), d[1], C(d[2]),
+              state_->bad_target());
+      });
+    kernels::cross_entropy_grad_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
+        in(c, 0), in(c, 1), in(c, 2), out(o), d[1], C(d[2]), state_->bad_target());
+  }
+  // Whether the vector kernels of dtype t compute in C (double for f64, float otherwise).
+  template <class C>
+  static bool compute_type_is(dtype t) {
+    return std::is_same_v<C, double> == (t == dtype::f64);
+  }
+
   template <class C, class I>
   void run_typed(const call_t& c) {
     const std::int64_t* d = c.dims;
@@ -500,11 +698,9 @@ class backend {
                         .stride_c = d[1] * d[3]},
                        "matmul");
       case op::layer_norm:
-        return kernels::layer_norm_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
-            in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
+        return run_norm<C, true>(c);
       case op::rms_norm:
-        return kernels::rms_norm_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
-            in(c, 0), in(c, 1), out(o), d[1], c.scalar);
+        return run_norm<C, false>(c);
       case op::softmax:
         return kernels::softmax_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
             in(c, 0), out(o), d[1], d[1], false, C(1));
@@ -513,11 +709,9 @@ class backend {
         return kernels::rope_kernel<C, I><<<blocks(o.numel() / 2), threads, 0, stream()>>>(
             in(c, 0), out(o), d[2], d[3], c.scalar, c.kind == op::rope ? 1.0 : -1.0, o.numel() / 2);
       case op::split_heads:
-        return kernels::heads_kernel<C, true, I>
-            <<<blocks(o.numel()), threads, 0, stream()>>>(in(c, 0), out(o), d[1], d[2], d[3], o.numel());
+        return run_heads<C, true, I>(c);
       case op::merge_heads:
-        return kernels::heads_kernel<C, false, I>
-            <<<blocks(o.numel()), threads, 0, stream()>>>(in(c, 0), out(o), d[1], d[2], d[3], o.numel());
+        return run_heads<C, false, I>(c);
       case op::attention:
         return attention_forward<C>(c);
       case op::attention_grad_q:
@@ -527,13 +721,11 @@ class backend {
       case op::cross_entropy: {
         C* losses = state_->scratch.get<C>(scratch_use::row_losses, static_cast<std::size_t>(d[0]));
         if (d[0] == 0) return fill_zero(o);
-        kernels::cross_entropy_rows_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
-            in(c, 0), in(c, 1), losses, d[1], state_->bad_target());
+        cross_entropy_rows<C>(c, losses);
         return kernels::sum_rows_kernel<C><<<1, 1024, 0, stream()>>>(losses, d[0], C(d[2]), out(o));
       }
       case op::cross_entropy_grad:
-        return kernels::cross_entropy_grad_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
-            in(c, 0), in(c, 1), in(c, 2), out(o), d[1], C(d[2]), state_->bad_target());
+        return cross_entropy_grad<C>(c);
       case op::add:
       case op::mul:
       case op::add_bias:
@@ -545,7 +737,7 @@ class backend {
         for (int s = 0; s < c.chain_length; ++s) a.steps[s] = c.chain[s];
         a.length = c.chain_length;
         a.numel = d[0];
-        return kernels::chain_kernel<C, I><<<blocks(d[0]), threads, 0, stream()>>>(a);
+        return run_chain<C, I>(a);
       }
       case op::transpose:
         return kernels::transpose_kernel<C, I>
@@ -567,26 +759,20 @@ class backend {
                               kernels::column_source<C, kernels::column_term::value>{
                                   .dy = in(c, 0), .x = {}, .stats = nullptr});
       case op::gelu_grad:
-        return kernels::activation_grad_kernel<C, true, I>
-            <<<blocks(d[0]), threads, 0, stream()>>>(in(c, 0), in(c, 1), out(o), d[0]);
+        return run_activation_grad<C, true, I>(c);
       case op::silu_grad:
-        return kernels::activation_grad_kernel<C, false, I>
-            <<<blocks(d[0]), threads, 0, stream()>>>(in(c, 0), in(c, 1), out(o), d[0]);
+        return run_activation_grad<C, false, I>(c);
       case op::layer_norm_grad_x:
-        return kernels::layer_norm_grad_x_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
-            in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
+        return run_norm_grad_x<C, true>(c);
       case op::rms_norm_grad_x:
-        return kernels::rms_norm_grad_x_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
-            in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
+        return run_norm_grad_x<C, false>(c);
       case op::layer_norm_grad_w:
       case op::rms_norm_grad_w: {  // x (rows, cols), dy (rows, cols): dw[j] = sum_i dy x_hat
         C* stats = state_->scratch.get<C>(scratch_use::row_statistics, static_cast<std::size_t>(2 * d[0]));
         if (c.kind == op::layer_norm_grad_w)
-          kernels::norm_statistics_kernel<C, true>
-              <<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(in(c, 0), stats, d[1], c.scalar);
+          norm_statistics<C, true>(c, stats);
         else
-          kernels::norm_statistics_kernel<C, false>
-              <<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(in(c, 0), stats, d[1], c.scalar);
+          norm_statistics<C, false>(c, stats);
         return column_sums<C>(out(o), d[0], d[1],
                               kernels::column_source<C, kernels::column_term::normalized_product>{
                                   .dy = in(c, 1), .x = in(c, 0), .stats = stats});
@@ -709,9 +895,10 @@ class backend {
     const std::size_t rows = static_cast<std::size_t>(a.batch * a.heads * a.seq);
     T* out = static_cast<T*>(state_->scratch.get(scratch_use::attention_output, c.in[0]->size_bytes()));
     float* statistics = state_->scratch.get<float>(scratch_use::attention_statistics, 2 * rows);
-    kernels::flash::backward<T>(typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]), typed<T>(*c.in[3]),
-                                static_cast<T*>(dq), static_cast<T*>(dk), static_cast<T*>(dv), out, statistics,
-                                statistics + rows, flash_shape_of(a), stream());
+    kernels::flash::backward<T>(typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
+                                typed<T>(*c.in[3]), static_cast<T*>(dq), static_cast<T*>(dk),
+                                static_cast<T*>(dv), out, statistics, statistics + rows, flash_shape_of(a),
+                                stream());
     check_cuda(cudaGetLastError(), "backend: flash attention gradient (launch)");
   }
 

@@ -41,6 +41,24 @@ struct chain_args {
   std::int64_t numel = 0;
 };
 
+// One step of a chain on the running value v (o: the step's operand, 0 for unary steps).
+template <class C>
+__device__ __forceinline__ C apply_step(op kind, C v, C o) {
+  switch (kind) {
+    case op::add:
+    case op::add_bias:
+      return v + o;
+    case op::mul:
+      return v * o;
+    case op::gelu:
+      return gelu_tanh(v);
+    case op::silu:
+      return silu(v);
+    default:
+      return v;
+  }
+}
+
 template <class C, class I>
 __global__ void chain_kernel(chain_args a) {
   for (I i = global_thread<I>(); i < static_cast<I>(a.numel); i += grid_threads<I>()) {
@@ -50,34 +68,22 @@ __global__ void chain_kernel(chain_args a) {
       const C o = st.operand < 0
                       ? C(0)
                       : load<C>(a.operands[st.operand], st.period > 0 ? i % static_cast<I>(st.period) : i);
-      switch (st.kind) {
-        case op::add:
-        case op::add_bias:
-          v += o;
-          break;
-        case op::mul:
-          v *= o;
-          break;
-        case op::gelu:
-          v = gelu_tanh(v);
-          break;
-        case op::silu:
-          v = silu(v);
-          break;
-        default:
-          break;
-      }
+      v = apply_step(st.kind, v, o);
     }
     store<C>(a.out, i, v);
   }
+}
+
+template <class C, bool Gelu>
+__device__ __forceinline__ C activation_grad(C x, C dy) {
+  return (Gelu ? gelu_tanh_grad(x) : silu_grad(x)) * dy;
 }
 
 // out = f'(x) * dy, f = gelu or silu.
 template <class C, bool Gelu, class I>
 __global__ void activation_grad_kernel(ref x, ref dy, mut_ref out, std::int64_t n) {
   for (I i = global_thread<I>(); i < static_cast<I>(n); i += grid_threads<I>()) {
-    const C v = load<C>(x, i);
-    store<C>(out, i, (Gelu ? gelu_tanh_grad(v) : silu_grad(v)) * load<C>(dy, i));
+    store<C>(out, i, activation_grad<C, Gelu>(load<C>(x, i), load<C>(dy, i)));
   }
 }
 

@@ -36,7 +36,9 @@ struct shape {
   float scale_log2;  // scale * log2(e)
 };
 
-inline bool supports(dtype t, std::int64_t dim) { return (t == dtype::bf16 || t == dtype::f16) && dim == head_dim; }
+inline bool supports(dtype t, std::int64_t dim) {
+  return (t == dtype::bf16 || t == dtype::f16) && dim == head_dim;
+}
 
 // ---- tensor-core fragments --------------------------------------------------------------------
 // m16n8k16 (PTX ISA, "matrix fragments for mma.m16n8k16"), with g = lane / 4, t = lane % 4:
@@ -134,7 +136,8 @@ __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int first, i
     const int row = i / (head_dim / 8), chunk = i % (head_dim / 8);
     uint4 v = make_uint4(0, 0, 0, 0);
     if (first + row < seq)
-      v = *reinterpret_cast<const uint4*>(matrix + static_cast<std::size_t>(first + row) * head_dim + chunk * 8);
+      v = *reinterpret_cast<const uint4*>(matrix + static_cast<std::size_t>(first + row) * head_dim +
+                                          chunk * 8);
     *reinterpret_cast<uint4*>(tile + row * stride + chunk * 8) = v;
   }
 }
@@ -239,7 +242,8 @@ __global__ void __launch_bounds__(threads)
     row_sum[r] = quad_sum(row_sum[r]);
     inverse[r] = 1.f / row_sum[r];
     if (lse != nullptr && t == 0 && rows[r] < s.seq)
-      lse[(static_cast<std::size_t>(batch) * s.heads + head) * s.seq + rows[r]] = row_max[r] + log2f(row_sum[r]);
+      lse[(static_cast<std::size_t>(batch) * s.heads + head) * s.seq + rows[r]] =
+          row_max[r] + log2f(row_sum[r]);
   }
   store_rows(out + matrix_offset(batch, s.heads, head, s.seq), first + warp_row, s.seq, o, inverse[0],
              inverse[1]);
@@ -261,9 +265,9 @@ __global__ void delta_kernel(const T* out, const T* dout, float* delta, std::int
 
 // dq = scale * sum over key tiles of dS K, dS = P (dP - delta), dP = dout V^T; grid as the forward.
 template <class T>
-__global__ void __launch_bounds__(threads) query_gradient_kernel(const T* q, const T* k, const T* v,
-                                                                 const T* dout, const float* lse,
-                                                                 const float* delta, T* dq, shape s) {
+__global__ void __launch_bounds__(threads)
+    query_gradient_kernel(const T* q, const T* k, const T* v, const T* dout, const float* lse,
+                          const float* delta, T* dq, shape s) {
   __shared__ alignas(16) T k_tile[tile_rows * stride];
   __shared__ alignas(16) T v_tile[tile_rows * stride];
   const int block = gridDim.x - 1 - blockIdx.x;
@@ -307,7 +311,8 @@ __global__ void __launch_bounds__(threads) query_gradient_kernel(const T* q, con
       }
     times_tile(p, k_tile, dq_acc);
   }
-  store_rows(dq + matrix_offset(batch, s.heads, head, s.seq), first + warp_row, s.seq, dq_acc, s.scale, s.scale);
+  store_rows(dq + matrix_offset(batch, s.heads, head, s.seq), first + warp_row, s.seq, dq_acc, s.scale,
+             s.scale);
 }
 
 // dk = scale * sum of dS^T Q, dv = sum of P^T dout, over the kv head's group of query heads and the
@@ -365,7 +370,8 @@ __global__ void __launch_bounds__(threads)
   }
   store_rows(dk + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first + warp_row, s.seq, dk_acc, s.scale,
              s.scale);
-  store_rows(dv + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first + warp_row, s.seq, dv_acc, 1.f, 1.f);
+  store_rows(dv + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first + warp_row, s.seq, dv_acc, 1.f,
+             1.f);
 }
 
 // ---- launches on a stream ------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 // materialising the probabilities). One block per row. Formulas: cpu/softmax.hpp,
 // cpu/cross_entropy.hpp and their backward files.
 #include <shardgraph/cuda/kernels/element_access.cuh>
+#include <shardgraph/cuda/kernels/vectorized.cuh>
 
 #include <cuda_runtime.h>
 
@@ -54,19 +55,24 @@ __global__ void softmax_grad_kernel(ref y, ref dy, mut_ref dx, std::int64_t cols
     store<C>(dx, base + j, j < valid ? load<C>(y, base + j) * (load<C>(dy, base + j) - dot) * scale : C(0));
 }
 
+// A row ignored (ignore_index) or with a target outside the vocabulary (flagged in *bad) has loss 0.
+template <class C>
+__device__ bool row_without_loss(std::int64_t target, std::int64_t vocab, C* loss, int* bad) {
+  if (target != ignore_index && target >= 0 && target < vocab) return false;
+  if (threadIdx.x == 0) {
+    *loss = 0;
+    if (target != ignore_index) *bad = 1;
+  }
+  return true;
+}
+
 // losses[row] = logsumexp(logits[row]) - logits[row][target], 0 for ignore_index. A target outside
 // the vocabulary sets *bad (the backend reports it at its next synchronisation).
 template <class C>
 __global__ void cross_entropy_rows_kernel(ref logits, ref targets, C* losses, std::int64_t vocab, int* bad) {
   const std::int64_t row = blockIdx.x, base = row * vocab;
   const std::int64_t target = load_id(targets, row);
-  if (target == ignore_index || target < 0 || target >= vocab) {
-    if (threadIdx.x == 0) {
-      losses[row] = 0;
-      if (target != ignore_index) *bad = 1;
-    }
-    return;
-  }
+  if (row_without_loss(target, vocab, losses + row, bad)) return;
   C row_max, sum;
   row_softmax_statistics<C>(logits, base, vocab, C(1), row_max, sum);
   if (threadIdx.x == 0) losses[row] = row_max + log(sum) - load<C>(logits, base + target);
@@ -99,6 +105,69 @@ __global__ void cross_entropy_grad_kernel(ref logits, ref targets, ref loss_grad
   for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
     const C p = exp(load<C>(logits, base + j) - row_max) * inverse;
     store<C>(dlogits, base + j, (p - (j == target ? C(1) : C(0))) * scale);
+  }
+}
+
+// ---- rows of whole 16-byte vectors (vocab a multiple of lanes<T>, 16-byte aligned) ---------------
+// One read of the row for its statistics: each thread keeps a running max and a sum of exp(x - max)
+// rescaled as the max grows (the online softmax), merged across the block at the end.
+template <class T, class C>
+__device__ void row_softmax_statistics_vector(const T* row, std::int64_t vectors, C& row_max, C& sum) {
+  C m = -INFINITY, s = 0;
+  for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x) {
+    C v[lanes<T>];
+    load_vector(row + w * lanes<T>, v);
+    C next = m;
+    for (int j = 0; j < lanes<T>; ++j) next = max(next, v[j]);
+    C added = 0;
+    for (int j = 0; j < lanes<T>; ++j) added += exp(v[j] - next);
+    s = (m == -INFINITY ? C(0) : s * exp(m - next)) + added;
+    m = next;
+  }
+  row_max = block_max(m);
+  sum = block_sum(m == -INFINITY ? C(0) : s * exp(m - row_max));
+}
+
+template <class T, class C>
+__global__ void cross_entropy_rows_vector_kernel(const T* logits, ref targets, C* losses, std::int64_t vocab,
+                                                 int* bad) {
+  const std::int64_t row = blockIdx.x;
+  const T* x = logits + row * vocab;
+  const std::int64_t target = load_id(targets, row);
+  if (row_without_loss(target, vocab, losses + row, bad)) return;
+  C row_max, sum;
+  row_softmax_statistics_vector<T, C>(x, vocab / lanes<T>, row_max, sum);
+  if (threadIdx.x == 0) losses[row] = row_max + log(sum) - widen<T, C>(x[target]);
+}
+
+template <class T, class C>
+__global__ void cross_entropy_grad_vector_kernel(const T* logits, ref targets, ref loss_gradient, T* dlogits,
+                                                 std::int64_t vocab, C divisor, int* bad) {
+  const std::int64_t row = blockIdx.x, vectors = vocab / lanes<T>;
+  const T* x = logits + row * vocab;
+  T* dx = dlogits + row * vocab;
+  const std::int64_t target = load_id(targets, row);
+  const bool ignored = target == ignore_index || target < 0 || target >= vocab;
+  if (ignored && threadIdx.x == 0 && target != ignore_index) *bad = 1;
+  C row_max = 0, inverse = 0;
+  if (!ignored) {
+    C sum;
+    row_softmax_statistics_vector<T, C>(x, vectors, row_max, sum);
+    inverse = C(1) / sum;
+  }
+  const C scale = ignored ? C(0) : load<C>(loss_gradient, 0) / divisor;
+  for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x) {
+    C v[lanes<T>];
+    if (ignored) {
+      for (int j = 0; j < lanes<T>; ++j) v[j] = 0;
+    } else {
+      load_vector(x + w * lanes<T>, v);
+      for (int j = 0; j < lanes<T>; ++j) {
+        const C p = exp(v[j] - row_max) * inverse;
+        v[j] = (p - (w * lanes<T> + j == target ? C(1) : C(0))) * scale;
+      }
+    }
+    store_vector(dx + w * lanes<T>, v);
   }
 }
 

@@ -1,0 +1,171 @@
+#pragma once
+// LayerNorm and RMSNorm rows of up to a few thousand columns, one warp per row: the row is read
+// once into registers as 16-byte vectors (Vectors of them per lane), its statistics are warp
+// shuffles, and it is written once. For calls whose x, w, b, dy and y share one dtype T, start on
+// 16 bytes and whose cols are whole vectors; the rest take norms.cuh's block-per-row kernels.
+// Same formulas (and two-pass variance) as norms.cuh; the sums run in another order.
+#include <shardgraph/cuda/kernels/vectorized.cuh>
+
+#include <cstdint>
+
+namespace shardgraph::cuda::kernels {
+
+inline constexpr unsigned warp_rows_per_block = 8;  // 256 threads
+
+template <class C>
+__device__ __forceinline__ C warp_sum(C v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// A row of cols = vectors * lanes<T> elements; lane l holds vectors l, l + 32, ...
+template <class T, class C, int Vectors>
+struct warp_row {
+  C v[Vectors][lanes<T>];
+  __device__ __forceinline__ void load(const T* row, int vectors) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < Vectors; ++k)
+      if (lane + 32 * k < vectors) load_vector(row + (lane + 32 * k) * lanes<T>, v[k]);
+  }
+  __device__ __forceinline__ void multiply(const warp_row& other, int vectors) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < Vectors; ++k)
+      if (lane + 32 * k < vectors)
+#pragma unroll
+        for (int j = 0; j < lanes<T>; ++j) v[k][j] *= other.v[k][j];
+  }
+  template <class F>  // f(k, j, value) for each element the lane holds
+  __device__ __forceinline__ void each(int vectors, F&& f) const {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int k = 0; k < Vectors; ++k)
+      if (lane + 32 * k < vectors)
+#pragma unroll
+        for (int j = 0; j < lanes<T>; ++j) f(k, j, v[k][j]);
+  }
+};
+
+template <class T, class C, int Vectors>
+__device__ __forceinline__ void warp_layer_norm_statistics(const warp_row<T, C, Vectors>& x, int vectors,
+                                                           int cols, double eps, C& mean, C& inverse_std) {
+  C sum = 0;
+  x.each(vectors, [&](int, int, C value) { sum += value; });
+  mean = warp_sum(sum) / C(cols);
+  C squares = 0;
+  x.each(vectors, [&](int, int, C value) { squares += (value - mean) * (value - mean); });
+  inverse_std = C(1) / sqrt(warp_sum(squares) / C(cols) + C(eps));
+}
+
+template <class T, class C, int Vectors>
+__device__ __forceinline__ C warp_rms_inverse(const warp_row<T, C, Vectors>& x, int vectors, int cols,
+                                              double eps) {
+  C squares = 0;
+  x.each(vectors, [&](int, int, C value) { squares += value * value; });
+  return C(1) / sqrt(warp_sum(squares) / C(cols) + C(eps));
+}
+
+// (mean, 1/std) for layer norm, (0, 1/rms) for rms norm.
+template <bool Layer, class T, class C, int Vectors>
+__device__ __forceinline__ void warp_norm_statistics(const warp_row<T, C, Vectors>& x, int vectors, int cols,
+                                                     double eps, C& mean, C& inverse) {
+  if constexpr (Layer)
+    warp_layer_norm_statistics(x, vectors, cols, eps, mean, inverse);
+  else
+    inverse = warp_rms_inverse(x, vectors, cols, eps);
+}
+
+// Writes f(k, j) for each element the lane holds, as vectors of row.
+template <class T, class C, int Vectors, class F>
+__device__ __forceinline__ void store_row(T* row, int vectors, F&& f) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k < Vectors; ++k) {
+    const int vec = lane + 32 * k;
+    if (vec >= vectors) continue;
+    C out[lanes<T>];
+#pragma unroll
+    for (int j = 0; j < lanes<T>; ++j) out[j] = f(k, j, vec * lanes<T> + j);
+    store_vector(row + vec * lanes<T>, out);
+  }
+}
+
+__device__ __forceinline__ std::int64_t warp_row_index() {
+  return static_cast<std::int64_t>(blockIdx.x) * warp_rows_per_block + threadIdx.x / 32;
+}
+
+// y = (x - mean) / std * w + b (layer norm), or w * x / rms (b null: rms norm).
+template <class T, class C, int Vectors, bool Layer>
+__global__ void norm_warp_kernel(const T* x, const T* w, const T* b, T* y, std::int64_t rows, int cols,
+                                 double eps) {
+  const std::int64_t row = warp_row_index();
+  if (row >= rows) return;
+  const int vectors = cols / lanes<T>;
+  warp_row<T, C, Vectors> xr;
+  xr.load(x + row * cols, vectors);
+  C mean = 0, inverse = 0;
+  warp_norm_statistics<Layer>(xr, vectors, cols, eps, mean, inverse);
+  warp_row<T, C, Vectors> wr, br;
+  wr.load(w, vectors);
+  if constexpr (Layer) br.load(b, vectors);
+  store_row<T, C, Vectors>(y + row * cols, vectors, [&](int k, int j, int) {
+    if constexpr (Layer)
+      return (xr.v[k][j] - mean) * inverse * wr.v[k][j] + br.v[k][j];
+    else
+      return wr.v[k][j] * (xr.v[k][j] * inverse);
+  });
+}
+
+// layer norm: dx = (dy w - mean(dy w) - xhat mean(dy w xhat)) / std
+// rms norm:   dx = r (dy w - x r^2 mean(dy w x)),  r = 1 / rms
+template <class T, class C, int Vectors, bool Layer>
+__global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, T* dx, std::int64_t rows,
+                                        int cols, double eps) {
+  const std::int64_t row = warp_row_index();
+  if (row >= rows) return;
+  const int vectors = cols / lanes<T>;
+  warp_row<T, C, Vectors> xr, gr, wr;
+  xr.load(x + row * cols, vectors);
+  gr.load(dy + row * cols, vectors);
+  wr.load(w, vectors);
+  gr.multiply(wr, vectors);  // g = dy w
+  if constexpr (Layer) {
+    C mean = 0, inverse_std = 0;
+    warp_layer_norm_statistics(xr, vectors, cols, eps, mean, inverse_std);
+    C g_sum = 0, gx_sum = 0;
+    gr.each(vectors, [&](int k, int j, C g) {
+      g_sum += g;
+      gx_sum += g * (xr.v[k][j] - mean) * inverse_std;
+    });
+    const C g_mean = warp_sum(g_sum) / C(cols), gx_mean = warp_sum(gx_sum) / C(cols);
+    store_row<T, C, Vectors>(dx + row * cols, vectors, [&](int k, int j, int) {
+      return (gr.v[k][j] - g_mean - (xr.v[k][j] - mean) * inverse_std * gx_mean) * inverse_std;
+    });
+  } else {
+    const C r = warp_rms_inverse(xr, vectors, cols, eps);
+    C gx_sum = 0;
+    gr.each(vectors, [&](int k, int j, C g) { gx_sum += g * xr.v[k][j]; });
+    const C correction = warp_sum(gx_sum) / C(cols) * r * r;
+    store_row<T, C, Vectors>(dx + row * cols, vectors,
+                             [&](int k, int j, int) { return r * (gr.v[k][j] - xr.v[k][j] * correction); });
+  }
+}
+
+// stats (rows, 2): (mean, 1/std) for layer norm, (0, 1/rms) for rms norm.
+template <class T, class C, int Vectors, bool Layer>
+__global__ void norm_statistics_warp_kernel(const T* x, C* stats, std::int64_t rows, int cols, double eps) {
+  const std::int64_t row = warp_row_index();
+  if (row >= rows) return;
+  const int vectors = cols / lanes<T>;
+  warp_row<T, C, Vectors> xr;
+  xr.load(x + row * cols, vectors);
+  C mean = 0, inverse = 0;
+  warp_norm_statistics<Layer>(xr, vectors, cols, eps, mean, inverse);
+  if (threadIdx.x % 32 == 0) {
+    stats[2 * row] = mean;
+    stats[2 * row + 1] = inverse;
+  }
+}
+
+}  // namespace shardgraph::cuda::kernels
