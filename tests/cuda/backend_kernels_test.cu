@@ -722,15 +722,20 @@ TEST_CASE("cuda backend: linear_weight_grad and bias_grad match the cpu backend"
           },
           s.types);
     }
-  // dy (rows, 40) -> db (40); 261 rows are three of the column sums' 128-row splits.
-  for (const std::int64_t rows : {37, 261})
-    in_each_dtype("bias_grad, " + std::to_string(rows) + " rows", long_sums, [&](dtype t) {
-      const std::int64_t n = 40;
-      return b.difference(t, n, {random_tensor(t, rows * n, 3)}, [&](auto& call, auto&) {
-        call.kind = op::bias_grad;
-        set_dims(call, {rows, n});
-      });
-    });
+  // dy (rows, n) -> db (n); 261 rows are three of the column sums' 128-row splits. n = 40 and 600
+  // are whole 16-byte vectors in every dtype (600 spans three blocks of 256 bf16 columns); 300 is
+  // not in bf16 (its scalar kernel).
+  for (const std::int64_t rows : {37, 261}) {
+    for (const std::int64_t n : {40, 300, 600}) {
+      in_each_dtype("bias_grad, (" + std::to_string(rows) + ", " + std::to_string(n) + ")", long_sums,
+                    [&](dtype t) {
+                      return b.difference(t, n, {random_tensor(t, rows * n, 3)}, [&](auto& call, auto&) {
+                        call.kind = op::bias_grad;
+                        set_dims(call, {rows, n});
+                      });
+                    });
+    }
+  }
 }
 
 TEST_CASE("cuda backend: gelu_grad, silu_grad and softmax_grad match the cpu backend", "[cuda][gpu]") {

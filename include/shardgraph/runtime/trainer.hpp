@@ -267,7 +267,7 @@ class trainer {
   double owned_sum_of_squares() {
     Backend& b = rank_.backend();
     const graph& g = rank_.compiled().nodes;
-    double sum = 0;
+    std::vector<const buffer*> owned;  // summed together below
     rank_.for_each_parameter(
         [&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
           if (grad == nullptr) return;
@@ -280,11 +280,18 @@ class trainer {
           if (zero_stage_ == 1) {  // the whole reduced gradient is here: count this rank's chunk
             b.fill_zero(s.grad_chunk);
             b.copy_range(s.sum, s.offset, s.grad_chunk, 0, s.count);
-            sum += b.sum_of_squares(s.grad_chunk);
+            owned.push_back(&s.grad_chunk);
           } else {
-            sum += b.sum_of_squares(s.sum);
+            owned.push_back(&s.sum);
           }
         });
+    // A backend that sums many buffers at once (a GPU: one wait instead of one per parameter).
+    double sum = 0;
+    if constexpr (requires(std::span<const buffer* const> all) { b.sum_of_squares(all); }) {
+      sum = b.sum_of_squares(std::span<const buffer* const>(owned));
+    } else {
+      for (const buffer* x : owned) sum += b.sum_of_squares(*x);
+    }
     for (int a = 0; a < g.axes.size(); ++a) rank_.axis_communicator(a).all_reduce(std::span<double>(&sum, 1));
     return sum;
   }

@@ -45,6 +45,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -237,13 +238,20 @@ class backend {
 
   // The optimizer's work (compute::TrainingBackend).
   double sum_of_squares(const buffer& b) {
+    const buffer* one = &b;
+    return sum_of_squares(std::span<const buffer* const>(&one, 1));
+  }
+  // The sum over several buffers with one wait for the GPU (the trainer's gradient norm).
+  double sum_of_squares(std::span<const buffer* const> buffers) {
     double sum = 0;
-    if (b.numel() == 0) return sum;
     check_cuda(cudaMemsetAsync(state_->sum(), 0, sizeof(double), stream()), "backend::sum_of_squares");
-    kernels::sum_of_squares_kernel<double>
-        <<<std::min(kernels::blocks_for(b.numel()), 1024u), 256, 0, stream()>>>(in(b), b.numel(),
-                                                                                state_->sum());
-    launched("sum_of_squares");
+    for (const buffer* b : buffers) {
+      if (b->numel() == 0) continue;
+      kernels::sum_of_squares_kernel<double>
+          <<<std::min(kernels::blocks_for(b->numel()), 1024u), 256, 0, stream()>>>(in(*b), b->numel(),
+                                                                                   state_->sum());
+      launched("sum_of_squares");
+    }
     check_cuda(cudaMemcpyAsync(&sum, state_->sum(), sizeof sum, cudaMemcpyDeviceToHost, stream()),
                "backend::sum_of_squares");
     synchronize();
@@ -447,7 +455,22 @@ class backend {
     const dim3 grid(static_cast<unsigned>((n + kernels::column_block_x - 1) / kernels::column_block_x),
                     static_cast<unsigned>(splits));
     const dim3 block(kernels::column_block_x, kernels::column_block_y);
-    kernels::column_partial_kernel<C><<<grid, block, 0, stream()>>>(source, partial, rows, n);
+    constexpr kernels::column_term term = decltype(source)::term;
+    constexpr bool normalized = term == kernels::column_term::normalized_product;
+    const dtype t = source.dy.type;
+    if (compute_type_is<C>(t) && vector_ready(t, n, {source.dy, normalized ? source.x : source.dy})) {
+      const std::int64_t columns_per_block = kernels::column_block_x * vector_lanes(t);
+      const dim3 vector_grid(static_cast<unsigned>((n + columns_per_block - 1) / columns_per_block),
+                             static_cast<unsigned>(splits));
+      with_vector_types(t, [&]<class T, class V>() {
+        if constexpr (std::is_same_v<V, C>)
+          kernels::column_partial_vector_kernel<T, C, term><<<vector_grid, block, 0, stream()>>>(
+              static_cast<const T*>(source.dy.data), static_cast<const T*>(source.x.data), source.stats,
+              partial, rows, n);
+      });
+    } else {
+      kernels::column_partial_kernel<C><<<grid, block, 0, stream()>>>(source, partial, rows, n);
+    }
     kernels::column_total_kernel<C><<<kernels::blocks_for(n), 256, 0, stream()>>>(partial, splits, to, n);
   }
 

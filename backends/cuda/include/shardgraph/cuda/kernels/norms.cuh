@@ -114,6 +114,7 @@ enum class column_term { value, normalized_product };  // dy; or dy (x - mean) /
 
 template <class C, column_term Term>
 struct column_source {
+  static constexpr column_term term = Term;
   ref dy, x;
   const C* stats = nullptr;  // (rows, 2) for normalized_product
   __device__ C operator()(std::int64_t i, std::int64_t j, std::int64_t n) const {

@@ -3,7 +3,9 @@
 // once into registers as 16-byte vectors (Vectors of them per lane), its statistics are warp
 // shuffles, and it is written once. For calls whose x, w, b, dy and y share one dtype T, start on
 // 16 bytes and whose cols are whole vectors; the rest take norms.cuh's block-per-row kernels.
-// Same formulas (and two-pass variance) as norms.cuh; the sums run in another order.
+// Same formulas (and two-pass variance) as norms.cuh; the sums run in another order. Also the
+// vector form of norms.cuh's column sums (bias and norm-weight gradients).
+#include <shardgraph/cuda/kernels/norms.cuh>
 #include <shardgraph/cuda/kernels/vectorized.cuh>
 
 #include <cstdint>
@@ -166,6 +168,39 @@ __global__ void norm_statistics_warp_kernel(const T* x, C* stats, std::int64_t r
     stats[2 * row] = mean;
     stats[2 * row + 1] = inverse;
   }
+}
+
+// column_partial_kernel on 16-byte vectors: each thread sums lanes<T> adjacent columns, so a warp
+// reads 512 contiguous bytes of a row. dy and x (normalized_product) hold T; n is whole vectors.
+template <class T, class C, column_term Term>
+__global__ void column_partial_vector_kernel(const T* dy, const T* x, const C* stats, C* partial,
+                                             std::int64_t rows, std::int64_t n) {
+  constexpr int L = lanes<T>;
+  __shared__ C sums[column_block_y][column_block_x * L];
+  const std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * column_block_x + threadIdx.x) * L;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * column_rows_per_split;
+  const std::int64_t end = min(rows, begin + column_rows_per_split);
+  C acc[L] = {};
+  if (first < n)
+    for (std::int64_t i = begin + threadIdx.y; i < end; i += column_block_y) {
+      C g[L];
+      load_vector(dy + i * n + first, g);
+      if constexpr (Term == column_term::normalized_product) {
+        C xv[L];
+        load_vector(x + i * n + first, xv);
+        const C mean = stats[2 * i], inverse = stats[2 * i + 1];
+        for (int l = 0; l < L; ++l) g[l] *= (xv[l] - mean) * inverse;
+      }
+      for (int l = 0; l < L; ++l) acc[l] += g[l];
+    }
+  for (int l = 0; l < L; ++l) sums[threadIdx.y][threadIdx.x * L + l] = acc[l];
+  __syncthreads();
+  if (threadIdx.y == 0 && first < n)
+    for (int l = 0; l < L; ++l) {
+      C total = 0;
+      for (unsigned y = 0; y < column_block_y; ++y) total += sums[y][threadIdx.x * L + l];
+      partial[blockIdx.y * n + first + l] = total;
+    }
 }
 
 }  // namespace shardgraph::cuda::kernels
