@@ -91,6 +91,20 @@ struct adamw_arguments {
   std::int64_t step = 1;  // 1-based, for the bias corrections
 };
 
+// One parameter's update for a backend that updates many in one call, `adamw_many(span of these)`
+// (optional: the trainer calls adamw() and convert() per parameter otherwise): param, grad, m and v
+// as adamw() takes them, and, when `rounded` is set, param converted into it afterwards (the
+// model's 16-bit weights from their f32 master).
+template <class Buffer>
+struct adamw_update {
+  Buffer* param = nullptr;
+  const Buffer* grad = nullptr;
+  Buffer* m = nullptr;
+  Buffer* v = nullptr;
+  Buffer* rounded = nullptr;
+  adamw_arguments arguments;
+};
+
 template <class B>
 concept TrainingBackend = ComputeBackend<B> && requires(B& b, typename B::buffer& buf, const typename B::buffer& cbuf,
                                                          double factor, const adamw_arguments& a,

@@ -298,6 +298,7 @@ class trainer {
 
   void apply_adamw(double coefficient, double lr) {
     Backend& b = rank_.backend();
+    std::vector<compute::adamw_update<buffer>> updates;  // without ZeRO: all at once, below
     rank_.for_each_parameter(
         [&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
           if (grad == nullptr) return;
@@ -311,8 +312,12 @@ class trainer {
                                      .step = updates_};
           if (zero_stage_ == 0) {
             if (coefficient != 1.0) b.scale(s.sum, coefficient);
-            b.adamw(mixed ? s.master : value, s.sum, s.m, s.v, a);
-            if (mixed) b.convert(s.master, value);
+            updates.push_back({.param = mixed ? &s.master : &value,
+                               .grad = &s.sum,
+                               .m = &s.m,
+                               .v = &s.v,
+                               .rounded = mixed ? &value : nullptr,
+                               .arguments = a});
             return;
           }
           // This rank's chunk of the gradient and of the parameter, updated, then gathered from all ranks.
@@ -343,6 +348,15 @@ class trainer {
           });
           b.copy_range(s.gathered, 0, value, 0, s.n);
         });
+    // A backend that updates many parameters in one call (a GPU: one launch for them all).
+    if constexpr (requires(std::span<const compute::adamw_update<buffer>> all) { b.adamw_many(all); }) {
+      if (!updates.empty()) b.adamw_many(std::span<const compute::adamw_update<buffer>>(updates));
+    } else {
+      for (const compute::adamw_update<buffer>& u : updates) {
+        b.adamw(*u.param, *u.grad, *u.m, *u.v, u.arguments);
+        if (u.rounded != nullptr) b.convert(*u.param, *u.rounded);
+      }
+    }
   }
 
   rank_program<Backend, Comm>& rank_;

@@ -79,6 +79,8 @@ struct backend_state {
   bool profile = false;
   cudaEvent_t start = nullptr, end = nullptr;  // profile mode
   std::map<std::string, op_time> times;
+  std::vector<kernels::adamw_task> adamw_tasks;  // adamw_many's tables, kept to reuse their memory
+  std::vector<kernels::adamw_chunk> adamw_chunks;
   // Attention's dq, dk, dv in scratch, valid for these q, k, v, dout until anything else is written.
   bool attention_cache_valid = false;
   const void* attention_inputs[4]{};
@@ -303,7 +305,9 @@ class backend {
                                cudaMemcpyDeviceToDevice, stream()),
                "backend::copy_range (cudaMemcpyAsync)");
   }
-  void adamw(buffer& param, const buffer& grad, buffer& m, buffer& v, const compute::adamw_arguments& a) {
+  // The per-step constants of AdamW, after checking the buffers agree.
+  static kernels::adamw_scalars adamw_scalars_for(const buffer& param, const buffer& grad, const buffer& m,
+                                                  const buffer& v, const compute::adamw_arguments& a) {
     for (const buffer* b : std::initializer_list<const buffer*>{&grad, &m, &v})
       if (b->type() != param.type() || b->numel() != param.numel())
         fail("cuda::backend::adamw", "buffers of different dtype or size",
@@ -312,8 +316,56 @@ class backend {
         .lr = a.lr, .beta1 = a.beta1, .beta2 = a.beta2, .eps = a.eps, .weight_decay = a.weight_decay};
     const auto c = shardgraph::detail::adamw_coefficients_for("cuda::backend::adamw", config, a.step, a.lr,
                                                               a.weight_decay > 0);
-    const kernels::adamw_scalars s{c.beta1,        c.beta2,     c.eps,
-                                   c.decay_factor, c.step_size, c.bias_correction2_sqrt};
+    return {c.beta1, c.beta2, c.eps, c.decay_factor, c.step_size, c.bias_correction2_sqrt};
+  }
+
+  // Every update in one launch (compute::adamw_update): the trainer's step without ZeRO.
+  void adamw_many(std::span<const compute::adamw_update<buffer>> updates) {
+    state_->attention_cache_valid = false;
+    std::vector<kernels::adamw_task>& tasks = state_->adamw_tasks;
+    std::vector<kernels::adamw_chunk>& chunks = state_->adamw_chunks;
+    tasks.clear();
+    chunks.clear();
+    for (const compute::adamw_update<buffer>& u : updates) {
+      const kernels::adamw_scalars s = adamw_scalars_for(*u.param, *u.grad, *u.m, *u.v, u.arguments);
+      if (u.param->type() != dtype::f32 && u.param->type() != dtype::f64)
+        fail("cuda::backend::adamw",
+             detail::text("the optimizer works on f32 and f64 values, not ", dtype_name(u.param->type())),
+             "train 16-bit models with f32 master weights (the trainer does so by default)");
+      if (u.rounded != nullptr && u.rounded->numel() != u.param->numel())
+        fail("cuda::backend::adamw_many", "the rounded copy differs in size from the parameter",
+             "this is a bug in the trainer; please report it");
+      const std::int64_t n = u.param->numel();
+      if (n == 0) continue;
+      tasks.push_back({.param = out(*u.param),
+                       .m = out(*u.m),
+                       .v = out(*u.v),
+                       .rounded = u.rounded != nullptr ? out(*u.rounded) : kernels::mut_ref{},
+                       .grad = in(*u.grad),
+                       .numel = n,
+                       .scalars = s});
+      for (std::int64_t first = 0; first < n; first += kernels::adamw_chunk_elements)
+        chunks.push_back({.task = static_cast<int>(tasks.size() - 1), .first = first});
+    }
+    if (chunks.empty()) return;
+    const std::size_t task_bytes = tasks.size() * sizeof(kernels::adamw_task);
+    void* table = state_->scratch.get(scratch_use::optimizer_tasks,
+                                      task_bytes + chunks.size() * sizeof(kernels::adamw_chunk));
+    auto* device_chunks = reinterpret_cast<kernels::adamw_chunk*>(static_cast<char*>(table) + task_bytes);
+    // From pageable memory: the copies are staged before they return, so the vectors may change after.
+    check_cuda(cudaMemcpyAsync(table, tasks.data(), task_bytes, cudaMemcpyHostToDevice, stream()),
+               "backend::adamw_many (cudaMemcpyAsync)");
+    check_cuda(cudaMemcpyAsync(device_chunks, chunks.data(), chunks.size() * sizeof(kernels::adamw_chunk),
+                               cudaMemcpyHostToDevice, stream()),
+               "backend::adamw_many (cudaMemcpyAsync)");
+    const detail::op_timer timer(*state_, "adamw_many", updates.front().param->type());
+    kernels::adamw_many_kernel<<<static_cast<unsigned>(chunks.size()), 256, 0, stream()>>>(
+        static_cast<const kernels::adamw_task*>(table), device_chunks);
+    launched("adamw_many");
+  }
+
+  void adamw(buffer& param, const buffer& grad, buffer& m, buffer& v, const compute::adamw_arguments& a) {
+    const kernels::adamw_scalars s = adamw_scalars_for(param, grad, m, v, a);
     state_->attention_cache_valid = false;
     if (param.numel() == 0) return;
     const detail::op_timer timer(*state_, "adamw", param.type());

@@ -21,7 +21,8 @@ enum class scratch_use : int {
   partials,  // column sums: (splits, n)
   row_statistics,
   row_losses,
-  widened,  // a 16-bit gradient summed in f32 (embedding)
+  widened,          // a 16-bit gradient summed in f32 (embedding)
+  optimizer_tasks,  // adamw_many: its tasks and chunks
   count
 };
 

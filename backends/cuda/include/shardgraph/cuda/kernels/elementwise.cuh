@@ -125,17 +125,51 @@ struct adamw_scalars {
   double beta1, beta2, eps, decay_factor, step_size, bias_correction2_sqrt;
 };
 
+// The new parameter from p, g and the moments m, v (updated in place).
+__device__ __forceinline__ double adamw_element(double p, double g, double& m, double& v,
+                                                const adamw_scalars& c) {
+  m = c.beta1 * m + (1 - c.beta1) * g;
+  v = c.beta2 * v + (1 - c.beta2) * g * g;
+  const double denominator = sqrt(v) / c.bias_correction2_sqrt + c.eps;
+  return p * c.decay_factor - c.step_size * m / denominator;
+}
+
 template <class T>
 __global__ void adamw_kernel(T* param, const T* grad, T* m, T* v, std::int64_t n, adamw_scalars c) {
   for (std::int64_t i = global_thread(); i < n; i += grid_threads()) {
-    double p = static_cast<double>(param[i]) * c.decay_factor;
-    const double g = static_cast<double>(grad[i]);
-    const double mi = c.beta1 * static_cast<double>(m[i]) + (1 - c.beta1) * g;
-    const double vi = c.beta2 * static_cast<double>(v[i]) + (1 - c.beta2) * g * g;
-    const double denominator = sqrt(vi) / c.bias_correction2_sqrt + c.eps;
-    param[i] = static_cast<T>(p - c.step_size * mi / denominator);
+    double mi = static_cast<double>(m[i]), vi = static_cast<double>(v[i]);
+    param[i] =
+        static_cast<T>(adamw_element(static_cast<double>(param[i]), static_cast<double>(grad[i]), mi, vi, c));
     m[i] = static_cast<T>(mi);
     v[i] = static_cast<T>(vi);
+  }
+}
+
+// Many parameters' AdamW in one launch: a block per chunk of adamw_chunk_elements of one tensor.
+// rounded (data null: none) receives the stored parameter rounded to its dtype, as convert() would.
+struct adamw_task {
+  mut_ref param, m, v, rounded;
+  ref grad;
+  std::int64_t numel = 0;
+  adamw_scalars scalars;
+};
+struct adamw_chunk {
+  int task = 0;
+  std::int64_t first = 0;
+};
+inline constexpr std::int64_t adamw_chunk_elements = 16384;
+
+__global__ void adamw_many_kernel(const adamw_task* tasks, const adamw_chunk* chunks) {
+  const adamw_chunk chunk = chunks[blockIdx.x];
+  const adamw_task& t = tasks[chunk.task];
+  const std::int64_t end = min(t.numel, chunk.first + adamw_chunk_elements);
+  for (std::int64_t i = chunk.first + threadIdx.x; i < end; i += blockDim.x) {
+    double mi = load<double>(t.m, i), vi = load<double>(t.v, i);
+    store<double>(t.param, i,
+                  adamw_element(load<double>(t.param, i), load<double>(t.grad, i), mi, vi, t.scalars));
+    store<double>(t.m, i, mi);
+    store<double>(t.v, i, vi);
+    if (t.rounded.data != nullptr) store<double>(t.rounded, i, load<double>(t.param, i));
   }
 }
 
