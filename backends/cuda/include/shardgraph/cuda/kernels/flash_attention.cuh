@@ -142,6 +142,26 @@ __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int first, i
   }
 }
 
+// load_tile without waiting: cp.async copies 16 bytes each into shared memory (zeros past seq, a
+// source size of 0) while the block computes on the other buffer. commit() closes the group of
+// copies issued so far; arrived<N>() waits until at most the N newest groups are still in flight.
+template <class T>
+__device__ __forceinline__ void load_tile_async(T* tile, const T* matrix, int first, int seq) {
+  for (int i = threadIdx.x; i < tile_rows * head_dim / 8; i += threads) {
+    const int row = i / (head_dim / 8), chunk = i % (head_dim / 8);
+    const bool inside = first + row < seq;
+    const T* from = inside ? matrix + static_cast<std::size_t>(first + row) * head_dim + chunk * 8 : matrix;
+    const auto to = static_cast<unsigned>(__cvta_generic_to_shared(tile + row * stride + chunk * 8));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(inside ? 16 : 0)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void arrived() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // Writes a warp's 16 rows (from `row`) of C fragments times `factor`, rows past seq skipped.
 template <class T>
 __device__ __forceinline__ void store_rows(T* matrix, int row, int seq, const float (&c)[8][4], float factor0,
@@ -184,8 +204,8 @@ template <class T>
 __global__ void __launch_bounds__(threads)
     forward_kernel(const T* q, const T* k, const T* v, T* out, float* lse, shape s) {
   __shared__ alignas(16) T q_tile[tile_rows * stride];
-  __shared__ alignas(16) T k_tile[tile_rows * stride];
-  __shared__ alignas(16) T v_tile[tile_rows * stride];
+  __shared__ alignas(16) T k_tiles[2][tile_rows * stride];  // two buffers: one computed on, one arriving
+  __shared__ alignas(16) T v_tiles[2][tile_rows * stride];
   const int block = gridDim.x - 1 - blockIdx.x;  // the longest rows first
   const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / (s.heads / s.kv_heads);
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, warp_row = (threadIdx.x / 32) * 16;
@@ -194,6 +214,9 @@ __global__ void __launch_bounds__(threads)
   const T* km = k + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
   const T* vm = v + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
 
+  load_tile_async(k_tiles[0], km, 0, s.seq);
+  load_tile_async(v_tiles[0], vm, 0, s.seq);
+  commit();
   load_tile(q_tile, qm, first, s.seq);
   __syncthreads();
   std::uint32_t qa[4][4];
@@ -203,11 +226,16 @@ __global__ void __launch_bounds__(threads)
   float o[8][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0, 0};
   for (int kb = 0; kb <= block; ++kb) {  // causal: key tiles up to the diagonal
-    const int key0 = kb * tile_rows;
-    __syncthreads();  // the previous tiles are read
-    load_tile(k_tile, km, key0, s.seq);
-    load_tile(v_tile, vm, key0, s.seq);
+    const int key0 = kb * tile_rows, buffer = kb % 2;
+    if (kb < block) {  // the next tiles, into the buffers read in the previous iteration
+      load_tile_async(k_tiles[1 - buffer], km, key0 + tile_rows, s.seq);
+      load_tile_async(v_tiles[1 - buffer], vm, key0 + tile_rows, s.seq);
+    }
+    commit();  // (empty in the last iteration, so that one group is always the newest)
+    arrived<1>();
     __syncthreads();
+    const T* k_tile = k_tiles[buffer];
+    const T* v_tile = v_tiles[buffer];
     float x[8][4] = {};
     times_rows_transposed(qa, k_tile, x);
     float tile_max[2] = {row_max[0], row_max[1]};
@@ -236,6 +264,7 @@ __global__ void __launch_bounds__(threads)
         row_sum[e / 2] += x[nt][e];
       }
     times_tile(x, v_tile, o);
+    __syncthreads();  // this buffer is refilled in the next iteration
   }
   float inverse[2];
   for (int r = 0; r < 2; ++r) {
@@ -268,8 +297,8 @@ template <class T>
 __global__ void __launch_bounds__(threads)
     query_gradient_kernel(const T* q, const T* k, const T* v, const T* dout, const float* lse,
                           const float* delta, T* dq, shape s) {
-  __shared__ alignas(16) T k_tile[tile_rows * stride];
-  __shared__ alignas(16) T v_tile[tile_rows * stride];
+  __shared__ alignas(16) T k_tiles[2][tile_rows * stride];
+  __shared__ alignas(16) T v_tiles[2][tile_rows * stride];
   const int block = gridDim.x - 1 - blockIdx.x;
   const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / (s.heads / s.kv_heads);
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, warp_row = (threadIdx.x / 32) * 16;
@@ -277,13 +306,17 @@ __global__ void __launch_bounds__(threads)
   const T* km = k + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
   const T* vm = v + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
 
-  // q and dout's rows through the two tiles, into registers
+  // The first key tiles on their way; q and dout's rows through the second buffers, into registers.
+  load_tile_async(k_tiles[0], km, 0, s.seq);
+  load_tile_async(v_tiles[0], vm, 0, s.seq);
+  commit();
   std::uint32_t qa[4][4], da[4][4];
-  load_tile(k_tile, q + matrix_offset(batch, s.heads, head, s.seq), first, s.seq);
-  load_tile(v_tile, dout + matrix_offset(batch, s.heads, head, s.seq), first, s.seq);
+  load_tile(k_tiles[1], q + matrix_offset(batch, s.heads, head, s.seq), first, s.seq);
+  load_tile(v_tiles[1], dout + matrix_offset(batch, s.heads, head, s.seq), first, s.seq);
   __syncthreads();
-  load_rows(k_tile, warp_row, qa);
-  load_rows(v_tile, warp_row, da);
+  load_rows(k_tiles[1], warp_row, qa);
+  load_rows(v_tiles[1], warp_row, da);
+  __syncthreads();  // the second buffers are free again
   const int rows[2] = {first + warp_row + g, first + warp_row + g + 8};
   float row_lse[2], row_delta[2];
   for (int r = 0; r < 2; ++r) {
@@ -294,11 +327,16 @@ __global__ void __launch_bounds__(threads)
 
   float dq_acc[8][4] = {};
   for (int kb = 0; kb <= block; ++kb) {
-    const int key0 = kb * tile_rows;
+    const int key0 = kb * tile_rows, buffer = kb % 2;
+    if (kb < block) {
+      load_tile_async(k_tiles[1 - buffer], km, key0 + tile_rows, s.seq);
+      load_tile_async(v_tiles[1 - buffer], vm, key0 + tile_rows, s.seq);
+    }
+    commit();
+    arrived<1>();
     __syncthreads();
-    load_tile(k_tile, km, key0, s.seq);
-    load_tile(v_tile, vm, key0, s.seq);
-    __syncthreads();
+    const T* k_tile = k_tiles[buffer];
+    const T* v_tile = v_tiles[buffer];
     float p[8][4] = {}, dp[8][4] = {};
     times_rows_transposed(qa, k_tile, p);
     times_rows_transposed(da, v_tile, dp);
@@ -310,6 +348,7 @@ __global__ void __launch_bounds__(threads)
         p[nt][e] = prob * (dp[nt][e] - row_delta[e / 2]);  // dS
       }
     times_tile(p, k_tile, dq_acc);
+    __syncthreads();
   }
   store_rows(dq + matrix_offset(batch, s.heads, head, s.seq), first + warp_row, s.seq, dq_acc, s.scale,
              s.scale);
@@ -321,52 +360,65 @@ template <class T>
 __global__ void __launch_bounds__(threads)
     key_value_gradient_kernel(const T* q, const T* k, const T* v, const T* dout, const float* lse,
                               const float* delta, T* dk, T* dv, shape s) {
-  __shared__ alignas(16) T q_tile[tile_rows * stride];
-  __shared__ alignas(16) T d_tile[tile_rows * stride];
-  __shared__ float tile_lse[tile_rows], tile_delta[tile_rows];
+  __shared__ alignas(16) T q_tiles[2][tile_rows * stride];
+  __shared__ alignas(16) T d_tiles[2][tile_rows * stride];
+  __shared__ float lse_tiles[2][tile_rows], delta_tiles[2][tile_rows];
   const int block = gridDim.x - 1 - blockIdx.x;
   const int kv_head = blockIdx.y, batch = blockIdx.z, group = s.heads / s.kv_heads;
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, warp_row = (threadIdx.x / 32) * 16;
   const int first = block * tile_rows;
-  const int query_blocks = (s.seq + tile_rows - 1) / tile_rows;
+  // The work, in order: for each query head of the group, the query tiles from the diagonal on.
+  const int tiles_per_head = (s.seq + tile_rows - 1) / tile_rows - block, items = group * tiles_per_head;
+  // Item i's q and dout tiles (async) and its rows' lse and delta into buffer b.
+  auto fetch = [&](int i, int b) {
+    const int head = kv_head * group + i / tiles_per_head, query0 = (block + i % tiles_per_head) * tile_rows;
+    load_tile_async(q_tiles[b], q + matrix_offset(batch, s.heads, head, s.seq), query0, s.seq);
+    load_tile_async(d_tiles[b], dout + matrix_offset(batch, s.heads, head, s.seq), query0, s.seq);
+    if (threadIdx.x < tile_rows) {
+      const std::size_t rows_of_head = (static_cast<std::size_t>(batch) * s.heads + head) * s.seq;
+      const int row = query0 + threadIdx.x;
+      lse_tiles[b][threadIdx.x] = row < s.seq ? lse[rows_of_head + row] : 0.f;
+      delta_tiles[b][threadIdx.x] = row < s.seq ? delta[rows_of_head + row] : 0.f;
+    }
+  };
 
-  // k and v's rows through the two tiles, into registers
+  // The first item on its way; k and v's rows through the second buffers, into registers.
+  fetch(0, 0);
+  commit();
   std::uint32_t ka[4][4], va[4][4];
-  load_tile(q_tile, k + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first, s.seq);
-  load_tile(d_tile, v + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first, s.seq);
+  load_tile(q_tiles[1], k + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first, s.seq);
+  load_tile(d_tiles[1], v + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first, s.seq);
   __syncthreads();
-  load_rows(q_tile, warp_row, ka);
-  load_rows(d_tile, warp_row, va);
+  load_rows(q_tiles[1], warp_row, ka);
+  load_rows(d_tiles[1], warp_row, va);
+  __syncthreads();
   const int keys[2] = {first + warp_row + g, first + warp_row + g + 8};
 
   float dk_acc[8][4] = {}, dv_acc[8][4] = {};
-  for (int head = kv_head * group; head < (kv_head + 1) * group; ++head) {
-    const std::size_t rows_of_head = (static_cast<std::size_t>(batch) * s.heads + head) * s.seq;
-    for (int qb = block; qb < query_blocks; ++qb) {  // causal: query tiles from the diagonal on
-      const int query0 = qb * tile_rows;
-      __syncthreads();
-      load_tile(q_tile, q + matrix_offset(batch, s.heads, head, s.seq), query0, s.seq);
-      load_tile(d_tile, dout + matrix_offset(batch, s.heads, head, s.seq), query0, s.seq);
-      if (threadIdx.x < tile_rows) {
-        const int row = query0 + threadIdx.x;
-        tile_lse[threadIdx.x] = row < s.seq ? lse[rows_of_head + row] : 0.f;
-        tile_delta[threadIdx.x] = row < s.seq ? delta[rows_of_head + row] : 0.f;
+  for (int i = 0; i < items; ++i) {
+    const int buffer = i % 2, query0 = (block + i % tiles_per_head) * tile_rows;
+    if (i + 1 < items) fetch(i + 1, 1 - buffer);
+    commit();
+    arrived<1>();
+    __syncthreads();
+    const T* q_tile = q_tiles[buffer];
+    const T* d_tile = d_tiles[buffer];
+    const float* tile_lse = lse_tiles[buffer];
+    const float* tile_delta = delta_tiles[buffer];
+    // transposed scores: rows are this warp's keys, columns the tile's queries
+    float p[8][4] = {}, dp[8][4] = {};
+    times_rows_transposed(ka, q_tile, p);
+    times_rows_transposed(va, d_tile, dp);
+    for (int nt = 0; nt < 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int col = nt * 8 + 2 * t + (e & 1), query = query0 + col;
+        const bool visible = keys[e / 2] <= query && query < s.seq;
+        p[nt][e] = visible ? exp2f(p[nt][e] * s.scale_log2 - tile_lse[col]) : 0.f;
+        dp[nt][e] = p[nt][e] * (dp[nt][e] - tile_delta[col]);  // dS^T
       }
-      __syncthreads();
-      // transposed scores: rows are this warp's keys, columns the tile's queries
-      float p[8][4] = {}, dp[8][4] = {};
-      times_rows_transposed(ka, q_tile, p);
-      times_rows_transposed(va, d_tile, dp);
-      for (int nt = 0; nt < 8; ++nt)
-        for (int e = 0; e < 4; ++e) {
-          const int col = nt * 8 + 2 * t + (e & 1), query = query0 + col;
-          const bool visible = keys[e / 2] <= query && query < s.seq;
-          p[nt][e] = visible ? exp2f(p[nt][e] * s.scale_log2 - tile_lse[col]) : 0.f;
-          dp[nt][e] = p[nt][e] * (dp[nt][e] - tile_delta[col]);  // dS^T
-        }
-      times_tile(p, d_tile, dv_acc);
-      times_tile(dp, q_tile, dk_acc);
-    }
+    times_tile(p, d_tile, dv_acc);
+    times_tile(dp, q_tile, dk_acc);
+    __syncthreads();
   }
   store_rows(dk + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first + warp_row, s.seq, dk_acc, s.scale,
              s.scale);
