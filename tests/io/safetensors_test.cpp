@@ -383,3 +383,20 @@ TEST_CASE("write_safetensors refuses bad tensors before creating anything", "[io
       error_of([&] { io::write_safetensors(temp_path("no/such/dir/x.safetensors"), {}); });
   CHECK(contains(message, "cannot create"));
 }
+
+TEST_CASE("read_elements_as reads a run of a tensor and refuses one past its end", "[io][safetensors]") {
+  const std::vector<float> w{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};  // (3, 4)
+  const std::string path = temp_path("runs.safetensors");
+  io::write_safetensors(path, {io::make_tensor_to_write("w", {3, 4}, w)});
+  const io::safetensors_file file(path);
+  std::vector<double> row(4);
+  file.read_elements_as<double>("w", 4, 4, row.data());  // row 1
+  CHECK(row == std::vector<double>{4, 5, 6, 7});
+  std::vector<float> tail(3);
+  file.read_elements_as<float>("w", 9, 3, tail.data());
+  CHECK(tail == std::vector<float>{9, 10, 11});
+  file.read_elements_as<float>("w", 12, 0, tail.data());  // an empty run at the end is fine
+  const std::string error = error_of([&] { file.read_elements_as<float>("w", 10, 3, tail.data()); });
+  CHECK(contains(error, "tensor 'w'"));
+  CHECK(contains(error, "elements [10, 13) were asked for; the tensor has 12"));
+}

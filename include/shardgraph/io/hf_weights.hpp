@@ -3,6 +3,9 @@
 // a rank's slice. GPT-2's fused c_attn (model, 3 * model) is split into q, k, v by columns;
 // GPT-2 Conv1D weights are already (in, out) and LLaMA Linear weights stay (out, in), as the
 // models declare them. A padded vocabulary (GPT-2's 50257 -> 50304) reads zeros past the file's rows.
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,40 +26,66 @@ struct hf_location {
 };
 
 // Copies `slice` of a tensor that sits in file tensor `loc` (shifted along its last dimension);
-// elements outside the file tensor's extent read as zero (vocabulary padding).
-inline void read_slice(const safetensors_file& file, const hf_location& loc, const tensor_slice& slice, host_tensor& out) {
+// elements outside the file tensor's extent read as zero (vocabulary padding). Only the slice's
+// bytes are read, one run of its last dimension at a time; `bytes_read` (nullable) counts them.
+inline void read_slice(const safetensors_file& file, const hf_location& loc, const tensor_slice& slice,
+                       host_tensor& out, std::atomic<std::uint64_t>* bytes_read) {
   const tensor_info& info = file.info(loc.name);
   const std::size_t rank = slice.global.size();
+  const std::string how = "check that the checkpoint and the config describe the same model";
   if (info.shape.size() != rank)
-    fail(file.name() + ": " + loc.name, "has " + std::to_string(info.shape.size()) + " dimensions, the model expects " +
-                                            std::to_string(rank),
-         "check that the checkpoint and the config describe the same model");
+    fail(
+        file.name() + ": " + loc.name,
+        "has " + std::to_string(info.shape.size()) + " dimensions, the model expects " + std::to_string(rank),
+        how);
   for (std::size_t d = 0; d < rank; ++d) {
-    std::int64_t needed = slice.global[d] + (d + 1 == rank ? loc.column_shift : 0);
-    bool padded_rows = d == 0 && rank == 2 && slice.global[d] > info.shape[d];
+    const std::int64_t needed = slice.global[d] + (d + 1 == rank ? loc.column_shift : 0);
+    const bool padded_rows = d == 0 && rank == 2 && slice.global[d] > info.shape[d];
     if (needed > info.shape[d] && !padded_rows)
       fail(file.name() + ": " + loc.name,
-           "dimension " + std::to_string(d) + " is " + std::to_string(info.shape[d]) + " but the model needs " + std::to_string(needed),
-           "check that the checkpoint and the config describe the same model");
+           "dimension " + std::to_string(d) + " is " + std::to_string(info.shape[d]) +
+               " but the model needs " + std::to_string(needed),
+           how);
   }
-  std::vector<double> values = file.read_as<double>(loc.name);
-  std::vector<std::int64_t> index(rank, 0);
-  for (std::int64_t local = 0; local < slice.numel(); ++local) {
-    std::int64_t flat = 0;
+  // The slice as runs of its last dimension: `rows` of them, `width` elements each.
+  const std::int64_t width = rank == 0 ? 1 : slice.count[rank - 1];
+  const std::int64_t rows = width == 0 ? 0 : slice.numel() / width;
+  const std::int64_t file_width = rank == 0 ? 1 : info.shape[rank - 1];
+  const std::int64_t first_column = rank == 0 ? 0 : slice.offset[rank - 1] + loc.column_shift;
+  std::vector<std::int64_t> index(rank > 0 ? rank - 1 : 0, 0);  // the run's position in the leading dims
+  std::uint64_t bytes = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t file_row = 0;  // flat index of the run's row among the file tensor's leading dims
     bool inside = true;
-    for (std::size_t d = 0; d < rank; ++d) {
-      std::int64_t i = slice.offset[d] + index[d] + (d + 1 == rank ? loc.column_shift : 0);
+    for (std::size_t d = 0; d + 1 < rank; ++d) {
+      const std::int64_t i = slice.offset[d] + index[d];
       inside = inside && i < info.shape[d];
-      flat = flat * info.shape[d] + i;
+      file_row = file_row * info.shape[d] + i;
     }
-    double v = inside ? values[static_cast<std::size_t>(flat)] : 0.0;
-    if (out.type() == dtype::f64) out.values<double>()[static_cast<std::size_t>(local)] = v;
-    else out.values<float>()[static_cast<std::size_t>(local)] = static_cast<float>(v);
-    for (std::size_t d = rank; d-- > 0;) {
+    const auto at = static_cast<std::size_t>(r * width);
+    const auto n = static_cast<std::size_t>(width);
+    const auto first = static_cast<std::uint64_t>(file_row * file_width + first_column);
+    if (out.type() == dtype::f64 || out.type() == dtype::f32) {
+      if (!inside && out.type() == dtype::f64)  // padding rows past the file's
+        std::fill_n(out.values<double>().begin() + static_cast<std::ptrdiff_t>(at), n, 0.0);
+      else if (!inside)
+        std::fill_n(out.values<float>().begin() + static_cast<std::ptrdiff_t>(at), n, 0.0f);
+      else if (out.type() == dtype::f64)
+        file.read_elements_as<double>(loc.name, first, n, out.values<double>().data() + at);
+      else
+        file.read_elements_as<float>(loc.name, first, n, out.values<float>().data() + at);
+    } else {  // 16-bit: read in f32, rounded once to the model's dtype
+      std::vector<float> values(n, 0.0f);
+      if (inside) file.read_elements_as<float>(loc.name, first, n, values.data());
+      for (std::size_t j = 0; j < n; ++j) out.set(static_cast<std::int64_t>(at + j), values[j]);
+    }
+    if (inside) bytes += n * st_dtype_size(info.dtype);
+    for (std::size_t d = index.size(); d-- > 0;) {
       if (++index[d] < slice.count[d]) break;
       index[d] = 0;
     }
   }
+  if (bytes_read != nullptr) *bytes_read += bytes;
 }
 
 inline hf_location gpt2_location(std::string_view name, std::int64_t model) {
@@ -65,7 +94,8 @@ inline hf_location gpt2_location(std::string_view name, std::int64_t model) {
     std::string marker = std::string(".attn.") + part + ".";
     if (auto at = n.find(marker); at != std::string::npos) {
       std::int64_t which = part[0] == 'q' ? 0 : part[0] == 'k' ? 1 : 2;
-      return {"transformer." + n.substr(0, at) + ".attn.c_attn." + n.substr(at + marker.size()), which * model};
+      return {"transformer." + n.substr(0, at) + ".attn.c_attn." + n.substr(at + marker.size()),
+              which * model};
     }
   }
   return {"transformer." + n, 0};
@@ -73,18 +103,21 @@ inline hf_location gpt2_location(std::string_view name, std::int64_t model) {
 
 }  // namespace detail
 
-// GPT2LMHeadModel tensors ("transformer.h.0.attn.c_attn.weight", ...) for models::gpt2.
-inline weight_source hf_gpt2_weights(std::shared_ptr<const safetensors_file> file, std::int64_t model) {
-  return [file, model](std::string_view name, const tensor_slice& slice, host_tensor& out) {
-    detail::read_slice(*file, detail::gpt2_location(name, model), slice, out);
+// GPT2LMHeadModel tensors ("transformer.h.0.attn.c_attn.weight", ...) for models::gpt2. Each call
+// reads only its slice; `bytes_read` (optional) adds up the tensor bytes this source has read.
+inline weight_source hf_gpt2_weights(std::shared_ptr<const safetensors_file> file, std::int64_t model,
+                                     std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
+  return [file, model, bytes_read](std::string_view name, const tensor_slice& slice, host_tensor& out) {
+    detail::read_slice(*file, detail::gpt2_location(name, model), slice, out, bytes_read.get());
   };
 }
 
 // LlamaForCausalLM tensors ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight") for models::llama.
-inline weight_source hf_llama_weights(std::shared_ptr<const safetensors_file> file) {
-  return [file](std::string_view name, const tensor_slice& slice, host_tensor& out) {
-    std::string hf = name == "lm_head.weight" ? std::string(name) : "model." + std::string(name);
-    detail::read_slice(*file, {hf, 0}, slice, out);
+inline weight_source hf_llama_weights(std::shared_ptr<const safetensors_file> file,
+                                      std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
+  return [file, bytes_read](std::string_view name, const tensor_slice& slice, host_tensor& out) {
+    const std::string hf = name == "lm_head.weight" ? std::string(name) : "model." + std::string(name);
+    detail::read_slice(*file, {hf, 0}, slice, out, bytes_read.get());
   };
 }
 

@@ -166,35 +166,50 @@ class safetensors_file {
   // its range, and refuses floating-point dtypes, which would lose fractions.
   template <class T>
   std::vector<T> read_as(std::string_view tensor) const {
+    std::vector<T> out(static_cast<std::size_t>(info(tensor).element_count()));
+    read_elements_as<T>(tensor, 0, out.size(), out.data());
+    return out;
+  }
+
+  // Elements [first, first + count) of the tensor in row-major order, converted as read_as does,
+  // into out[0, count): only those bytes are read (a mapped file loads only the pages they sit in),
+  // so a rank reading its slice row by row touches about its share of the file.
+  template <class T>
+  void read_elements_as(std::string_view tensor, std::uint64_t first, std::uint64_t count, T* out) const {
     static_assert(
         std::is_same_v<T, double> || std::is_same_v<T, float> || std::is_same_v<T, std::int64_t> ||
             std::is_same_v<T, std::int32_t>,
         "shardgraph: safetensors_file::read_as<T>: T must be double, float, std::int64_t or std::int32_t");
     using detail::load_element;
     const tensor_info& t = info(tensor);
+    if (first > t.element_count() || count > t.element_count() - first)
+      fail(where(tensor),
+           "elements [" + std::to_string(first) + ", " + std::to_string(first + count) +
+               ") were asked for; the tensor has " + std::to_string(t.element_count()),
+           "this is a bug in the caller; please report it");
+    const run<T> r{first, count, out};
     switch (t.dtype) {
       case st_dtype::f64:
-        return convert<T>(t, load_element<double>);
+        return convert<T>(t, r, load_element<double>);
       case st_dtype::f32:
-        return convert<T>(t, load_element<float>);
+        return convert<T>(t, r, load_element<float>);
       case st_dtype::f16:
-        return convert<T>(t, [](auto p) { return f16_to_float(load_element<std::uint16_t>(p)); });
+        return convert<T>(t, r, [](auto p) { return f16_to_float(load_element<std::uint16_t>(p)); });
       case st_dtype::bf16:
-        return convert<T>(t, [](auto p) { return bf16_to_float(load_element<std::uint16_t>(p)); });
+        return convert<T>(t, r, [](auto p) { return bf16_to_float(load_element<std::uint16_t>(p)); });
       case st_dtype::i64:
-        return convert<T>(t, load_element<std::int64_t>);
+        return convert<T>(t, r, load_element<std::int64_t>);
       case st_dtype::i32:
-        return convert<T>(t, load_element<std::int32_t>);
+        return convert<T>(t, r, load_element<std::int32_t>);
       case st_dtype::i16:
-        return convert<T>(t, load_element<std::int16_t>);
+        return convert<T>(t, r, load_element<std::int16_t>);
       case st_dtype::i8:
-        return convert<T>(t, load_element<std::int8_t>);
+        return convert<T>(t, r, load_element<std::int8_t>);
       case st_dtype::u8:
-        return convert<T>(t, load_element<std::uint8_t>);
+        return convert<T>(t, r, load_element<std::uint8_t>);
       case st_dtype::boolean:
-        return convert<T>(t, [](auto p) { return std::uint8_t{p[0] != std::byte{0}}; });
+        return convert<T>(t, r, [](auto p) { return std::uint8_t{p[0] != std::byte{0}}; });
     }
-    return {};
   }
 
  private:
@@ -337,19 +352,24 @@ class safetensors_file {
     return list;
   }
 
+  template <class T>
+  struct run {  // elements [first, first + count) into out
+    std::uint64_t first, count;
+    T* out;
+  };
+
   template <class T, class Load>
-  std::vector<T> convert(const tensor_info& t, Load load) const {
+  void convert(const tensor_info& t, run<T> r, Load load) const {
     using S = decltype(load(std::declval<const std::byte*>()));
     const std::string from = std::string(st_dtype_name(t.dtype));
     if constexpr (std::is_integral_v<T> && std::is_floating_point_v<S>) {
       fail(where(t.name), "cannot read " + from + " as an integer type: that would drop fractions",
            "Read it with read_as<float> or read_as<double>");
     } else {
-      const auto count = static_cast<std::size_t>(t.element_count());
-      const std::byte* p = data_.data() + t.begin;
       const std::size_t stride = st_dtype_size(t.dtype);
-      std::vector<T> out(count);
-      for (std::size_t i = 0; i < count; ++i) {
+      const std::byte* p = data_.data() + t.begin + r.first * stride;
+      T* out = r.out;
+      for (std::size_t i = 0; i < r.count; ++i) {
         const S v = load(p + i * stride);
         bool fits = true;
         if constexpr (std::is_same_v<T, float> && std::is_same_v<S, double>)
@@ -358,12 +378,11 @@ class safetensors_file {
           fits = v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
         if (!fits)
           fail(where(t.name),
-               "element " + std::to_string(i) + " of " + from + " (" + std::to_string(v) +
+               "element " + std::to_string(r.first + i) + " of " + from + " (" + std::to_string(v) +
                    ") is outside the range of the requested type",
                "Read it as a wider type (double or std::int64_t)");
         out[i] = static_cast<T>(v);
       }
-      return out;
     }
   }
 };
