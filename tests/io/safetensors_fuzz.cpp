@@ -1,6 +1,7 @@
 // libFuzzer entry point for the safetensors reader and the JSON parser beneath it. Any input must
 // either parse or throw shardgraph::error; a crash, a sanitizer report, a hang or any other
-// exception is a bug. Build and run, for example:
+// exception is a bug. The test suite builds it with clang++ and runs it for SHARDGRAPH_FUZZ_SECONDS
+// (ctest -R safetensors_fuzz) from the seeds in io/fuzz_seeds. By hand, for example:
 //   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I include tests/io/safetensors_fuzz.cpp
 //   ./a.out -max_total_time=60
 #include <cstddef>
