@@ -10,9 +10,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "shardgraph/io/safetensors.hpp"
+#include "shardgraph/io/safetensors_checkpoint.hpp"
 #include "shardgraph/runtime/weights.hpp"
 
 namespace shardgraph::io {
@@ -103,22 +105,33 @@ inline hf_location gpt2_location(std::string_view name, std::int64_t model) {
 
 }  // namespace detail
 
-// GPT2LMHeadModel tensors ("transformer.h.0.attn.c_attn.weight", ...) for models::gpt2. Each call
+// GPT2LMHeadModel tensors ("transformer.h.0.attn.c_attn.weight", ...) for models::gpt2, from one
+// file or a checkpoint directory (safetensors_checkpoint: several files and their index). Each call
 // reads only its slice; `bytes_read` (optional) adds up the tensor bytes this source has read.
-inline weight_source hf_gpt2_weights(std::shared_ptr<const safetensors_file> file, std::int64_t model,
+inline weight_source hf_gpt2_weights(std::shared_ptr<const safetensors_checkpoint> checkpoint,
+                                     std::int64_t model,
                                      std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
-  return [file, model, bytes_read](std::string_view name, const tensor_slice& slice, host_tensor& out) {
-    detail::read_slice(*file, detail::gpt2_location(name, model), slice, out, bytes_read.get());
+  return [checkpoint, model, bytes_read](std::string_view name, const tensor_slice& slice, host_tensor& out) {
+    const detail::hf_location loc = detail::gpt2_location(name, model);
+    detail::read_slice(checkpoint->file_of(loc.name), loc, slice, out, bytes_read.get());
   };
+}
+inline weight_source hf_gpt2_weights(const std::shared_ptr<const safetensors_file>& file, std::int64_t model,
+                                     std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
+  return hf_gpt2_weights(safetensors_checkpoint::of(file), model, std::move(bytes_read));
 }
 
 // LlamaForCausalLM tensors ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight") for models::llama.
-inline weight_source hf_llama_weights(std::shared_ptr<const safetensors_file> file,
+inline weight_source hf_llama_weights(std::shared_ptr<const safetensors_checkpoint> checkpoint,
                                       std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
-  return [file, bytes_read](std::string_view name, const tensor_slice& slice, host_tensor& out) {
+  return [checkpoint, bytes_read](std::string_view name, const tensor_slice& slice, host_tensor& out) {
     const std::string hf = name == "lm_head.weight" ? std::string(name) : "model." + std::string(name);
-    detail::read_slice(*file, {hf, 0}, slice, out, bytes_read.get());
+    detail::read_slice(checkpoint->file_of(hf), {hf, 0}, slice, out, bytes_read.get());
   };
+}
+inline weight_source hf_llama_weights(const std::shared_ptr<const safetensors_file>& file,
+                                      std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
+  return hf_llama_weights(safetensors_checkpoint::of(file), std::move(bytes_read));
 }
 
 }  // namespace shardgraph::io
