@@ -81,6 +81,29 @@ TEST_CASE("weights saved under one layout load under every other, equal to what 
   }
 }
 
+TEST_CASE("data-parallel replicas are saved once: a dp=4 save is the size of a one-rank save",
+          "[io][checkpoint][threads]") {
+  const auto bytes_of = [](const std::filesystem::path& dir) {
+    std::uintmax_t total = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      if (entry.path().extension() == ".safetensors") total += entry.file_size();
+    return total;
+  };
+  const auto one = scratch("one-rank"), replicated = scratch("dp4"), mixed = scratch("dp2-tp2");
+  save_under({1, 1}, one);
+  save_under({4, 1}, replicated);
+  save_under({2, 2}, mixed);
+  const sg::io::sharded_weights_index index(replicated.string());
+  CHECK(index.pieces("wte.weight").size() == 1);
+  CHECK(index.pieces("h.1.attn.c_proj.weight").size() == 1);
+  // the four files carry four headers, the one file one: a few hundred bytes each
+  CHECK(bytes_of(replicated) < bytes_of(one) + 3 * 4096);
+  CHECK(bytes_of(replicated) >= bytes_of(one));
+  CHECK(sg::io::sharded_weights_index(mixed.string()).pieces("h.0.mlp.c_fc.weight").size() ==
+        2);  // tp halves
+  CHECK(bytes_of(mixed) < bytes_of(one) + 3 * 4096);
+}
+
 TEST_CASE("an interrupted or damaged weight checkpoint is refused, naming what is wrong",
           "[io][checkpoint]") {
   const auto dir = scratch("damaged");

@@ -9,11 +9,13 @@
 // is incomplete (the save was interrupted) and is refused. sharded_weights(directory) is a
 // weight_source that assembles any requested slice from the saved pieces that overlap it, reading only
 // those bytes; every element must be covered by some piece.
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,24 +82,95 @@ inline std::vector<std::int64_t> int_list(const json::value& v, const std::strin
   return out;
 }
 
+// A 52-bit FNV-1a fingerprint of a piece's name and place, exact in a double so that the Communicator's
+// all_gather can carry it.
+inline double piece_fingerprint(const std::string& name, const tensor_slice& slice) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto mix = [&](std::uint64_t x) {
+    for (int i = 0; i < 8; ++i, x >>= 8) h = (h ^ (x & 0xff)) * 1099511628211ull;
+  };
+  for (const char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  for (const std::int64_t x : slice.offset) mix(static_cast<std::uint64_t>(x));
+  for (const std::int64_t x : slice.count) mix(static_cast<std::uint64_t>(x));
+  return static_cast<double>(h & ((std::uint64_t{1} << 52) - 1));
+}
+
+// Which of this rank's pieces it writes: a piece that a lower rank also holds (a data-parallel
+// replica, the same name and place) is left to that rank, so every piece is written once.
+template <class Parts, class Comm>
+std::vector<bool> pieces_to_write(const Parts& parts, Comm& comm) {
+  std::vector<double> mine;
+  for (const auto& [name, part] : parts) mine.push_back(piece_fingerprint(name, part.slice));
+  const auto ranks = static_cast<std::size_t>(comm.size());
+  const double count = static_cast<double>(mine.size());
+  std::vector<double> counts(ranks);
+  comm.all_gather(std::span<const double>(&count, 1), std::span<double>(counts));
+  std::size_t most = 0;
+  for (const double c : counts) most = std::max(most, static_cast<std::size_t>(c));
+  std::vector<double> padded(most, -1.0), all(most * ranks);
+  std::copy(mine.begin(), mine.end(), padded.begin());
+  comm.all_gather(std::span<const double>(padded), std::span<double>(all));
+  std::vector<bool> write(mine.size(), true);
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    for (std::size_t r = 0; r < static_cast<std::size_t>(comm.rank()) && write[i]; ++r)
+      write[i] = std::find(all.begin() + static_cast<std::ptrdiff_t>(r * most),
+                           all.begin() + static_cast<std::ptrdiff_t>((r + 1) * most),
+                           mine[i]) == all.begin() + static_cast<std::ptrdiff_t>((r + 1) * most);
+  return write;
+}
+
+// Checks that the rank files of a save (headers only) hold every element of every tensor exactly
+// once: the pieces of one tensor do not overlap, so their element counts must add up to its size.
+inline void check_every_element_saved(const std::string& directory, int ranks) {
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> saved;  // name -> (elements, of)
+  for (int r = 0; r < ranks; ++r) {
+    const std::string path = (std::filesystem::path(directory) / rank_file_name(r)).string();
+    const safetensors_file file(path);
+    for (const auto& [key, text] : file.metadata()) {
+      if (key.rfind("slice:", 0) != 0) continue;
+      const std::string name = key.substr(6), at = path + ": tensor '" + name + "'";
+      std::int64_t global = 1, count = 1;
+      for (const std::int64_t g : int_list(json::parse(text, at), at, "global")) global *= g;
+      for (const std::int64_t c : file.info(name).shape) count *= c;
+      auto& [elements, of] = saved[name];
+      elements += count;
+      of = global;
+    }
+  }
+  for (const auto& [name, counts] : saved)
+    if (counts.first != counts.second)
+      fail("save_weights: " + directory + ": tensor '" + name + "'",
+           "the ranks wrote " + std::to_string(counts.first) + " of its " + std::to_string(counts.second) +
+               " elements",
+           "every rank must pass all of its parameters() (and the same optimizer state) to save_weights");
+}
+
 }  // namespace detail
 
 // Writes this rank's parameter slices (name -> {slice, values}, as the executor's parameters() gives
 // them) into `directory`; every rank of the world calls it with its own parts. `comm` (barrier(),
-// rank(), size()) orders the manifest after every rank file.
+// rank(), size(), all_gather) orders the manifest after every rank file. A piece that several ranks
+// hold (data-parallel replicas) is written once, by the lowest of them.
+// `state` (optional): a JSON object kept in the manifest, such as a training run's step and data
+// position (checkpoint_state() reads it back).
 template <class Parts, class Comm>
-void save_weights(const std::string& directory, const Parts& parts, Comm& comm) {
+void save_weights(const std::string& directory, const Parts& parts, Comm& comm,
+                  const std::string& state = "") {
   namespace fs = std::filesystem;
   const std::string where = "save_weights: " + directory;
   std::error_code ec;
   fs::create_directories(directory, ec);
   if (ec) fail(where, "cannot create the directory: " + ec.message(), "check the path and its permissions");
+  if (!state.empty() && json::parse(state, where + ": state").type() != json::kind::object)
+    fail(where, "the state to keep is not a JSON object", "give state as {\"key\": value, ...}");
   if (comm.rank() == 0)
-    fs::remove(fs::path(directory) / sharded_weights_manifest, ec);  // incomplete until done
-  comm.barrier();
+    fs::remove(fs::path(directory) / sharded_weights_manifest, ec);      // incomplete until done
+  const std::vector<bool> write = detail::pieces_to_write(parts, comm);  // also a barrier
   std::vector<tensor_to_write> tensors;
   std::map<std::string, std::string> metadata{{"format", std::string(sharded_weights_format)}};
+  std::size_t i = 0;
   for (const auto& [name, part] : parts) {
+    if (!write[i++]) continue;
     tensors.push_back({name, detail::st_dtype_of(part.values.type(), where + ": " + name), part.slice.count,
                        part.values.bytes()});
     metadata.emplace("slice:" + name, "{\"global\": " + detail::json_list(part.slice.global) +
@@ -106,9 +179,11 @@ void save_weights(const std::string& directory, const Parts& parts, Comm& comm) 
   write_safetensors((fs::path(directory) / detail::rank_file_name(comm.rank())).string(), tensors, metadata);
   comm.barrier();  // every rank file is in place
   if (comm.rank() == 0) {
+    detail::check_every_element_saved(directory, comm.size());
     atomic_file_writer manifest((fs::path(directory) / sharded_weights_manifest).string());
     const std::string text = "{\"format\": \"" + std::string(sharded_weights_format) +
-                             "\", \"ranks\": " + std::to_string(comm.size()) + "}\n";
+                             "\", \"ranks\": " + std::to_string(comm.size()) +
+                             (state.empty() ? "" : ", \"state\": " + state) + "}\n";
     manifest.write(text);
     manifest.commit();
   }
@@ -174,6 +249,18 @@ class sharded_weights_index {
   std::map<std::string, std::vector<detail::saved_piece>, std::less<>> pieces_;
   std::map<std::string, std::shared_ptr<const safetensors_file>> files_;
 };
+
+// The "state" object save_weights kept in a complete checkpoint's manifest (null when none).
+inline json::value checkpoint_state(const std::string& directory) {
+  const std::string manifest = (std::filesystem::path(directory) / sharded_weights_manifest).string();
+  if (!std::filesystem::is_regular_file(manifest))
+    fail(directory,
+         std::string("has no ") + std::string(sharded_weights_manifest) + ": the checkpoint is incomplete",
+         "load the last complete checkpoint");
+  const json::value m = read_json_file(manifest);
+  const json::value* state = m.type() == json::kind::object ? m.find("state") : nullptr;
+  return state != nullptr ? *state : json::value();
+}
 
 // A weight source over a saved checkpoint: each slice is copied from the pieces that overlap it.
 inline weight_source sharded_weights(const std::string& directory) {

@@ -33,6 +33,7 @@
 // every rank, AdamW's step count does not advance, and the scale is backed off.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <span>
@@ -150,6 +151,78 @@ class trainer {
   step_report step(const tensor_map& batch) { return step(std::span<const tensor_map>(&batch, 1)); }
 
   std::int64_t steps_done() const { return step_; }
+  std::int64_t updates_done() const { return updates_; }
+
+  // ---- checkpoints (io/sharded_weights.hpp saves and loads these) ---------------------------------
+  using tensor_part = typename rank_program<Backend, Comm>::tensor_part;
+
+  // AdamW's state of this rank's parameter slices, whole slices whatever the ZeRO stage (chunks are
+  // all-gathered over the zero axis, so every rank must call it): "<name>#m", "<name>#v" and, under
+  // mixed precision, "<name>#master", each with its parameter's slice. Saved with save_weights, they
+  // load under any other layout or ZeRO stage.
+  std::map<std::string, tensor_part> optimizer_state() {
+    if (states_.empty())
+      fail("trainer: optimizer_state", "no step has been taken, so there is no optimizer state yet",
+           "save after the first step (or save only the weights)");
+    std::map<std::string, tensor_part> out;
+    for (auto& [name, part] : rank_.parameters()) {
+      const auto it = states_.find(name);
+      if (it == states_.end()) continue;  // no gradient: no optimizer state
+      state& s = it->second;
+      const dtype t = s.m.type();
+      for (const auto& [suffix, chunk] : {std::pair<const char*, buffer*>{"#m", &s.m},
+                                          {"#v", &s.v},
+                                          {"#master", s.master.numel() > 0 ? &s.master : nullptr}}) {
+        if (chunk == nullptr) continue;
+        host_tensor whole(t, part.slice.count);
+        whole_slice(s, *chunk, whole);
+        out.emplace(name + suffix, tensor_part{part.slice, std::move(whole)});
+      }
+    }
+    return out;
+  }
+
+  // Restores AdamW's state from a source holding what optimizer_state() gave (under any layout);
+  // call it, and restore_counters(), before the first step of the resumed run.
+  void load_optimizer_state(const weight_source& source) {
+    Backend& b = rank_.backend();
+    std::map<std::string, tensor_part> parts = rank_.parameters();
+    rank_.for_each_parameter(
+        [&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
+          if (grad == nullptr) return;
+          state& s = state_of(name, value, p);
+          const tensor_slice& slice = parts.at(name).slice;
+          for (const auto& [suffix, chunk] : {std::pair<const char*, buffer*>{"#m", &s.m},
+                                              {"#v", &s.v},
+                                              {"#master", s.master.numel() > 0 ? &s.master : nullptr}}) {
+            if (chunk == nullptr) continue;
+            host_tensor whole(chunk->type(), slice.count);
+            source(name + suffix, slice, whole);
+            // this rank's chunk [offset, offset + count) of the slice, zero-padded to the chunk
+            const std::size_t e = dtype_size(chunk->type());
+            std::vector<std::byte> bytes(static_cast<std::size_t>(s.chunk) * e, std::byte{0});
+            std::memcpy(bytes.data(), whole.bytes().data() + static_cast<std::size_t>(s.offset) * e,
+                        static_cast<std::size_t>(s.count) * e);
+            b.upload(*chunk, bytes.data());
+          }
+        });
+  }
+
+  // Restores the step counters (steps taken; updates applied, which AdamW's bias correction counts)
+  // and, for f16 models, the loss scaler's state, as a saved run had them.
+  void restore_counters(std::int64_t steps, std::int64_t updates, const dynamic_loss_scaler& scaler) {
+    if (steps < 0 || updates < 0 || updates > steps)
+      fail("trainer: restore_counters",
+           std::to_string(updates) + " updates in " + std::to_string(steps) + " steps is not possible",
+           "restore both counters from the same checkpoint");
+    scaler.check();
+    step_ = steps;
+    updates_ = updates;
+    options_.loss_scaler = scaler;
+  }
+
+  // The rank this trainer trains (its parameters() are the weights a checkpoint saves).
+  rank_program<Backend, Comm>& rank() { return rank_; }
 
  private:
   // Per parameter slice: the step's gradient sum and AdamW's moments; under ZeRO, this rank's
@@ -163,6 +236,26 @@ class trainer {
   };
 
   int zero_parts() { return zero_stage_ >= 1 ? rank_.axis_size(zero_axis_) : 1; }
+
+  // The whole slice (s.n elements) of a state buffer holding this rank's chunk: all-gathered over
+  // the zero axis under ZeRO, else the buffer itself.
+  void whole_slice(state& s, buffer& chunk, host_tensor& out) {
+    Backend& b = rank_.backend();
+    const std::size_t e = dtype_size(chunk.type());
+    if (zero_stage_ == 0) {
+      b.download(chunk, out.bytes().data());
+      return;
+    }
+    buffer gathered = b.allocate(chunk.type(), s.chunk * zero_parts());
+    detail::with_element_type(chunk.type(), [&](auto zero) {
+      using T = decltype(zero);
+      rank_.axis_communicator(zero_axis_)
+          .all_gather(std::span<const T>(span_of<T>(b, chunk)), span_of<T>(b, gathered));
+    });
+    std::vector<std::byte> bytes(gathered.size_bytes());
+    b.download(gathered, bytes.data());
+    std::memcpy(out.bytes().data(), bytes.data(), static_cast<std::size_t>(s.n) * e);
+  }
 
   // Pipeline stages: the schedule runs every micro-batch, summing each held gradient over them;
   // then one accumulation, and the first and last stage add their parts of a tied weight's sum.
