@@ -32,7 +32,9 @@ namespace shardgraph {
 // training::pipeline_axis: a mesh axis of that name makes its ranks pipeline stages, each running a
 // contiguous part of the repeat block's layers (bind's pipeline_options choose the split and the
 // schedule). Nothing is sharded on it, so the program has no collective on it.
-struct inference {};
+struct inference {
+  name_buffer pipeline_axis = "pp";  // if the mesh has this axis, its ranks are pipeline stages
+};
 struct training {
   int zero_stage = 0;
   name_buffer zero_axis = "dp";                        // the data-parallel axis ZeRO shards over
@@ -71,7 +73,11 @@ constexpr program compile_graph(const graph& g, training t) {
   p.pipeline_axis = checked.axes.index_of(t.pipeline_axis.view());
   return p;
 }
-constexpr program compile_graph(const graph& g, inference) { return compile_graph(g); }
+constexpr program compile_graph(const graph& g, inference i) {
+  program p = compile_graph(g);
+  p.pipeline_axis = p.nodes.axes.index_of(i.pipeline_axis.view());
+  return p;
+}
 
 // Never defined: naming it with a diagnostic makes the compiler print the diagnostic's text.
 template <diagnostic Message>

@@ -607,7 +607,7 @@ class rank_program {
       banked_[index(i)] = g[i].kind != op::parameter && g[i].kind != op::param_grad &&
                           made_forward[index(i)] && read_backward[index(i)] && computed_here(i);
     for (int i : {forward_begin_node_, forward_end_node_, backward_begin_node_, backward_end_node_})
-      banked_[index(i)] = true;
+      if (i >= 0) banked_[index(i)] = true;  // an inference program has no backward block
   }
   void select_bank(int k) {
     if (k == active_bank_) return;
@@ -665,9 +665,6 @@ class rank_program {
     const int axis = program_.pipeline_axis;
     if (axis < 0 || axis_sizes_[index(axis)] == 1) return;
     constexpr auto where = "bind: pipeline";
-    if (!program_.is_training())
-      fail(where, "pipeline stages run training programs only",
-           "compile with shardgraph::training{}, or give the pipeline axis size 1");
     if (blocks != 1)
       fail(where, "the program has " + std::to_string(blocks) + " repeat blocks",
            "pipeline stages split one repeat block's layers: build the model with one repeat");
