@@ -34,9 +34,8 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
-#include <shardgraph/io/hf_config.hpp>
-#include <shardgraph/io/hf_weights.hpp>
-#include <shardgraph/io/safetensors_checkpoint.hpp>
+#include <shardgraph/io/hf_model.hpp>
+#include <shardgraph/io/safetensors.hpp>
 #include <shardgraph/runtime/executor.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
@@ -45,23 +44,12 @@ namespace sg = shardgraph;
 
 namespace {
 
-using Mesh = sg::mesh<"dp", "tp", "pp">;
-
 struct options {
   std::string directory, golden, type = "f32";
   sg::mesh_shape mesh = sg::mesh_shape::parse("tp=2");
   std::vector<std::int64_t> ids;
   int top = 5;
   bool check_one_rank = false;
-};
-
-// What load_hf needs of a checkpoint: its program, sizes and weight source, whatever the family.
-struct loaded_model {
-  std::string family;
-  std::int64_t vocab = 0;  // the checkpoint's; the model's may be padded past it
-  sg::program program, single;
-  sg::model_sizes sizes;
-  std::function<sg::weight_source(std::shared_ptr<std::atomic<std::uint64_t>>)> weights;
 };
 
 sg::dtype parse_dtype(const std::string& t) {
@@ -72,80 +60,24 @@ sg::dtype parse_dtype(const std::string& t) {
       sg::error_message("load_hf --dtype " + t, "is not a dtype load_hf runs", "give f64, f32 or bf16"));
 }
 
-std::int64_t round_up(std::int64_t n, std::int64_t to) { return (n + to - 1) / to * to; }
-
-loaded_model open_model(const options& o, std::int64_t batch, std::int64_t seq) {
-  const std::string config_path = o.directory + "/config.json";
-  const sg::io::json::value config = sg::io::read_json_file(config_path);
-  const sg::io::json::value* type = config.find("model_type");
-  if (type == nullptr || type->type() != sg::io::json::kind::string)
-    throw sg::error(
-        sg::error_message(config_path, "has no \"model_type\"", "give a GPT-2 or LLaMA config.json"));
-  auto checkpoint = sg::io::safetensors_checkpoint::open(o.directory);
-  const sg::dtype t = parse_dtype(o.type);
-  const std::int64_t tp = o.mesh.size("tp");
-  loaded_model m;
-  m.family = type->as_string();
-  if (m.family == "gpt2") {
-    const sg::models::gpt2_options opts{.type = t,
-                                        .layer_norm_eps = config.at("layer_norm_epsilon").as_double()};
-    sg::models::gpt2_config c = sg::io::hf_gpt2_config(config_path, opts);
-    m.vocab = c.vocab;
-    c.vocab = round_up(c.vocab, tp);
-    m.program = sg::compile_graph(sg::models::gpt2<Mesh>(opts), sg::inference{});
-    m.single = sg::compile_graph(sg::models::gpt2<Mesh>(
-        {.type = t, .layer_norm_eps = opts.layer_norm_eps, .data_axis = "", .tensor_axis = ""}));
-    if (seq > c.positions)
-      throw sg::error(sg::error_message(
-          "load_hf --ids",
-          std::to_string(seq) + " ids is more than the model's " + std::to_string(c.positions) + " positions",
-          "give at most n_positions ids"));
-    m.sizes = c.sizes(batch, seq);
-    m.weights = [checkpoint, d = c.model](auto bytes) {
-      return sg::io::hf_gpt2_weights(checkpoint, d, bytes);
-    };
-  } else if (m.family == "llama") {
-    const sg::io::json::value* theta = config.find("rope_theta");
-    if (theta == nullptr)
-      if (const sg::io::json::value* rp = config.find("rope_parameters"); rp && !rp->is_null())
-        theta = rp->find("rope_theta");
-    const sg::models::llama_options opts{.type = t,
-                                         .rms_norm_eps = config.at("rms_norm_eps").as_double(),
-                                         .rope_theta = theta ? theta->as_double() : 10000.0};
-    sg::models::llama_config c = sg::io::hf_llama_config(config_path, opts);
-    m.vocab = c.vocab;
-    c.vocab = round_up(c.vocab, tp);
-    m.program = sg::compile_graph(sg::models::llama<Mesh>(opts), sg::inference{});
-    m.single = sg::compile_graph(sg::models::llama<Mesh>({.type = t,
-                                                          .rms_norm_eps = opts.rms_norm_eps,
-                                                          .rope_theta = opts.rope_theta,
-                                                          .data_axis = "",
-                                                          .tensor_axis = ""}));
-    m.sizes = c.sizes(batch, seq);
-    m.weights = [checkpoint](auto bytes) { return sg::io::hf_llama_weights(checkpoint, bytes); };
-  } else {
-    throw sg::error(sg::error_message(config_path, "model_type \"" + m.family + "\" is not one load_hf reads",
-                                      "give a \"gpt2\" or \"llama\" checkpoint"));
-  }
-  return m;
-}
-
 struct run_result {
   sg::tensor_map outputs;
   std::vector<std::uint64_t> bytes_read;  // per rank
   double load_seconds = 0;
 };
 
-run_result run(const sg::program& p, const loaded_model& m, const sg::mesh_shape& mesh,
+run_result run(const sg::program& p, const sg::io::hf_model& m, const sg::mesh_shape& mesh,
                const sg::tensor_map& inputs) {
   const int ranks = mesh.world_size(p.nodes.axes);
   run_result r;
   r.bytes_read.resize(static_cast<std::size_t>(ranks));
+  const std::vector<std::int64_t>& tokens = inputs.at("input_ids").shape();  // (batch, seq)
+  const sg::model_sizes sizes = m.sizes(tokens[0], tokens[1]);
   std::mutex lock;
   sg::threads::world(ranks).run([&](sg::threads::communicator& comm) {
     auto bytes = std::make_shared<std::atomic<std::uint64_t>>(0);
     const auto start = std::chrono::steady_clock::now();
-    auto rank = sg::bind(p, m.sizes, comm, sg::cpu::backend{}, mesh, m.weights(bytes));
+    auto rank = sg::bind(p, sizes, comm, sg::cpu::backend{}, mesh, m.weights(bytes));
     comm.barrier();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     sg::tensor_map out = rank.forward(inputs);
@@ -218,8 +150,8 @@ int load(const options& o) {
     ids = golden->read_as<std::int64_t>("input_ids");
     targets = golden->read_as<std::int64_t>("targets");
   }
-  loaded_model m =
-      open_model(o, batch, ids.empty() ? 8 : static_cast<std::int64_t>(golden ? seq : ids.size()));
+  const sg::io::hf_model m =
+      sg::io::open_hf_model(o.directory, {.type = parse_dtype(o.type), .vocab_multiple = o.mesh.size("tp")});
   if (ids.empty())
     for (std::int64_t t = 0; t < 8; ++t) ids.push_back((t * 7919 + 11) % m.vocab);
   if (!golden) {
@@ -239,8 +171,8 @@ int load(const options& o) {
 
   std::printf("%s: %s checkpoint, vocabulary %lld, %s on %s (%d ranks)\n", o.directory.c_str(),
               m.family.c_str(), static_cast<long long>(m.vocab), o.type.c_str(), o.mesh.to_string().c_str(),
-              o.mesh.world_size(m.program.nodes.axes));
-  const run_result r = run(m.program, m, o.mesh, inputs);
+              o.mesh.world_size(m.layout.nodes.axes));
+  const run_result r = run(m.layout, m, o.mesh, inputs);
   const std::uint64_t total = std::accumulate(r.bytes_read.begin(), r.bytes_read.end(), std::uint64_t{0});
   std::printf("loaded in %.3f s; bytes read per rank:", r.load_seconds);
   for (const std::uint64_t b : r.bytes_read) std::printf(" %s", byte_text(static_cast<double>(b)).c_str());

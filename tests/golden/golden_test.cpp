@@ -158,7 +158,7 @@ TEST_CASE("GPT-2 parameter gradients equal HF transformers' (loss.backward())", 
   sg::models::gpt2_config config = sg::io::hf_gpt2_config(golden_dir + "/gpt2/config.json");
   auto file = std::make_shared<const sg::io::safetensors_file>(golden_dir + "/gpt2/model.safetensors");
   check_gradients_against_hf(gpt2_training, config.sizes(g.batch, g.seq), sg::io::hf_gpt2_weights(file, config.model), g,
-                             [&](const std::string& name) { return sg::io::detail::gpt2_location(name, config.model); },
+                             [&](const std::string& name) { return sg::io::detail::gpt2_location(name, config.model, "transformer."); },
                              1e-9);
 }
 

@@ -90,29 +90,34 @@ inline void read_slice(const safetensors_file& file, const hf_location& loc, con
   if (bytes_read != nullptr) *bytes_read += bytes;
 }
 
-inline hf_location gpt2_location(std::string_view name, std::int64_t model) {
+// `prefix`: "transformer." as GPT2LMHeadModel saves, or "" as the GPT2Model files of the hub's gpt2.
+inline hf_location gpt2_location(std::string_view name, std::int64_t model, const std::string& prefix) {
   std::string n(name);
   for (const char* part : {"q", "k", "v"}) {
     std::string marker = std::string(".attn.") + part + ".";
     if (auto at = n.find(marker); at != std::string::npos) {
       std::int64_t which = part[0] == 'q' ? 0 : part[0] == 'k' ? 1 : 2;
-      return {"transformer." + n.substr(0, at) + ".attn.c_attn." + n.substr(at + marker.size()),
-              which * model};
+      return {prefix + n.substr(0, at) + ".attn.c_attn." + n.substr(at + marker.size()), which * model};
     }
   }
-  return {"transformer." + n, 0};
+  return {prefix + n, 0};
 }
 
 }  // namespace detail
 
 // GPT2LMHeadModel tensors ("transformer.h.0.attn.c_attn.weight", ...) for models::gpt2, from one
-// file or a checkpoint directory (safetensors_checkpoint: several files and their index). Each call
+// file or a checkpoint directory (safetensors_checkpoint: several files and their index). Names
+// without the "transformer." prefix (GPT2Model's, as in the hub's gpt2) are read as well. Each call
 // reads only its slice; `bytes_read` (optional) adds up the tensor bytes this source has read.
 inline weight_source hf_gpt2_weights(std::shared_ptr<const safetensors_checkpoint> checkpoint,
                                      std::int64_t model,
                                      std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
-  return [checkpoint, model, bytes_read](std::string_view name, const tensor_slice& slice, host_tensor& out) {
-    const detail::hf_location loc = detail::gpt2_location(name, model);
+  const std::string prefix =
+      checkpoint->contains("wte.weight") && !checkpoint->contains("transformer.wte.weight") ? ""
+                                                                                            : "transformer.";
+  return [checkpoint, model, bytes_read, prefix](std::string_view name, const tensor_slice& slice,
+                                                 host_tensor& out) {
+    const detail::hf_location loc = detail::gpt2_location(name, model, prefix);
     detail::read_slice(checkpoint->file_of(loc.name), loc, slice, out, bytes_read.get());
   };
 }
@@ -122,10 +127,15 @@ inline weight_source hf_gpt2_weights(const std::shared_ptr<const safetensors_fil
 }
 
 // LlamaForCausalLM tensors ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight") for models::llama.
+// A checkpoint without lm_head.weight ties it to the embedding (tie_word_embeddings, as Llama 3.2 1B).
 inline weight_source hf_llama_weights(std::shared_ptr<const safetensors_checkpoint> checkpoint,
                                       std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
-  return [checkpoint, bytes_read](std::string_view name, const tensor_slice& slice, host_tensor& out) {
-    const std::string hf = name == "lm_head.weight" ? std::string(name) : "model." + std::string(name);
+  const bool tied =
+      !checkpoint->contains("lm_head.weight") && checkpoint->contains("model.embed_tokens.weight");
+  return [checkpoint, bytes_read, tied](std::string_view name, const tensor_slice& slice, host_tensor& out) {
+    const std::string hf = name != "lm_head.weight" ? "model." + std::string(name)
+                           : tied                   ? "model.embed_tokens.weight"
+                                                    : std::string(name);
     detail::read_slice(checkpoint->file_of(hf), {hf, 0}, slice, out, bytes_read.get());
   };
 }

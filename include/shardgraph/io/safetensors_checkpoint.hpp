@@ -78,6 +78,7 @@ class safetensors_checkpoint {
     return file;
   }
 
+  bool contains(std::string_view tensor) const { return weight_map_.find(tensor) != weight_map_.end(); }
   std::vector<std::string> tensor_names() const {
     std::vector<std::string> names;
     for (const auto& [name, file] : weight_map_) names.push_back(name);

@@ -243,6 +243,11 @@ class sharded_weights_index {
     return it->second;
   }
   const safetensors_file& file(const std::string& path) const { return *files_.at(path); }
+  std::vector<std::string> tensor_names() const {
+    std::vector<std::string> names;
+    for (const auto& [name, pieces] : pieces_) names.push_back(name);
+    return names;
+  }
 
  private:
   std::string directory_;

@@ -34,6 +34,7 @@
 #include "shardgraph/pipeline/partition.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/host_tensor.hpp"
+#include "shardgraph/runtime/load_progress.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
 #include "shardgraph/runtime/weights.hpp"
@@ -74,7 +75,7 @@ class rank_program {
     if (pipelined()) split_tied_group();
     plan_bias_epilogues();
     allocate();
-    load_weights(weights);
+    load_weights(weights, world.rank() == 0);
   }
 
   // This rank's slice of every parameter gradient of a training program, after forward(), keyed
@@ -1139,42 +1140,46 @@ class rank_program {
       if (g[i].kind == op::parameter && g[i].region < 0) values_[index(i)] = backend_.allocate(g[i].type, 0);
   }
 
-  void load_weights(const weight_source& weights) {
+  // Fills every parameter this rank holds from `weights`: its slice (a pipeline stage's layers
+  // only), or under ZeRO-3 its chunk of the slice. Rank 0 shows progress for large loads.
+  void load_weights(const weight_source& weights, bool reporting_rank) {
     const graph& g = program_.nodes;
+    struct load {
+      int node;
+      std::int64_t layer;  // -1: not a block weight
+    };
+    std::vector<load> loads;
+    std::uint64_t total = 0;
     for (int i = 0; i < g.size(); ++i) {
+      if (g[i].kind != op::parameter) continue;
+      const std::uint64_t bytes = static_cast<std::uint64_t>(layout_.of(i).numel()) * dtype_size(g[i].type);
+      for (std::int64_t l = 0; l < (g[i].region >= 0 ? layers_ : 1); ++l)
+        if (holds(i, l)) loads.push_back({i, g[i].region >= 0 ? l : -1}), total += bytes;
+    }
+    load_progress progress(total, reporting_rank);
+    for (const auto [i, l] : loads) {
       const node& n = g[i];
-      if (n.kind != op::parameter) continue;
       const local_dims& d = layout_.of(i);
-      tensor_slice slice{d.global, d.offset, d.local};
+      const tensor_slice slice{d.global, d.offset, d.local};
       host_tensor host(n.type, d.local);
+      weights(
+          l >= 0 ? detail::layer_name(n.name.view(), g[n.region].name.view(), l) : std::string(n.name.view()),
+          slice, host);
+      const std::size_t layer = static_cast<std::size_t>(std::max<std::int64_t>(l, 0));
       if (zero3_) {  // keep chunk r of the slice, zero-padded to chunk elements
         const std::size_t e = dtype_size(n.type);
         const std::int64_t chunk = chunk_[index(i)], begin = std::min(d.numel(), zero_coordinate_ * chunk);
         const std::int64_t count = std::min(d.numel(), begin + chunk) - begin;
         std::vector<std::byte> bytes(static_cast<std::size_t>(chunk) * e);
-        for (std::int64_t l = 0; l < (n.region >= 0 ? layers_ : 1); ++l) {
-          if (!holds(i, l)) continue;
-          weights(n.region >= 0 ? detail::layer_name(n.name.view(), g[n.region].name.view(), l)
-                                : std::string(n.name.view()),
-                  slice, host);
-          std::memcpy(bytes.data(), host.bytes().data() + static_cast<std::size_t>(begin) * e,
-                      static_cast<std::size_t>(count) * e);
-          backend_.upload(shards_[index(i)][index(static_cast<int>(l))], bytes.data());
-        }
-        continue;
+        std::memcpy(bytes.data(), host.bytes().data() + static_cast<std::size_t>(begin) * e,
+                    static_cast<std::size_t>(count) * e);
+        backend_.upload(shards_[index(i)][layer], bytes.data());
+      } else {
+        backend_.upload(l >= 0 ? per_layer_[index(i)][layer] : values_[index(i)], host.bytes().data());
       }
-      if (n.region < 0) {
-        if (!holds(i, 0)) continue;  // another pipeline stage's weight
-        weights(n.name.view(), slice, host);
-        backend_.upload(values_[index(i)], host.bytes().data());
-        continue;
-      }
-      for (std::int64_t l = 0; l < layers_; ++l) {
-        if (!holds(i, l)) continue;
-        weights(detail::layer_name(n.name.view(), g[n.region].name.view(), l), slice, host);
-        backend_.upload(per_layer_[index(i)][index(static_cast<int>(l))], host.bytes().data());
-      }
+      progress.add(host.bytes().size());
     }
+    progress.finish();
   }
 
   void upload_input(int i, const tensor_map& inputs) {

@@ -30,6 +30,7 @@
 #include <shardgraph/cuda/kernels/norms_by_warp.cuh>
 #include <shardgraph/cuda/kernels/softmax.cuh>
 #include <shardgraph/cuda/kernels/vectorized.cuh>
+#include <shardgraph/cuda/pinned_staging.hpp>
 #include <shardgraph/cuda/scratch.hpp>
 #include <shardgraph/cuda/tensor_buffer.hpp>
 #include <shardgraph/cuda/text.hpp>
@@ -84,6 +85,7 @@ struct backend_state {
   // Attention's dq, dk, dv in scratch, valid for these q, k, v, dout until anything else is written.
   bool attention_cache_valid = false;
   const void* attention_inputs[4]{};
+  pinned_staging staging;  // uploads
   explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                "backend (cudaStreamCreateWithFlags)");
@@ -175,12 +177,13 @@ class backend {
   buffer allocate(dtype t, std::int64_t numel) {
     return buffer(t, numel, options_.host_visible, state_->ledger);
   }
+  // Returns once `host` may be reused: the bytes are staged in pinned memory and the device copy
+  // runs on, in stream order (pinned_staging.hpp).
   void upload(buffer& b, const void* host) {
     state_->attention_cache_valid = false;
     if (b.numel() == 0) return;
-    check_cuda(cudaMemcpyAsync(b.data(), host, b.size_bytes(), cudaMemcpyHostToDevice, stream()),
-               "backend::upload (cudaMemcpyAsync)");
-    synchronize();  // the host memory may be reused as soon as this returns
+    state_->staging.copy(b.data(), host, b.size_bytes(), stream());
+    if (options_.host_visible) synchronize();  // the host may read the buffer next (threads communicator)
   }
   void download(const buffer& b, void* host) {
     if (b.numel() == 0) return synchronize();

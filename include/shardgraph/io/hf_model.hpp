@@ -1,0 +1,115 @@
+#pragma once
+// A HF checkpoint directory opened as a shardgraph model, whatever its family: config.json's
+// "model_type" picks GPT-2 or LLaMA; the program is compiled at run time over hf_mesh, with the
+// checkpoint's eps and rope theta; the weights read from its safetensors files.
+//
+//   sg::io::hf_model m = sg::io::open_hf_model("gpt2-dir", {.type = sg::dtype::bf16, .vocab_multiple = tp});
+//   auto rank = sg::bind(m.program, m.sizes(batch, seq), comm, backend, mesh, m.weights(bytes_read));
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "shardgraph/core/error.hpp"
+#include "shardgraph/io/hf_config.hpp"
+#include "shardgraph/io/hf_weights.hpp"
+#include "shardgraph/io/json.hpp"
+#include "shardgraph/io/safetensors_checkpoint.hpp"
+#include "shardgraph/models/gpt2.hpp"
+#include "shardgraph/models/llama.hpp"
+#include "shardgraph/passes/compile.hpp"
+#include "shardgraph/runtime/model_sizes.hpp"
+#include "shardgraph/runtime/weights.hpp"
+
+namespace shardgraph::io {
+
+// The mesh HF models are compiled over: batch on dp, Megatron's layout on tp, layers over pp.
+using hf_mesh = mesh<"dp", "tp", "pp">;
+
+struct hf_model_options {
+  dtype type = dtype::f32;          // the dtype the model computes and holds its weights in
+  std::int64_t vocab_multiple = 1;  // the vocabulary is padded with zero rows to a multiple of this (tp)
+};
+
+struct hf_model {
+  std::string family;      // "gpt2" or "llama"
+  std::int64_t vocab = 0;  // the checkpoint's; the model's is padded to a multiple of vocab_multiple
+  std::int64_t padded_vocab = 0;
+  std::int64_t positions = 0;  // GPT-2: n_positions; LLaMA: max_position_embeddings (0 if absent)
+  program layout;              // inference over hf_mesh: dp, tp and pp as the mesh gives them
+  program single;              // the same model on one rank (no parallel axes)
+  std::function<model_sizes(std::int64_t batch, std::int64_t seq)> sizes;
+  std::function<weight_source(std::shared_ptr<std::atomic<std::uint64_t>> bytes_read)> weights;
+};
+
+namespace detail {
+inline std::int64_t round_up(std::int64_t n, std::int64_t to) { return (n + to - 1) / to * to; }
+
+inline double rope_theta_of(const json::value& config) {
+  const json::value* theta = config.find("rope_theta");
+  if (theta == nullptr)
+    if (const json::value* rp = config.find("rope_parameters"); rp && !rp->is_null())
+      theta = rp->find("rope_theta");
+  return theta ? theta->as_double() : 10000.0;
+}
+}  // namespace detail
+
+// Opens `directory` (config.json and model.safetensors, or model.safetensors.index.json and its
+// files). Throws, naming config.json, for a family shardgraph does not model.
+inline hf_model open_hf_model(const std::string& directory, const hf_model_options& o = {}) {
+  const std::string config_path = directory + "/config.json";
+  const json::value config = read_json_file(config_path);
+  const json::value* type = config.find("model_type");
+  if (type == nullptr || type->type() != json::kind::string)
+    fail(config_path, "has no \"model_type\"", "give a GPT-2 or LLaMA config.json");
+  if (o.vocab_multiple < 1)
+    fail("open_hf_model: vocab_multiple", std::to_string(o.vocab_multiple) + " is not positive",
+         "give the tensor-parallel size, or 1");
+  auto checkpoint = safetensors_checkpoint::open(directory);
+  hf_model m;
+  m.family = type->as_string();
+  if (m.family == "gpt2") {
+    const models::gpt2_options opts{.type = o.type,
+                                    .layer_norm_eps = config.at("layer_norm_epsilon").as_double()};
+    models::gpt2_config c = hf_gpt2_config(config_path, opts);
+    m.vocab = c.vocab;
+    m.positions = c.positions;
+    c.vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
+    m.layout = compile_graph(models::gpt2<hf_mesh>(opts), inference{});
+    m.single = compile_graph(models::gpt2<hf_mesh>(
+        {.type = o.type, .layer_norm_eps = opts.layer_norm_eps, .data_axis = "", .tensor_axis = ""}));
+    m.sizes = [c, config_path](std::int64_t batch, std::int64_t seq) {
+      if (seq > c.positions)
+        fail(config_path,
+             std::to_string(seq) + " tokens is more than the model's " + std::to_string(c.positions) +
+                 " positions (n_positions)",
+             "give at most n_positions tokens");
+      return c.sizes(batch, seq);
+    };
+    m.weights = [checkpoint, d = c.model](auto bytes) { return hf_gpt2_weights(checkpoint, d, bytes); };
+  } else if (m.family == "llama") {
+    const models::llama_options opts{.type = o.type,
+                                     .rms_norm_eps = config.at("rms_norm_eps").as_double(),
+                                     .rope_theta = detail::rope_theta_of(config)};
+    models::llama_config c = hf_llama_config(config_path, opts);
+    m.vocab = c.vocab;
+    if (const json::value* p = config.find("max_position_embeddings"); p && !p->is_null())
+      m.positions = p->as_int();
+    c.vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
+    m.layout = compile_graph(models::llama<hf_mesh>(opts), inference{});
+    m.single = compile_graph(models::llama<hf_mesh>({.type = o.type,
+                                                     .rms_norm_eps = opts.rms_norm_eps,
+                                                     .rope_theta = opts.rope_theta,
+                                                     .data_axis = "",
+                                                     .tensor_axis = ""}));
+    m.sizes = [c](std::int64_t batch, std::int64_t seq) { return c.sizes(batch, seq); };
+    m.weights = [checkpoint](auto bytes) { return hf_llama_weights(checkpoint, bytes); };
+  } else {
+    fail(config_path, "model_type \"" + m.family + "\" is not a family shardgraph models",
+         "give a \"gpt2\" or \"llama\" checkpoint");
+  }
+  return m;
+}
+
+}  // namespace shardgraph::io
