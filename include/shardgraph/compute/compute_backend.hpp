@@ -1,7 +1,10 @@
 #pragma once
 // The ComputeBackend concept and the kernel descriptor every backend receives (DESIGN §5).
 // A backend owns memory (`buffer`), runs one kernel per descriptor, and moves blocks for the
-// collectives. All sizes in a descriptor are LOCAL to the rank.
+// collectives. All sizes in a descriptor are LOCAL to the rank. Optional: `view(arena, byte_offset,
+// dtype, numel)`, a buffer naming part of another's memory without owning it; with it bind places
+// values that are not live at once in one arena (runtime/memory_plan.hpp), without it each value
+// gets its own allocation.
 //
 // kernel_call::dims by op (row-major, local):
 //   embedding           {tokens, table_rows, cols, row_offset}  rows outside the table give 0

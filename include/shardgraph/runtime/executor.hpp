@@ -36,6 +36,8 @@
 #include "shardgraph/runtime/host_tensor.hpp"
 #include "shardgraph/runtime/load_progress.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
+#include "shardgraph/runtime/memory_options.hpp"
+#include "shardgraph/runtime/memory_plan.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
 #include "shardgraph/runtime/weights.hpp"
 
@@ -63,8 +65,10 @@ class rank_program {
   using buffer = typename Backend::buffer;
 
   rank_program(const program& p, const model_sizes& sizes, Comm& world, Backend backend,
-               const mesh_shape& mesh, const weight_source& weights, const pipeline_options& pipe = {})
+               const mesh_shape& mesh, const weight_source& weights, const pipeline_options& pipe = {},
+               const memory_options& memory = {})
       : program_(checked(p)),
+        memory_options_(memory),
         sizes_(sizes),
         backend_(std::move(backend)),
         layout_(program_, sizes, mesh, checked_coordinates(program_, mesh, world)) {
@@ -192,12 +196,18 @@ class rank_program {
                                            // the weights outside blocks from forward's start to its end)
     int micro_batches_in_flight = 1;       // pipelines: activation slots the schedule needs at once
     std::int64_t activations_per_micro_batch = 0;  // pipelines: the part of `activations` each slot copies
+    std::int64_t arena = 0;  // the part of `activations` that values share by lifetime (memory_options)
+    std::int64_t arena_values = 0;  // what the values in the arena would take, each in its own memory
   };
   memory_report memory() const {
     memory_report m;
     const graph& g = program_.nodes;
+    m.arena = static_cast<std::int64_t>(arena_.size_bytes());
+    m.arena_values = arena_values_bytes_;
+    m.activations += m.arena;
     for (int i = 0; i < g.size(); ++i) {
-      std::int64_t bytes = static_cast<std::int64_t>(values_[index(i)].size_bytes());
+      std::int64_t bytes =
+          in_arena_[index(i)] ? 0 : static_cast<std::int64_t>(values_[index(i)].size_bytes());
       for (const buffer& b : per_layer_[index(i)]) bytes += static_cast<std::int64_t>(b.size_bytes());
       for (const buffer& b : staging_[index(i)]) m.communication += static_cast<std::int64_t>(b.size_bytes());
       if (g[i].kind == op::parameter && zero3_) {
@@ -852,8 +862,10 @@ class rank_program {
   }
 
   // Values that exist once per layer: the weights of a repeat block, and, in a training program,
-  // every value the forward block computes (the backward block reads layer l's) and the
-  // gradients of the block's weights.
+  // the values of the forward block that a later phase reads (the backward block reads layer l's:
+  // the kept activations) and the gradients of the block's weights. A forward block value read
+  // only within its layer (the plain product before its bias, a GELU's input when nothing keeps it)
+  // exists once.
   bool per_layer(int i) const {
     const graph& g = program_.nodes;
     const node& n = g[i];
@@ -861,7 +873,162 @@ class rank_program {
     if (!program_.is_training()) return false;
     if (n.kind == op::param_grad) return g[n.origin].region >= 0;
     if (n.kind == op::repeat_begin) return !n.reverse;
-    return n.body() >= 0 && !g[n.body()].reverse && !recomputed(i);
+    return n.body() >= 0 && !g[n.body()].reverse && !recomputed(i) && read_after_its_layer(i);
+  }
+  // Whether forward block value i is read outside its block (the backward, the head) or by a step
+  // that activation recomputation runs again inside the backward.
+  bool read_after_its_layer(int i) const {
+    const graph& g = program_.nodes;
+    for (int r : readers_[index(i)])
+      if (g[r].region != g[i].region || recomputed(r)) return true;
+    return false;
+  }
+
+  // Whether some step writes value i. A fused chain writes only its last node (the others stay in
+  // registers), and a product whose bias is added in its epilogue writes the add_bias's value.
+  void plan_materialized() {
+    const graph& g = program_.nodes;
+    materialized_.assign(index(g.size()), true);
+    for (const step& st : program_.steps)
+      if (st.kind == step_kind::fused)
+        for (int j = st.first; j < st.node; ++j)
+          if (!(j == st.first && bias_done_by_product_[index(j)])) materialized_[index(j)] = false;
+    for (int i = 0; i < g.size(); ++i)
+      if (bias_epilogue_of_[index(i)] >= 0) materialized_[index(i)] = false;
+  }
+
+  // ---- the memory plan (memory_plan.hpp) ----
+  // Whether value i may share the arena: one buffer written by its step and read only by steps.
+  // Pipelines (micro-batch slots), what collectives touch (their streams may run on) and what a
+  // step keeps across calls are left out.
+  bool shares_arena(int i) const {
+    if constexpr (!requires(Backend & b, buffer & x) {
+                    b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0});
+                  })
+      return false;
+    const graph& g = program_.nodes;
+    const node& n = g[i];
+    if (!memory_options_.reuse || pipelined() || per_layer(i) || !materialized_[index(i)]) return false;
+    switch (n.kind) {
+      case op::parameter:
+      case op::param_grad:
+      case op::input:
+      case op::output:
+      case op::repeat_begin:
+      case op::repeat_end:
+        return false;
+      default:
+        break;
+    }
+    const auto communicates = [&](int j) {
+      const std::size_t s = producer_step_[index(j)];
+      return s == no_step || program_.steps[s].kind == step_kind::communicate;
+    };
+    if (communicates(i) || layout_.of(i).numel() == 0) return false;
+    for (int r : readers_[index(i)]) {
+      if (communicates(r)) return false;
+      const int loop = g[r].region;
+      if (loop >= 0 && g[loop].region >= 0) return false;  // nested repeats: not planned
+    }
+    return true;
+  }
+  // The steps over which value i is live: from the step writing it to the last reading it; a read
+  // inside a repeat block that i is outside of lasts to the block's end (every layer reads it), and
+  // an output reading it (the output is a view of it) keeps it to the end. Recomputation runs
+  // forward steps again at the start of each backward iteration (the backward block's loop_begin
+  // step): a recomputed value is live again from there to its last backward reader, and a value a
+  // recomputed step reads is live through the whole backward block.
+  memory_plan::value lifetime(int i) const {
+    const graph& g = program_.nodes;
+    memory_plan::value v;
+    v.bytes = static_cast<std::size_t>(layout_.of(i).numel()) * dtype_size(g[i].type);
+    const int writer = bias_done_by_product_[index(i)] ? g[i].inputs[0] : i;  // the epilogue writes it
+    memory_plan::steps first{producer_step_[index(writer)], producer_step_[index(writer)]};
+    const bool rerun = recomputed(i);
+    for (int r : readers_[index(i)]) {
+      const std::size_t s = producer_step_[index(r)];
+      const int loop = g[r].region;
+      if (rerun && loop >= 0 && g[loop].reverse) {
+        v.live.push_back({loop_begin_step(loop), s});
+        continue;
+      }
+      first.last = std::max(first.last, s);
+      if (g[r].kind == op::output) first.last = program_.steps.size() - 1;
+      if (loop >= 0 && g[i].region != loop) first.last = std::max(first.last, loop_end_step(loop));
+      if (recomputed(r) && !rerun)  // read at each backward iteration's start, written long before
+        for (int b = 0; b < g.size(); ++b)
+          if (g[b].kind == op::repeat_begin && g[b].reverse)
+            v.live.push_back({loop_begin_step(b), loop_end_step(b)});
+    }
+    if (rerun)  // written and read by the recomputation at each backward iteration's start
+      for (int b = 0; b < g.size(); ++b)
+        if (g[b].kind == op::repeat_begin && g[b].reverse)
+          v.live.push_back({loop_begin_step(b), loop_begin_step(b)});
+    v.live.push_back(first);
+    // Sorted and merged, so that no two ranges of one value meet.
+    std::sort(v.live.begin(), v.live.end(), [](auto a, auto b) { return a.first < b.first; });
+    std::vector<memory_plan::steps> merged;
+    for (const memory_plan::steps& r : v.live)
+      if (!merged.empty() && r.first <= merged.back().last + 1)
+        merged.back().last = std::max(merged.back().last, r.last);
+      else
+        merged.push_back(r);
+    v.live = std::move(merged);
+    return v;
+  }
+  std::size_t loop_begin_step(int repeat_begin) const {
+    for (std::size_t s = 0; s < program_.steps.size(); ++s)
+      if (program_.steps[s].kind == step_kind::loop_begin && program_.steps[s].node == repeat_begin) return s;
+    fail("bind: memory plan",
+         "repeat block '" + std::string(program_.nodes[repeat_begin].name.view()) + "' has no begin step",
+         "this is a bug in compile(); please report it");
+  }
+  std::size_t loop_end_step(int repeat_begin) const {
+    const graph& g = program_.nodes;
+    for (std::size_t s = 0; s < program_.steps.size(); ++s)
+      if (program_.steps[s].kind == step_kind::loop_end && g[program_.steps[s].node].region == repeat_begin)
+        return s;
+    fail("bind: memory plan",
+         "repeat block '" + std::string(g[repeat_begin].name.view()) + "' has no end step",
+         "this is a bug in compile(); please report it");
+  }
+  // Places the values that share the arena, allocates it, and makes each of them (and each output
+  // of one) a view into it.
+  void plan_arena() {
+    const graph& g = program_.nodes;
+    std::vector<int> shared;
+    std::vector<memory_plan::value> lifetimes;
+    for (int i = 0; i < g.size(); ++i)
+      if (shares_arena(i)) shared.push_back(i), lifetimes.push_back(lifetime(i));
+    in_arena_.assign(index(g.size()), false);
+    if (shared.empty()) return;
+    const memory_plan::placement placed = memory_plan::place(lifetimes);
+    memory_plan::verify(lifetimes, placed);
+    try {
+      arena_ = backend_.allocate(dtype::f32, static_cast<std::int64_t>((placed.arena_bytes + 3) / 4));
+    } catch (const error& e) {
+      fail("bind: the activation arena (" + std::to_string(placed.arena_bytes >> 20) + " MiB for " +
+               std::to_string(shared.size()) + " values that share it by lifetime)",
+           std::string(e.what()).substr(std::string("shardgraph: ").size()),
+           "use more ranks (tp, pp, ZeRO-3), a smaller batch or recomputation; memory() of a smaller "
+           "configuration shows what each kind of value takes");
+    }
+    arena_values_bytes_ = 0;
+    std::vector<std::size_t> offset_of(index(g.size()), 0);
+    for (std::size_t k = 0; k < shared.size(); ++k) {
+      const int i = shared[k];
+      offset_of[index(i)] = placed.offsets[k];
+      values_[index(i)] = backend_.view(arena_, placed.offsets[k], g[i].type, layout_.of(i).numel());
+      in_arena_[index(i)] = true;
+      arena_values_bytes_ += static_cast<std::int64_t>(lifetimes[k].bytes);
+    }
+    for (int i = 0; i < g.size(); ++i) {
+      if (g[i].kind != op::output || !in_arena_[index(g[i].inputs[0])]) continue;
+      const int from = g[i].inputs[0];
+      if (g[from].type != g[i].type || layout_.of(from).numel() != layout_.of(i).numel()) continue;
+      values_[index(i)] = backend_.view(arena_, offset_of[index(from)], g[i].type, layout_.of(i).numel());
+      in_arena_[index(i)] = true;  // the output step's copy is then a no-op
+    }
   }
 
   // A value's memory; a backend that cannot give it (a GPU out of memory) is reported with the
@@ -915,6 +1082,7 @@ class rank_program {
       zero_parts_ = axis_sizes_[index(program_.zero_axis)];
       zero_coordinate_ = layout_.coordinate(program_.zero_axis);
     }
+    plan_materialized();
     chunk_.assign(index(g.size()), 0);
     shards_.resize(index(g.size()));
     slots_.resize(index(g.size()));
@@ -937,7 +1105,8 @@ class rank_program {
       }
       const bool unheld_weight = n.kind == op::parameter && n.region < 0 && !holds(i, 0);
       const bool never_run = !needed_here(i);  // another pipeline stage's phase computes and reads it
-      values_.push_back(allocate_for(i, n.type, layered || unheld_weight || never_run ? 0 : numel));
+      const bool unused = !materialized_[index(i)] || shares_arena(i);  // shared: a view, made below
+      values_.push_back(allocate_for(i, n.type, layered || unheld_weight || never_run || unused ? 0 : numel));
       if (layered)
         for (std::int64_t l = 0; l < layers_; ++l)
           per_layer_[index(i)].push_back(
@@ -953,6 +1122,7 @@ class rank_program {
       if (g[i].kind != op::parameter && !computed_here(i) && needed_here(i) && !per_layer(i))
         fill_zero_value(i);
     plan_buckets();  // pipelines reduce each gradient on its own (not yet bucketed)
+    plan_arena();
     if (pipelined()) allocate_banks();
   }
 
@@ -1451,6 +1621,7 @@ class rank_program {
   }
 
   program program_;
+  memory_options memory_options_;
   model_sizes sizes_;
   Backend backend_;
   local_layout layout_;
@@ -1468,6 +1639,10 @@ class rank_program {
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
   std::vector<int> bias_epilogue_of_;         // linear node -> the add_bias it absorbs (-1: none)
   std::vector<bool> bias_done_by_product_;    // add_bias node -> its linear added the bias
+  std::vector<bool> materialized_;            // per node: some step writes its value (plan_materialized)
+  std::vector<bool> in_arena_;                // per node: its value is a view into arena_ (plan_arena)
+  buffer arena_;                              // the values that share memory by lifetime
+  std::int64_t arena_values_bytes_ = 0;       // what those values would take apart
 
   std::vector<int> bucketed_grad_;       // all_reduce node -> the param_grad it feeds (-1: not bucketed)
   std::vector<bool> written_by_bucket_;  // param_grad node -> its value comes from a bucket
@@ -1508,8 +1683,8 @@ class rank_program {
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 rank_program<Backend, Comm> bind(const program& p, const model_sizes& sizes, Comm& world, Backend backend,
                                  const mesh_shape& mesh, const weight_source& weights,
-                                 const pipeline_options& pipe = {}) {
-  return rank_program<Backend, Comm>(p, sizes, world, std::move(backend), mesh, weights, pipe);
+                                 const pipeline_options& pipe = {}, const memory_options& memory = {}) {
+  return rank_program<Backend, Comm>(p, sizes, world, std::move(backend), mesh, weights, pipe, memory);
 }
 
 }  // namespace shardgraph

@@ -38,13 +38,17 @@ class backend {
   buffer allocate(dtype type, std::int64_t numel) {
     return buffer(type, numel);
   }
+  // numel elements in arena's bytes from offset on, not owned (the executor's memory plan).
+  buffer view(buffer& arena, std::size_t offset, dtype type, std::int64_t numel) {
+    return buffer::view_of(arena, offset, type, numel);
+  }
   void upload(buffer& b, const void* host) { std::memcpy(b.bytes(), host, b.size_bytes()); }
   void download(const buffer& b, void* host) { std::memcpy(host, b.bytes(), b.size_bytes()); }
   void copy(const buffer& from, buffer& to) {
     if (from.size_bytes() != to.size_bytes())
       fail("cpu::backend::copy", std::to_string(from.size_bytes()) + " bytes into " + std::to_string(to.size_bytes()),
            "this is a bug in the executor; please report it");
-    std::memcpy(to.bytes(), from.bytes(), from.size_bytes());
+    if (from.bytes() != to.bytes()) std::memcpy(to.bytes(), from.bytes(), from.size_bytes());
   }
   void* data(buffer& b) { return b.bytes(); }
 

@@ -1,10 +1,16 @@
 #pragma once
 // shardgraph::cpu::buffer: one value of a program in host memory, its dtype and element count.
+// Either it owns its bytes (zero-filled at allocation) or it is a view of another buffer's bytes
+// (view_of: the executor's memory arena), valid while that buffer lives. Copying an owning buffer
+// copies its bytes; copying a view makes another view of the same bytes.
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "shardgraph/core/dtype.hpp"
+#include "shardgraph/core/error.hpp"
 
 namespace shardgraph::cpu {
 
@@ -12,25 +18,73 @@ class buffer {
  public:
   buffer() = default;
   buffer(dtype type, std::int64_t numel)
-      : type_(type), numel_(numel), bytes_(static_cast<std::size_t>(numel) * dtype_size(type)) {}
+      : type_(type),
+        numel_(numel),
+        storage_(static_cast<std::size_t>(numel) * dtype_size(type)),
+        data_(storage_.data()) {}
+  // numel elements of `type` in arena's bytes [offset, offset + numel * size of type).
+  static buffer view_of(buffer& arena, std::size_t offset, dtype type, std::int64_t numel) {
+    const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(type);
+    if (offset + bytes > arena.size_bytes())
+      fail("cpu::buffer::view_of",
+           "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+               ") leave a buffer of " + std::to_string(arena.size_bytes()),
+           "this is a bug in the executor's memory plan; please report it");
+    buffer v;
+    v.type_ = type;
+    v.numel_ = numel;
+    v.data_ = arena.bytes() + offset;
+    v.view_ = true;
+    return v;
+  }
+  buffer(const buffer& o)
+      : type_(o.type_),
+        numel_(o.numel_),
+        storage_(o.storage_),
+        data_(o.view_ ? o.data_ : storage_.data()),
+        view_(o.view_) {}
+  buffer& operator=(const buffer& o) {
+    if (this != &o) *this = buffer(o);
+    return *this;
+  }
+  // A vector's move keeps its storage, so data_ stays valid; the moved-from buffer is empty.
+  buffer(buffer&& o) noexcept
+      : type_(o.type_),
+        numel_(std::exchange(o.numel_, 0)),
+        storage_(std::move(o.storage_)),
+        data_(std::exchange(o.data_, nullptr)),
+        view_(std::exchange(o.view_, false)) {}
+  buffer& operator=(buffer&& o) noexcept {
+    if (this == &o) return *this;
+    type_ = o.type_;
+    numel_ = std::exchange(o.numel_, 0);
+    storage_ = std::move(o.storage_);
+    data_ = std::exchange(o.data_, nullptr);
+    view_ = std::exchange(o.view_, false);
+    return *this;
+  }
+
   dtype type() const { return type_; }
   std::int64_t numel() const { return numel_; }
-  std::size_t size_bytes() const { return bytes_.size(); }
-  std::byte* bytes() { return bytes_.data(); }
-  const std::byte* bytes() const { return bytes_.data(); }
+  std::size_t size_bytes() const { return static_cast<std::size_t>(numel_) * dtype_size(type_); }
+  bool is_view() const { return view_; }
+  std::byte* bytes() { return data_; }
+  const std::byte* bytes() const { return data_; }
   template <class T>
   T* as() {
-    return reinterpret_cast<T*>(bytes_.data());
+    return reinterpret_cast<T*>(data_);
   }
   template <class T>
   const T* as() const {
-    return reinterpret_cast<const T*>(bytes_.data());
+    return reinterpret_cast<const T*>(data_);
   }
 
  private:
   dtype type_ = dtype::f32;
   std::int64_t numel_ = 0;
-  std::vector<std::byte> bytes_;
+  std::vector<std::byte> storage_;
+  std::byte* data_ = nullptr;
+  bool view_ = false;
 };
 
 }  // namespace shardgraph::cpu

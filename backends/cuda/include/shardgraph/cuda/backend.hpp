@@ -177,6 +177,10 @@ class backend {
   buffer allocate(dtype t, std::int64_t numel) {
     return buffer(t, numel, options_.host_visible, state_->ledger);
   }
+  // numel elements in arena's memory from byte offset on, not owned (the executor's memory plan).
+  buffer view(buffer& arena, std::size_t offset, dtype t, std::int64_t numel) {
+    return buffer::view_of(arena, offset, t, numel);
+  }
   // Returns once `host` may be reused: the bytes are staged in pinned memory and the device copy
   // runs on, in stream order (pinned_staging.hpp).
   void upload(buffer& b, const void* host) {

@@ -5,7 +5,9 @@
 //
 // Device memory (cudaMalloc) by default; managed memory (cudaMallocManaged) when the backend is
 // host-visible, so that a host-side communicator (threads, several ranks on one GPU) can read and
-// write it once the backend has synchronised.
+// write it once the backend has synchronised. A view (view_of) owns nothing: it names part of
+// another buffer's memory (the executor's arena), is not counted in the ledger and is valid while
+// that buffer lives.
 #include <shardgraph/core/dtype.hpp>
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/check.hpp>
@@ -52,11 +54,27 @@ class tensor_buffer {
     }
     if (ledger_) ledger_->add(bytes);
   }
+  // numel elements of `type` in arena's memory from byte `offset` on.
+  static tensor_buffer view_of(const tensor_buffer& arena, std::size_t offset, dtype type,
+                               std::int64_t numel) {
+    const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(type);
+    if (offset + bytes > arena.size_bytes())
+      fail("cuda::tensor_buffer::view_of",
+           detail::text("bytes [", offset, ", ", offset + bytes, ") leave a buffer of ", arena.size_bytes()),
+           "this is a bug in the executor's memory plan; please report it");
+    tensor_buffer v;
+    v.type_ = type;
+    v.numel_ = numel;
+    v.data_ = static_cast<char*>(arena.data_) + offset;
+    v.owned_ = false;
+    return v;
+  }
   ~tensor_buffer() { release(); }
   tensor_buffer(tensor_buffer&& o) noexcept
       : type_(o.type_),
         numel_(std::exchange(o.numel_, 0)),
         data_(std::exchange(o.data_, nullptr)),
+        owned_(std::exchange(o.owned_, true)),
         ledger_(std::move(o.ledger_)) {}
   tensor_buffer& operator=(tensor_buffer&& o) noexcept {
     if (this != &o) {
@@ -64,6 +82,7 @@ class tensor_buffer {
       type_ = o.type_;
       numel_ = std::exchange(o.numel_, 0);
       data_ = std::exchange(o.data_, nullptr);
+      owned_ = std::exchange(o.owned_, true);
       ledger_ = std::move(o.ledger_);
     }
     return *this;
@@ -75,10 +94,14 @@ class tensor_buffer {
   std::int64_t numel() const { return numel_; }
   std::size_t size_bytes() const { return static_cast<std::size_t>(numel_) * dtype_size(type_); }
   void* data() const { return data_; }
+  bool is_view() const { return !owned_; }
 
  private:
   void release() {
-    if (data_ == nullptr) return;
+    if (data_ == nullptr || !owned_) {
+      data_ = nullptr;
+      return;
+    }
     static_cast<void>(cudaFree(data_));  // a destructor cannot report; the memory is gone either way
     if (ledger_) ledger_->remove(size_bytes());
     data_ = nullptr;
@@ -87,6 +110,7 @@ class tensor_buffer {
   dtype type_ = dtype::f32;
   std::int64_t numel_ = 0;
   void* data_ = nullptr;
+  bool owned_ = true;
   std::shared_ptr<memory_ledger> ledger_;
 };
 
