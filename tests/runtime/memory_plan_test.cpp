@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <mutex>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "catch.hpp"
@@ -87,12 +88,13 @@ struct run {
   std::int64_t activations = 0, arena = 0, arena_values = 0;
 };
 
-run train_with(const sg::program& p, const sg::model_sizes& sizes, int dp, int tp, bool reuse) {
+run train_with(const sg::program& p, const sg::model_sizes& sizes, int dp, int tp, bool reuse,
+               std::vector<std::string> outputs = {}) {
   run r;
   std::mutex m;
   sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
     auto rank = sg::bind(p, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}, {"tp", tp}},
-                         sg::random_weights(3, 0.3), {}, {.reuse = reuse});
+                         sg::random_weights(3, 0.3), {}, {.reuse = reuse, .outputs = outputs});
     sg::trainer t(rank, options);
     for (int s = 0; s < 3; ++s) {
       const sg::step_report report = t.step(tokens(batch, 0, s));
@@ -130,6 +132,32 @@ TEST_CASE("memory plan: GPT-2 training with the arena equals training without it
   SECTION("dp=2 x tp=2") { check_reuse_changes_nothing(gpt2_tp, sizes, 2, 2); }
   SECTION("full recomputation") { check_reuse_changes_nothing(gpt2_full, sizes, 1, 1); }
   SECTION("attention recomputation") { check_reuse_changes_nothing(gpt2_attention, sizes, 1, 1); }
+}
+
+TEST_CASE("memory plan: outputs left out free their memory and change no result",
+          "[runtime][memory][threads]") {
+  const sg::model_sizes sizes = config.sizes(batch, seq);
+  const run apart = train_with(gpt2_plain, sizes, 1, 1, false);
+  const run all = train_with(gpt2_plain, sizes, 1, 1, true);
+  const run loss_only = train_with(gpt2_plain, sizes, 1, 1, true, {"loss"});
+  CHECK(loss_only.losses == apart.losses);
+  CHECK(loss_only.final_weights == apart.final_weights);
+  // The logits are no longer kept to the end, and their gradient is written over them: the arena
+  // holds at least one logits-sized value less (B x T x vocab f64).
+  const std::int64_t logits_bytes = batch * seq * config.vocab * 8;
+  CHECK(loss_only.arena + logits_bytes <= all.arena);
+
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(gpt2_plain, sizes, comm, sg::cpu::backend{}, {}, sg::random_weights(), {},
+                         {.outputs = {"loss"}});
+    CHECK(rank.forward(tokens(batch, 0, 0), "loss").count("loss") == 1);
+    CHECK(rank.forward(tokens(batch, 0, 0)).count("logits") == 0);
+    CHECK_THROWS_WITH(rank.forward(tokens(batch, 0, 0), "logits"),
+                      Catch::Contains("memory_options.outputs leaves it out"));
+    CHECK_THROWS_WITH(sg::bind(gpt2_plain, sizes, comm, sg::cpu::backend{}, {}, sg::random_weights(), {},
+                               {.outputs = {"logit"}}),
+                      Catch::Contains("'logit' is not an output of the program (its outputs: loss, logits)"));
+  });
 }
 
 TEST_CASE("memory plan: LLaMA training with the arena equals training without it",

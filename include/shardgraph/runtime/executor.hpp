@@ -501,6 +501,12 @@ class rank_program {
     tensor_map result;
     for (int i = 0; i < g.size(); ++i) {
       if (g[i].kind != op::output || (!only.empty() && g[i].name.view() != only)) continue;
+      if (!kept_output(i)) {
+        if (only.empty()) continue;
+        fail("forward: output '" + std::string(only) + "'", "bind's memory_options.outputs leaves it out",
+             "add \"" + std::string(only) +
+                 "\" to memory_options{.outputs}, or leave .outputs empty to keep all");
+      }
       host_tensor t(g[i].type, layout_.of(i).local);
       backend_.download(values_[index(i)], t.bytes().data());
       result.emplace(std::string(g[i].name.view()), std::move(t));
@@ -798,6 +804,7 @@ class rank_program {
         }
         return backend_.copy(value(n.inputs[0]), value(st.node));
       case step_kind::output:
+        if (!kept_output(st.node)) return;  // memory_options::outputs leaves it out
         return backend_.copy(value(n.inputs[0]), value(st.node));
       case step_kind::loop_begin:
       case step_kind::loop_end:
@@ -894,7 +901,29 @@ class rank_program {
         for (int j = st.first; j < st.node; ++j)
           if (!(j == st.first && bias_done_by_product_[index(j)])) materialized_[index(j)] = false;
     for (int i = 0; i < g.size(); ++i)
-      if (bias_epilogue_of_[index(i)] >= 0) materialized_[index(i)] = false;
+      if (bias_epilogue_of_[index(i)] >= 0 || (g[i].kind == op::output && !kept_output(i)))
+        materialized_[index(i)] = false;
+  }
+  // Whether forward() returns output i (memory_options::outputs; empty: every output).
+  bool kept_output(int i) const {
+    const std::vector<std::string>& names = memory_options_.outputs;
+    return names.empty() ||
+           std::find(names.begin(), names.end(), program_.nodes[i].name.view()) != names.end();
+  }
+  void check_output_names() const {
+    const graph& g = program_.nodes;
+    std::string all;
+    for (int i = 0; i < g.size(); ++i)
+      if (g[i].kind == op::output) all += (all.empty() ? "" : ", ") + std::string(g[i].name.view());
+    for (const std::string& name : memory_options_.outputs) {
+      bool found = false;
+      for (int i = 0; i < g.size(); ++i)
+        found = found || (g[i].kind == op::output && g[i].name.view() == name);
+      if (!found)
+        fail("bind: memory_options.outputs",
+             "'" + name + "' is not an output of the program (its outputs: " + all + ")",
+             "name outputs of the program, or leave .outputs empty to keep all");
+    }
   }
 
   // ---- the memory plan (memory_plan.hpp) ----
@@ -946,6 +975,7 @@ class rank_program {
     memory_plan::steps first{producer_step_[index(writer)], producer_step_[index(writer)]};
     const bool rerun = recomputed(i);
     for (int r : readers_[index(i)]) {
+      if (g[r].kind == op::output && !kept_output(r)) continue;  // its step does nothing
       const std::size_t s = producer_step_[index(r)];
       const int loop = g[r].region;
       if (rerun && loop >= 0 && g[loop].reverse) {
@@ -1002,8 +1032,36 @@ class rank_program {
       if (shares_arena(i)) shared.push_back(i), lifetimes.push_back(lifetime(i));
     in_arena_.assign(index(g.size()), false);
     if (shared.empty()) return;
-    const memory_plan::placement placed = memory_plan::place(lifetimes);
-    memory_plan::verify(lifetimes, placed);
+    // In place: the cross-entropy gradient takes its logits' bytes when its step is the logits' last
+    // reader (each kernel reads a logit before it writes that element's gradient). The two are
+    // placed as one value live over both lifetimes.
+    std::vector<std::size_t> slot(shared.size());
+    for (std::size_t k = 0; k < shared.size(); ++k) slot[k] = k;
+    for (std::size_t k = 0; k < shared.size(); ++k) {
+      const int i = shared[k];
+      if (g[i].kind != op::cross_entropy_grad) continue;
+      const auto from = std::find(shared.begin(), shared.end(), g[i].inputs[0]);
+      if (from == shared.end()) continue;
+      const std::size_t f = static_cast<std::size_t>(from - shared.begin());
+      const int x = shared[f];
+      const memory_plan::value& logits = lifetimes[f];
+      if (g[x].type != g[i].type || layout_.of(x).numel() != layout_.of(i).numel() ||
+          logits.live.size() != 1 || lifetimes[k].live.size() != 1 ||
+          logits.live.back().last != producer_step_[index(i)] || slot[f] != f)
+        continue;
+      lifetimes[f].live.back().last = lifetimes[k].live.back().last;
+      lifetimes[k].live.clear();
+      slot[k] = f;
+    }
+    std::vector<memory_plan::value> placed_values;
+    std::vector<std::size_t> placed_index(shared.size());
+    for (std::size_t k = 0; k < shared.size(); ++k)
+      if (slot[k] == k) placed_index[k] = placed_values.size(), placed_values.push_back(lifetimes[k]);
+    const memory_plan::placement placement = memory_plan::place(placed_values);
+    memory_plan::verify(placed_values, placement);
+    memory_plan::placement placed{.offsets = {}, .arena_bytes = placement.arena_bytes};
+    for (std::size_t k = 0; k < shared.size(); ++k)
+      placed.offsets.push_back(placement.offsets[placed_index[slot[k]]]);
     try {
       arena_ = backend_.allocate(dtype::f32, static_cast<std::int64_t>((placed.arena_bytes + 3) / 4));
     } catch (const error& e) {
@@ -1020,7 +1078,8 @@ class rank_program {
       offset_of[index(i)] = placed.offsets[k];
       values_[index(i)] = backend_.view(arena_, placed.offsets[k], g[i].type, layout_.of(i).numel());
       in_arena_[index(i)] = true;
-      arena_values_bytes_ += static_cast<std::int64_t>(lifetimes[k].bytes);
+      arena_values_bytes_ +=
+          static_cast<std::int64_t>(layout_.of(i).numel()) * static_cast<std::int64_t>(dtype_size(g[i].type));
     }
     for (int i = 0; i < g.size(); ++i) {
       if (g[i].kind != op::output || !in_arena_[index(g[i].inputs[0])]) continue;
@@ -1082,6 +1141,7 @@ class rank_program {
       zero_parts_ = axis_sizes_[index(program_.zero_axis)];
       zero_coordinate_ = layout_.coordinate(program_.zero_axis);
     }
+    check_output_names();
     plan_materialized();
     chunk_.assign(index(g.size()), 0);
     shards_.resize(index(g.size()));

@@ -1,19 +1,28 @@
 #pragma once
 // memory_options: how bind() lays out the values of the per-rank program.
 //
-//   auto rank = shardgraph::bind(program, sizes, comm, backend, mesh, weights, {}, {.reuse = false});
+//   auto rank = shardgraph::bind(program, sizes, comm, backend, mesh, weights, {}, {.outputs = {"loss"}});
 //
 // With `reuse` (the default) the values whose lifetimes do not overlap share the bytes of one arena
 // (memory_plan.hpp): a block's temporaries, the backward's gradients of activations, the head's
 // logits and their gradient. Values a step keeps across calls are never shared: parameters, their
-// gradients, inputs, outputs, the activations the backward reads per layer, and whatever a
-// collective reads or writes. `reuse = false` gives every value its own allocation, as a reference
-// for tests and for debugging a backend. Backends without view() (compute_backend.hpp) always get
-// separate allocations.
+// gradients, inputs, the activations the backward reads per layer, and whatever a collective reads
+// or writes; an output is a view of the arena value it copies, kept to the step's end.
+// `reuse = false` gives every value its own allocation, as a reference for tests and for debugging
+// a backend. Backends without view() (compute_backend.hpp) always get separate allocations.
+//
+// `outputs` names the outputs forward() returns (empty: all of them). The others are neither copied
+// nor kept, so their bytes are reused: a training step that reads only the loss (the trainer's)
+// frees the logits, and the cross-entropy's gradient is then written over them in place, as llm.c
+// and fused cross-entropy kernels do.
+#include <string>
+#include <vector>
+
 namespace shardgraph {
 
 struct memory_options {
   bool reuse = true;
+  std::vector<std::string> outputs{};
 };
 
 }  // namespace shardgraph
