@@ -7,7 +7,8 @@
 // Formula per rank, P = parameters on the rank (f32, 4 bytes), D = dp:
 //   parameters 4P (stages 0-2) or 4P/D (stage 3, plus the gathered weights: two layers and the
 //   weights outside the blocks, held during a step);  gradients 4P;
-//   gradient sums 4P (stage 0, 1) or 4P/D (stages 2, 3);  AdamW states 8P (stage 0) or 8P/D (stages 1-3)
+//   gradient sums 0 (stage 0: a step of one micro-batch, as here, hands the gradients to AdamW
+//   directly), 4P (stage 1) or 4P/D (stages 2, 3);  AdamW states 8P (stage 0) or 8P/D (stages 1-3)
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -67,7 +68,7 @@ void measure(const sg::program& p, const char* label, int stage, int dp, std::in
     });
     const double predicted_parameters = stage == 3 ? 4 * P / dp : 4 * P;
     const double predicted_states = stage == 0 ? 8 * P : 8 * P / dp;
-    const double predicted_sums = stage >= 2 ? 4 * P / dp : 4 * P;
+    const double predicted_sums = stage == 0 ? 0 : stage >= 2 ? 4 * P / dp : 4 * P;
     const double mib = 1024.0 * 1024.0;
     std::printf(
         "{\"bench\": \"memory_zero\", \"model\": \"gpt2-124M\", \"layout\": \"%s\", \"zero\": %d, \"dp\": "

@@ -723,6 +723,42 @@ TEST_CASE("cuda backend: linear_weight_grad and bias_grad match the cpu backend"
           },
           s.types);
     }
+  // With kernel_call::bias_grad the product also writes dy's column sums (cuBLASLt's bias-gradient
+  // epilogue where it has one for the shape, else the column-sum kernels): both outputs checked,
+  // each poisoned first. (64, 32) x (64, 48) suits 16-bit epilogue kernels; 37 rows may not.
+  const std::vector<weight_size> with_bias{{"x (64, 32), dy (64, 48)", 64, 32, 48, every_dtype},
+                                           {"x (37, 24), dy (37, 40)", 37, 24, 40, every_dtype}};
+  for (const weight_size& s : with_bias)
+    for (const bool transposed : {false, true}) {
+      const std::string name =
+          "linear_weight_grad with bias_grad " + s.name + (transposed ? ", dw (n, k)" : ", dw (k, n)");
+      in_each_dtype(
+          name, long_sums,
+          [&](dtype t) {
+            const host_tensor x = random_tensor(t, s.rows * s.k, 1), dy = random_tensor(t, s.rows * s.n, 2);
+            const host_tensor poison{t, std::vector<double>(static_cast<std::size_t>(s.k * s.n), not_a_number)};
+            const host_tensor poison_bias{t, std::vector<double>(static_cast<std::size_t>(s.n), not_a_number)};
+            return b.difference_of([&](auto& backend) {
+              using buffer = typename std::decay_t<decltype(backend)>::buffer;
+              buffer xs = make_buffer(backend, x), dys = make_buffer(backend, dy);
+              buffer dw = make_buffer(backend, poison), db = make_buffer(backend, poison_bias);
+              sg::compute::kernel_call<buffer> call;
+              call.kind = op::linear_weight_grad;
+              call.type = t;
+              call.out = &dw;
+              call.in[0] = &xs;
+              call.in[1] = &dys;
+              call.bias_grad = &db;
+              call.transpose_b = transposed;
+              set_dims(call, {s.rows, s.k, s.n});
+              backend.run(call);
+              std::vector<double> both = values_of(backend, dw);
+              for (double v : values_of(backend, db)) both.push_back(v);
+              return both;
+            });
+          },
+          s.types);
+    }
   // dy (rows, n) -> db (n); 261 rows are three of the column sums' 128-row splits. n = 40 and 600
   // are whole 16-byte vectors in every dtype (600 spans three blocks of 256 bf16 columns); 300 is
   // not in bf16 (its scalar kernel).
@@ -995,17 +1031,22 @@ TEST_CASE("cuda backend: adamw_many equals adamw and convert tensor by tensor, a
   both_backends b;
   // f32 masters of 257, 40000 (three of the kernel's chunks) and 5 elements, the first two with bf16
   // copies, an f64 parameter, and an empty one; each with its own weight decay.
+  // Gradients of the parameter's dtype or bf16 (a 16-bit model's own gradient, widened as it is
+  // read), some times a clipping factor (rounded as scale() rounds: float products on the gpu,
+  // double then f32 on the cpu, one f32 unit apart at most).
   struct tensor_size {
     dtype type;
     std::int64_t numel;
     bool rounded;
     double weight_decay;
+    dtype grad_type;
+    double grad_factor;
   };
-  const std::vector<tensor_size> sizes{{dtype::f32, 257, true, 0.1},
-                                       {dtype::f32, 40000, true, 0.0},
-                                       {dtype::f32, 5, false, 0.1},
-                                       {dtype::f64, 33, false, 0.1},
-                                       {dtype::f32, 0, false, 0.0}};
+  const std::vector<tensor_size> sizes{{dtype::f32, 257, true, 0.1, dtype::bf16, 0.37},
+                                       {dtype::f32, 40000, true, 0.0, dtype::bf16, 1.0},
+                                       {dtype::f32, 5, false, 0.1, dtype::f32, 0.5},
+                                       {dtype::f64, 33, false, 0.1, dtype::f64, 0.37},
+                                       {dtype::f32, 0, false, 0.0, dtype::f32, 1.0}};
   const double difference = b.difference_of([&](auto& backend) {
     using buffer = typename std::decay_t<decltype(backend)>::buffer;
     std::vector<buffer> params, grads, ms, vs, copies;
@@ -1013,7 +1054,7 @@ TEST_CASE("cuda backend: adamw_many equals adamw and convert tensor by tensor, a
       const tensor_size& z = sizes[k];
       const auto seed = static_cast<std::uint32_t>(10 * k);
       params.push_back(make_buffer(backend, random_tensor(z.type, z.numel, seed + 1)));
-      grads.push_back(make_buffer(backend, random_tensor(z.type, z.numel, seed + 2)));
+      grads.push_back(make_buffer(backend, random_tensor(z.grad_type, z.numel, seed + 2)));
       ms.push_back(backend.allocate(z.type, z.numel));
       vs.push_back(backend.allocate(z.type, z.numel));
       backend.fill_zero(ms.back());
@@ -1029,7 +1070,8 @@ TEST_CASE("cuda backend: adamw_many equals adamw and convert tensor by tensor, a
                            .m = &ms[k],
                            .v = &vs[k],
                            .rounded = sizes[k].rounded ? &copies[k] : nullptr,
-                           .arguments = {.lr = 1e-2, .weight_decay = sizes[k].weight_decay, .step = step}});
+                           .arguments = {.lr = 1e-2, .weight_decay = sizes[k].weight_decay, .step = step},
+                           .grad_factor = sizes[k].grad_factor});
       if constexpr (requires(std::span<const sg::compute::adamw_update<buffer>> all) {
                       backend.adamw_many(all);
                     }) {

@@ -134,6 +134,27 @@ TEST_CASE("memory plan: GPT-2 training with the arena equals training without it
   SECTION("attention recomputation") { check_reuse_changes_nothing(gpt2_attention, sizes, 1, 1); }
 }
 
+TEST_CASE("memory plan: a gradient computed on the rank is written into its param_grad, not copied",
+          "[runtime][memory][threads]") {
+  const sg::model_sizes sizes = config.sizes(batch, seq);
+  const auto in_place = [&](const sg::program& p, int dp, bool reuse) {
+    int count = -1;
+    sg::threads::world(dp).run([&](sg::threads::communicator& comm) {
+      auto rank = sg::bind(p, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}, {"tp", 1}},
+                           sg::random_weights(), {}, {.reuse = reuse});
+      if (comm.rank() == 0) count = rank.memory().gradients_in_place;
+    });
+    return count;
+  };
+  int parameters = 0;
+  for (int i = 0; i < gpt2_plain.nodes.size(); ++i)
+    parameters += gpt2_plain.nodes[i].kind == sg::op::param_grad;
+  CHECK(parameters > 10);
+  CHECK(in_place(gpt2_plain, 1, true) == parameters);  // every gradient: its product or column sum writes it
+  CHECK(in_place(gpt2_plain, 1, false) == 0);          // reuse off: each in its own value, then copied
+  CHECK(in_place(gpt2_tp, 2, true) == 0);              // all-reduced over dp: the reduction delivers it
+}
+
 TEST_CASE("memory plan: outputs left out free their memory and change no result",
           "[runtime][memory][threads]") {
   const sg::model_sizes sizes = config.sizes(batch, seq);

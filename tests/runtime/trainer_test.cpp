@@ -4,6 +4,7 @@
 // gradient accumulation over micro-batches equals one large batch; a program without backward is
 // refused; a NaN is reported at its step and op.
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -158,9 +159,12 @@ TEST_CASE("trainer: ZeRO shards optimizer states (stage 1) and gradient sums (st
   // Each of the 36 slices rounds its chunk up by fewer than 4 elements of 8 bytes, twice (m and v).
   CHECK(stage1.optimizer_states * 4 <= plain.optimizer_states + 36 * 2 * 4 * 8 * 4);
   CHECK(stage1.optimizer_states * 4 >= plain.optimizer_states);
-  CHECK(stage1.gradient_sums == plain.gradient_sums);
-  CHECK(stage2.gradient_sums * 4 >= plain.gradient_sums);
-  CHECK(stage2.gradient_sums * 4 <= plain.gradient_sums + 36 * 4 * 8 * 4);
+  // Without ZeRO a step of one micro-batch keeps no gradient sum: AdamW reads the gradients.
+  CHECK(plain.gradient_sums == 0);
+  const std::int64_t whole_sums = plain.optimizer_states / 2;  // m alone: one f64 per element
+  CHECK(stage1.gradient_sums == whole_sums);
+  CHECK(stage2.gradient_sums * 4 >= whole_sums);
+  CHECK(stage2.gradient_sums * 4 <= whole_sums + 36 * 4 * 8 * 4);
 }
 
 TEST_CASE("trainer: activation recomputation (full, attention) trains like one rank and keeps less",
@@ -191,6 +195,45 @@ TEST_CASE("trainer: activation recomputation (full, attention) trains like one r
   CHECK(attention < kept);
 }
 
+// The cpu backend runs a weight product's bias gradient as its own column sums, whether the
+// executor hands it to the product (linear_bias_grad_epilogue, as a GPU's GEMM epilogue takes it)
+// or runs the bias_grad step: the same bytes either way.
+struct cpu_without_bias_grad_epilogue : sg::cpu::backend {
+  static constexpr bool linear_bias_grad_epilogue = false;
+};
+
+TEST_CASE("trainer: bias gradients written by their weight products train exactly as apart",
+          "[runtime][training][threads]") {
+  for (auto [dp, tp] : {std::pair{1, 1}, {2, 2}}) {
+    CAPTURE(dp, tp);
+    const weights fused = train_on([] { return sg::cpu::backend{}; }, sharded, dp, tp, 2, 1, nullptr);
+    const weights apart =
+        train_on([] { return cpu_without_bias_grad_epilogue{}; }, sharded, dp, tp, 2, 1, nullptr);
+    CHECK(fused == apart);
+  }
+  // Every bias gradient whose dy a weight product also reads is paired with it: per block the
+  // q, k, v, attention output, MLP in and MLP out linears.
+  int biased_linears = 0;
+  const sg::graph& g = sharded.nodes;
+  for (int j = 0; j < g.size(); ++j) {
+    if (g[j].kind != sg::op::bias_grad) continue;
+    bool product = false;
+    for (int k = 0; k < g.size(); ++k)
+      product = product || (g[k].kind == sg::op::linear_weight_grad && g[k].inputs[1] == g[j].inputs[0]);
+    biased_linears += product;
+  }
+  CHECK(biased_linears == 6);
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    auto paired =
+        sg::bind(sharded, config.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights());
+    auto apart = sg::bind(sharded, config.sizes(batch, seq), comm, cpu_without_bias_grad_epilogue{}, {},
+                          sg::random_weights());
+    CHECK(paired.bias_gradients_from_products() == biased_linears);
+    CHECK(apart.bias_gradients_from_products() == 0);
+  });
+}
+
+// One micro-batch reads the gradients directly (no sum); two sum them first: the same update.
 TEST_CASE("trainer: two micro-batches of half the batch equal one batch", "[runtime][training][threads]") {
   const weights one = train(sharded, 2, 2, 2, 1, nullptr);
   const weights two = train(sharded, 2, 2, 2, 2, nullptr);

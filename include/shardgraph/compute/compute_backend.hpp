@@ -51,6 +51,10 @@ struct kernel_call {
   // linear only: out = x w + bias (n, broadcast over rows), set when the backend declares
   // `static constexpr bool linear_bias_epilogue = true` (a GEMM that adds it in its epilogue).
   const Buffer* bias = nullptr;
+  // linear_weight_grad only: also the bias gradient, the column sums of dy = in[1] ((n), as a
+  // bias_grad call would write them), set when the backend declares
+  // `static constexpr bool linear_bias_grad_epilogue = true` (a GEMM that sums them in its epilogue).
+  Buffer* bias_grad = nullptr;
 
   elementwise_step chain[max_chain]{};
   int chain_length = 0;
@@ -67,6 +71,25 @@ struct block_layout {
   std::int64_t parts = 1, outer = 1, mid = 1, inner = 1;
   std::int64_t element_bytes = 4;
 };
+
+// A linear_weight_grad call carrying bias_grad, as the two calls it stands for: the product alone,
+// and the bias_grad call (dy's column sums over its rows), for a backend that runs them apart.
+template <class Buffer>
+struct weight_and_bias_grad {
+  kernel_call<Buffer> product, bias_grad;
+};
+template <class Buffer>
+weight_and_bias_grad<Buffer> split_bias_grad(const kernel_call<Buffer>& c) {
+  weight_and_bias_grad<Buffer> apart{.product = c, .bias_grad = {}};
+  apart.product.bias_grad = nullptr;
+  apart.bias_grad.kind = op::bias_grad;
+  apart.bias_grad.type = c.bias_grad->type();
+  apart.bias_grad.out = c.bias_grad;
+  apart.bias_grad.in[0] = c.in[1];      // dy (rows, n)
+  apart.bias_grad.dims[0] = c.dims[0];  // rows
+  apart.bias_grad.dims[1] = c.dims[2];  // n
+  return apart;
+}
 
 template <class B>
 concept ComputeBackend = requires(B& b, typename B::buffer& buf, const typename B::buffer& cbuf,
@@ -95,9 +118,12 @@ struct adamw_arguments {
 };
 
 // One parameter's update for a backend that updates many in one call, `adamw_many(span of these)`
-// (optional: the trainer calls adamw() and convert() per parameter otherwise): param, grad, m and v
-// as adamw() takes them, and, when `rounded` is set, param converted into it afterwards (the
-// model's 16-bit weights from their f32 master).
+// (optional: the trainer calls adamw() and convert() per parameter otherwise): param, m and v as
+// adamw() takes them, and, when `rounded` is set, param converted into it afterwards (the model's
+// 16-bit weights from their f32 master). grad has param's size but may be of another floating
+// dtype (a bf16 gradient of an f32 master); each element is widened to param's dtype and, when
+// grad_factor is not 1, multiplied by it and rounded to param's dtype, exactly as scale() would
+// round it (the clipping coefficient), before the update reads it.
 template <class Buffer>
 struct adamw_update {
   Buffer* param = nullptr;
@@ -106,6 +132,7 @@ struct adamw_update {
   Buffer* v = nullptr;
   Buffer* rounded = nullptr;
   adamw_arguments arguments;
+  double grad_factor = 1;
 };
 
 template <class B>

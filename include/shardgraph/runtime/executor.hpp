@@ -78,6 +78,7 @@ class rank_program {
     split_axes(world);
     if (pipelined()) split_tied_group();
     plan_bias_epilogues();
+    plan_bias_grad_epilogues();
     allocate();
     load_weights(weights, world.rank() == 0);
   }
@@ -198,6 +199,7 @@ class rank_program {
     std::int64_t activations_per_micro_batch = 0;  // pipelines: the part of `activations` each slot copies
     std::int64_t arena = 0;  // the part of `activations` that values share by lifetime (memory_options)
     std::int64_t arena_values = 0;  // what the values in the arena would take, each in its own memory
+    int gradients_in_place = 0;     // parameter gradients their step writes into the param_grad's memory
   };
   memory_report memory() const {
     memory_report m;
@@ -205,6 +207,8 @@ class rank_program {
     m.arena = static_cast<std::int64_t>(arena_.size_bytes());
     m.arena_values = arena_values_bytes_;
     m.activations += m.arena;
+    m.gradients_in_place = static_cast<int>(
+        std::count_if(written_into_.begin(), written_into_.end(), [](int p) { return p >= 0; }));
     for (int i = 0; i < g.size(); ++i) {
       std::int64_t bytes =
           in_arena_[index(i)] ? 0 : static_cast<std::int64_t>(values_[index(i)].size_bytes());
@@ -242,6 +246,11 @@ class rank_program {
         m.activations_per_micro_batch += static_cast<std::int64_t>(v.size_bytes());
     }
     return m;
+  }
+
+  // How many bias gradients their weight product writes (plan_bias_grad_epilogues).
+  int bias_gradients_from_products() const {
+    return static_cast<int>(std::count(bias_grad_by_product_.begin(), bias_grad_by_product_.end(), true));
   }
 
   Backend& backend() { return backend_; }
@@ -783,7 +792,9 @@ class rank_program {
     const node& n = program_.nodes[st.node];
     switch (st.kind) {
       case step_kind::compute:
+        if (bias_grad_by_product_[index(st.node)]) return;  // its weight product wrote it
         run_compute(st.node);
+        if (bias_grad_of_[index(st.node)] >= 0) check_finite(bias_grad_of_[index(st.node)]);
         return check_finite(st.node);
       case step_kind::fused:
         run_fused(st.first, st.node);
@@ -794,8 +805,9 @@ class rank_program {
       case step_kind::slice:
         return run_slice(st.node);
       case step_kind::copy:
-        if (written_by_bucket_[index(st.node)]) return;  // its gradient bucket writes it
-        if (pipelined() && n.kind == op::param_grad) {   // summed over the step's micro-batches
+        if (written_by_bucket_[index(st.node)]) return;            // its gradient bucket writes it
+        if (written_into_[index(n.inputs[0])] == st.node) return;  // its producer wrote it in place
+        if (pipelined() && n.kind == op::param_grad) {             // summed over the step's micro-batches
           if constexpr (requires(Backend & b, buffer & x) { b.add_scaled(x, x, 1.0); })
             return backend_.add_scaled(value(n.inputs[0]), value(st.node), 1.0);
           else
@@ -926,6 +938,32 @@ class rank_program {
     }
   }
 
+  // A parameter gradient computed by one step and read only by its param_grad (the weight product
+  // of a linear, a bias's column sum, a norm weight's gradient) is written by that step straight
+  // into the param_grad's memory, for the layer running, instead of into a value of its own that a
+  // copy step then moves: one copy fewer per gradient and layer. Gradients that a collective, a
+  // bucket or a pipeline's micro-batch sum delivers keep their copy or sum step.
+  void plan_gradients_in_place() {
+    const graph& g = program_.nodes;
+    written_into_.assign(index(g.size()), -1);
+    if (!memory_options_.reuse || !program_.is_training() || pipelined()) return;
+    for (int p = 0; p < g.size(); ++p) {
+      if (g[p].kind != op::param_grad) continue;
+      const int from = g[p].inputs[0];
+      const std::size_t s = producer_step_[index(from)];
+      if (s == no_step) continue;
+      const int writer =
+          program_.steps[s].node;  // from itself, or the weight product writing its bias gradient
+      if (writer != from && bias_grad_of_[index(writer)] != from) continue;
+      const step_kind kind = program_.steps[s].kind;
+      if (kind != step_kind::compute && kind != step_kind::fused) continue;
+      if (readers_[index(from)].size() != 1 || g[from].region != g[p].region || g[from].type != g[p].type ||
+          layout_.of(from).numel() != layout_.of(p).numel() || !materialized_[index(from)] || per_layer(from))
+        continue;
+      written_into_[index(from)] = p;
+    }
+  }
+
   // ---- the memory plan (memory_plan.hpp) ----
   // Whether value i may share the arena: one buffer written by its step and read only by steps.
   // Pipelines (micro-batch slots), what collectives touch (their streams may run on) and what a
@@ -937,7 +975,9 @@ class rank_program {
       return false;
     const graph& g = program_.nodes;
     const node& n = g[i];
-    if (!memory_options_.reuse || pipelined() || per_layer(i) || !materialized_[index(i)]) return false;
+    if (!memory_options_.reuse || pipelined() || per_layer(i) || !materialized_[index(i)] ||
+        written_into_[index(i)] >= 0)
+      return false;
     switch (n.kind) {
       case op::parameter:
       case op::param_grad:
@@ -1127,6 +1167,42 @@ class rank_program {
     }
   }
 
+  // bias_grad -> linear_weight_grad pairs reading the same output gradient dy, for backends declaring
+  // linear_bias_grad_epilogue: the weight product also writes the bias gradient (cuBLASLt sums dy's
+  // rows in its epilogue as it reads them), and the bias_grad step is skipped. The product's step
+  // comes later (autodiff emits the bias's gradient first), so the pair is taken only when nothing
+  // reads the bias gradient in between; its value is then written at the product's step.
+  void plan_bias_grad_epilogues() {
+    const graph& g = program_.nodes;
+    bias_grad_of_.assign(index(g.size()), -1);
+    bias_grad_by_product_.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::linear_bias_grad_epilogue; }) {
+      const auto computes = [&](int i) {
+        const std::size_t s = producer_step_[index(i)];
+        return s != no_step && program_.steps[s].kind == step_kind::compute && program_.steps[s].node == i;
+      };
+      for (int j = 0; j < g.size(); ++j) {
+        if (g[j].kind != op::bias_grad || !computes(j)) continue;
+        const int dy = g[j].inputs[0];
+        for (int k : readers_[index(dy)]) {
+          if (g[k].kind != op::linear_weight_grad || g[k].inputs[1] != dy || bias_grad_of_[index(k)] >= 0 ||
+              !computes(k) || g[k].region != g[j].region || g[k].type != g[j].type)
+            continue;
+          const std::size_t product_step = producer_step_[index(k)];
+          if (product_step < producer_step_[index(j)]) continue;
+          bool read_between = false;
+          for (int r : readers_[index(j)])
+            read_between = read_between || producer_step_[index(r)] <= product_step;
+          if (read_between) continue;
+          bias_grad_of_[index(k)] = j;
+          bias_grad_by_product_[index(j)] = true;
+          producer_step_[index(j)] = product_step;  // its lifetime starts there (the memory plan)
+          break;
+        }
+      }
+    }
+  }
+
   void allocate() {
     const graph& g = program_.nodes;
     for (std::size_t s = 0; s < program_.steps.size(); ++s)
@@ -1143,6 +1219,7 @@ class rank_program {
     }
     check_output_names();
     plan_materialized();
+    plan_gradients_in_place();
     chunk_.assign(index(g.size()), 0);
     shards_.resize(index(g.size()));
     slots_.resize(index(g.size()));
@@ -1165,7 +1242,8 @@ class rank_program {
       }
       const bool unheld_weight = n.kind == op::parameter && n.region < 0 && !holds(i, 0);
       const bool never_run = !needed_here(i);  // another pipeline stage's phase computes and reads it
-      const bool unused = !materialized_[index(i)] || shares_arena(i);  // shared: a view, made below
+      const bool unused = !materialized_[index(i)] || shares_arena(i) ||  // shared: a view, made below
+                          written_into_[index(i)] >= 0;                   // a param_grad's memory
       values_.push_back(allocate_for(i, n.type, layered || unheld_weight || never_run || unused ? 0 : numel));
       if (layered)
         for (std::int64_t l = 0; l < layers_; ++l)
@@ -1440,6 +1518,7 @@ class rank_program {
 
   buffer& value(int i) { return value_at(i, layer_); }
   buffer& value_at(int i, std::int64_t layer) {
+    if (written_into_[index(i)] >= 0) return value_at(written_into_[index(i)], layer);
     if (!slots_[index(i)].empty())
       return slots_[index(i)][index(static_cast<int>(layer % 2))];  // ZeRO-3 block weights
     std::vector<buffer>& layered = per_layer_[index(i)];
@@ -1468,6 +1547,7 @@ class rank_program {
       call.out = &value(j);
       call.bias = &value(program_.nodes[j].inputs[1]);
     }
+    if (bias_grad_of_[index(i)] >= 0) call.bias_grad = &value(bias_grad_of_[index(i)]);
     const std::vector<std::int64_t>& x = layout_.of(n.inputs[0]).local;
     const std::vector<std::int64_t>& out = layout_.of(i).local;
     auto set = [&](std::initializer_list<std::int64_t> dims) {
@@ -1699,8 +1779,11 @@ class rank_program {
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
   std::vector<int> bias_epilogue_of_;         // linear node -> the add_bias it absorbs (-1: none)
   std::vector<bool> bias_done_by_product_;    // add_bias node -> its linear added the bias
+  std::vector<int> bias_grad_of_;             // linear_weight_grad node -> the bias_grad it writes (-1: none)
+  std::vector<bool> bias_grad_by_product_;    // bias_grad node -> a linear_weight_grad writes it
   std::vector<bool> materialized_;            // per node: some step writes its value (plan_materialized)
   std::vector<bool> in_arena_;                // per node: its value is a view into arena_ (plan_arena)
+  std::vector<int> written_into_;             // per node: the param_grad whose memory it is (-1: its own)
   buffer arena_;                              // the values that share memory by lifetime
   std::int64_t arena_values_bytes_ = 0;       // what those values would take apart
 

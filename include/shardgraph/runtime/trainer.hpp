@@ -116,6 +116,7 @@ class trainer {
     const double share = 1.0 / static_cast<double>(micro_batches.size());
     const double loss_scale = scaling_ ? options_.loss_scaler.scale : 1.0;
     rank_.set_loss_scale(loss_scale);
+    direct_ = reads_gradients_directly(micro_batches.size(), loss_scale);
     double loss = 0;
     if (rank_.pipelined()) {
       loss = pipelined_micro_batches(micro_batches, share / loss_scale);
@@ -131,7 +132,7 @@ class trainer {
                       std::string(e.what()).substr(std::string("shardgraph: ").size()));
         }
         loss += share * out.at("loss").at(0);
-        accumulate_gradients(share / loss_scale, k == 0);
+        if (!direct_) accumulate_gradients(share / loss_scale, k == 0);
       }
     }
     ++step_;
@@ -309,7 +310,6 @@ class trainer {
     } else {
       s.chunk = s.count = s.n;
     }
-    s.sum = b.allocate(t, zero_stage_ >= 2 ? s.chunk : s.n);
     s.m = b.allocate(t, s.chunk);
     s.v = b.allocate(t, s.chunk);
     b.fill_zero(s.m);
@@ -333,6 +333,27 @@ class trainer {
     return {static_cast<T*>(b.data(buf)), static_cast<std::size_t>(buf.numel())};
   }
 
+  // Whether this step's norm and AdamW read the gradients themselves: one micro-batch, no loss
+  // scale and no ZeRO, so the sum would hold exactly the gradients (widened to the optimizer's
+  // dtype, which is exact); the backend's adamw_many widens them as it reads them. Saves the sum's
+  // memory (4 bytes per parameter under bf16) and three passes over it (zero, add, clip scale).
+  bool reads_gradients_directly(std::size_t micro_batches, double loss_scale) const {
+    constexpr bool reads_any_dtype =
+        requires(Backend & b, std::span<const compute::adamw_update<buffer>> all) {
+      b.adamw_many(all);
+    };
+    return reads_any_dtype && micro_batches == 1 && loss_scale == 1.0 && zero_stage_ == 0 &&
+           !rank_.pipelined();
+  }
+
+  // The step's gradient sum of a parameter (allocated at its first use: a step that reads the
+  // gradients directly needs none).
+  buffer& sum_of(state& s, const node& p) {
+    if (s.sum.numel() == 0 && s.n > 0)
+      s.sum = rank_.backend().allocate(optimizer_type(p), zero_stage_ >= 2 ? s.chunk : s.n);
+    return s.sum;
+  }
+
   // sum (+)= share * gradient, for each parameter; `share` includes 1 / loss scale.
   void accumulate_gradients(double share, bool first) {
     Backend& b = rank_.backend();
@@ -340,6 +361,7 @@ class trainer {
         [&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
           if (grad == nullptr) return;
           state& s = state_of(name, value, p);
+          sum_of(s, p);
           if (first) b.fill_zero(s.sum);
           if (zero_stage_ < 2) return b.add_scaled(*grad, s.sum, share);
           // ZeRO-2: reduce-scatter the Partial gradient; this rank keeps its chunk.
@@ -362,15 +384,17 @@ class trainer {
     const graph& g = rank_.compiled().nodes;
     std::vector<const buffer*> owned;  // summed together below
     rank_.for_each_parameter(
-        [&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
+        [&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
           if (grad == nullptr) return;
           if (!rank_.counts_on_pipeline(p)) return;
           for (int a = 0; a < g.axes.size(); ++a)
             if (a != zero_axis_ && a != rank_.compiled().pipeline_axis && p.spec[a].is_replicate() &&
                 rank_.coordinate(g.axes.name(a)) != 0)
               return;
-          state& s = states_.at(name);
-          if (zero_stage_ == 1) {  // the whole reduced gradient is here: count this rank's chunk
+          state& s = state_of(name, value, p);
+          if (direct_) {
+            owned.push_back(grad);
+          } else if (zero_stage_ == 1) {  // the whole reduced gradient is here: count this rank's chunk
             b.fill_zero(s.grad_chunk);
             b.copy_range(s.sum, s.offset, s.grad_chunk, 0, s.count);
             owned.push_back(&s.grad_chunk);
@@ -391,11 +415,12 @@ class trainer {
 
   void apply_adamw(double coefficient, double lr) {
     Backend& b = rank_.backend();
+    constexpr bool many = requires(std::span<const compute::adamw_update<buffer>> all) { b.adamw_many(all); };
     std::vector<compute::adamw_update<buffer>> updates;  // without ZeRO: all at once, below
     rank_.for_each_parameter(
         [&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
           if (grad == nullptr) return;
-          state& s = states_.at(name);
+          state& s = state_of(name, value, p);
           const bool mixed = s.master.numel() > 0;
           compute::adamw_arguments a{.lr = lr,
                                      .beta1 = options_.adamw.beta1,
@@ -404,13 +429,16 @@ class trainer {
                                      .weight_decay = p.shape.rank() >= 2 ? options_.adamw.weight_decay : 0.0,
                                      .step = updates_};
           if (zero_stage_ == 0) {
-            if (coefficient != 1.0) b.scale(s.sum, coefficient);
+            // adamw_many applies the clipping coefficient as it reads the gradient; else it is
+            // applied to the sum here.
+            if (!many && coefficient != 1.0) b.scale(s.sum, coefficient);
             updates.push_back({.param = mixed ? &s.master : &value,
-                               .grad = &s.sum,
+                               .grad = direct_ ? grad : &s.sum,
                                .m = &s.m,
                                .v = &s.v,
                                .rounded = mixed ? &value : nullptr,
-                               .arguments = a});
+                               .arguments = a,
+                               .grad_factor = many ? coefficient : 1.0});
             return;
           }
           // This rank's chunk of the gradient and of the parameter, updated, then gathered from all ranks.
@@ -442,7 +470,7 @@ class trainer {
           b.copy_range(s.gathered, 0, value, 0, s.n);
         });
     // A backend that updates many parameters in one call (a GPU: one launch for them all).
-    if constexpr (requires(std::span<const compute::adamw_update<buffer>> all) { b.adamw_many(all); }) {
+    if constexpr (many) {
       if (!updates.empty()) b.adamw_many(std::span<const compute::adamw_update<buffer>>(updates));
     } else {
       for (const compute::adamw_update<buffer>& u : updates) {
@@ -459,6 +487,7 @@ class trainer {
   std::int64_t updates_ = 0;  // AdamW updates applied (its bias corrections' step)
   bool mixed_ = false;        // 16-bit parameters: f32 master weights
   bool scaling_ = false;      // f16 parameters: dynamic loss scaling
+  bool direct_ = false;       // this step reads the gradients, not a sum (reads_gradients_directly)
   int zero_stage_ = 0;
   int zero_axis_ = -1;
 };

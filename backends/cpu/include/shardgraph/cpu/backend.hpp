@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ class backend {
   // A linear's kernel_call may carry its bias (the executor then skips the add_bias pass), as a GPU
   // backend's GEMM epilogue does; the sum is the same, x w then + b in T.
   static constexpr bool linear_bias_epilogue = true;
+  // A linear_weight_grad's kernel_call may carry its bias gradient (the executor then skips the
+  // bias_grad step), as a GPU backend's GEMM sums it in its epilogue; here the two run in turn.
+  static constexpr bool linear_bias_grad_epilogue = true;
   backend() = default;
   backend(const backend&) {}  // scratch memory is per instance
   backend& operator=(const backend&) { return *this; }
@@ -121,8 +125,32 @@ class backend {
       return 0.0;
     });
   }
+  // The trainer's updates in one call (compute::adamw_update): as adamw() and convert() per
+  // parameter, the gradient first widened to the parameter's dtype and scaled as scale() rounds.
+  void adamw_many(std::span<const compute::adamw_update<buffer>> updates) {
+    for (const compute::adamw_update<buffer>& u : updates) {
+      const buffer* grad = u.grad;
+      buffer widened;
+      if (grad->type() != u.param->type() || u.grad_factor != 1.0) {
+        if (grad->numel() != u.param->numel())
+          fail("cpu::backend::adamw_many", "the gradient differs in size from the parameter",
+               "this is a bug in the trainer; please report it");
+        widened = allocate(u.param->type(), u.param->numel());
+        convert(*grad, widened);
+        if (u.grad_factor != 1.0) scale(widened, u.grad_factor);
+        grad = &widened;
+      }
+      adamw(*u.param, *grad, *u.m, *u.v, u.arguments);
+      if (u.rounded != nullptr) convert(*u.param, *u.rounded);
+    }
+  }
 
   void run(const compute::kernel_call<buffer>& call) {
+    if (call.bias_grad != nullptr) {
+      const auto apart = compute::split_bias_grad(call);
+      run(apart.product);
+      return run(apart.bias_grad);
+    }
     if (touches_half_floats(call)) return run_widened(call);
     if (call.type == dtype::f64) return run_typed<double>(call);
     if (call.type == dtype::f32) return run_typed<float>(call);

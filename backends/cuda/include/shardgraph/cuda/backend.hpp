@@ -157,6 +157,8 @@ class backend {
  public:
   using buffer = tensor_buffer;
   static constexpr bool linear_bias_epilogue = true;  // kernel_call::bias of a linear: the GEMM adds it
+  // kernel_call::bias_grad of a linear_weight_grad: the GEMM sums dy's columns in its epilogue
+  static constexpr bool linear_bias_grad_epilogue = true;
 
   explicit backend(backend_options options = {})
       : options_(options),
@@ -313,10 +315,13 @@ class backend {
                "backend::copy_range (cudaMemcpyAsync)");
   }
   // The per-step constants of AdamW, after checking the buffers agree.
+  // grad may be of another floating dtype when `grad_any_dtype` (adamw_many widens it as it reads).
   static kernels::adamw_scalars adamw_scalars_for(const buffer& param, const buffer& grad, const buffer& m,
-                                                  const buffer& v, const compute::adamw_arguments& a) {
+                                                  const buffer& v, const compute::adamw_arguments& a,
+                                                  bool grad_any_dtype = false) {
     for (const buffer* b : std::initializer_list<const buffer*>{&grad, &m, &v})
-      if (b->type() != param.type() || b->numel() != param.numel())
+      if ((b->type() != param.type() && !(b == &grad && grad_any_dtype && is_floating(grad.type()))) ||
+          b->numel() != param.numel())
         fail("cuda::backend::adamw", "buffers of different dtype or size",
              "this is a bug in the trainer; please report it");
     const adamw_config config{
@@ -334,7 +339,7 @@ class backend {
     tasks.clear();
     chunks.clear();
     for (const compute::adamw_update<buffer>& u : updates) {
-      const kernels::adamw_scalars s = adamw_scalars_for(*u.param, *u.grad, *u.m, *u.v, u.arguments);
+      const kernels::adamw_scalars s = adamw_scalars_for(*u.param, *u.grad, *u.m, *u.v, u.arguments, true);
       if (u.param->type() != dtype::f32 && u.param->type() != dtype::f64)
         fail("cuda::backend::adamw",
              detail::text("the optimizer works on f32 and f64 values, not ", dtype_name(u.param->type())),
@@ -350,7 +355,8 @@ class backend {
                        .rounded = u.rounded != nullptr ? out(*u.rounded) : kernels::mut_ref{},
                        .grad = in(*u.grad),
                        .numel = n,
-                       .scalars = s});
+                       .scalars = s,
+                       .grad_factor = u.grad_factor});
       for (std::int64_t first = 0; first < n; first += kernels::adamw_chunk_elements)
         chunks.push_back({.task = static_cast<int>(tasks.size() - 1), .first = first});
     }
@@ -397,6 +403,11 @@ class backend {
     const bool attention_gradient = call.kind == op::attention_grad_q || call.kind == op::attention_grad_k ||
                                     call.kind == op::attention_grad_v;
     if (!attention_gradient) state_->attention_cache_valid = false;
+    if (call.bias_grad != nullptr && !bias_grad_epilogue_fits(call)) {  // an empty product: apart
+      const auto apart = compute::split_bias_grad(call);
+      run(apart.product);
+      return run(apart.bias_grad);
+    }
     const detail::op_timer timer(*state_, op_name(call.kind), call.out->type());
     // 32-bit indices where every buffer of the call has fewer than 2^31 elements.
     if (uses_f64(call))
@@ -418,6 +429,12 @@ class backend {
     if (status != cudaSuccess)
       fail(detail::text("cuda::backend: ", what),
            detail::text(cudaGetErrorString(status), " (", cudaGetErrorName(status), ")"), how_to_fix(status));
+  }
+
+  // A weight product with its bias gradient that run_typed takes in one call: no empty dimension.
+  static bool bias_grad_epilogue_fits(const call_t& c) {
+    return c.kind == op::linear_weight_grad && c.out->numel() > 0 && c.bias_grad->numel() > 0 &&
+           c.dims[0] > 0 && c.dims[1] > 0 && c.dims[2] > 0;
   }
 
   static bool large(const call_t& c) {
@@ -503,6 +520,18 @@ class backend {
     state_->gemm.run(p, a, b, c, bias, stream(),
                      detail::text("cuda::backend: ", what, " (", p.m, " x ", p.k, ") . (", p.k, " x ", p.n,
                                   ") x ", p.batch));
+  }
+
+  // product(), with an epilogue cuBLASLt may have no algorithm for: false (nothing run) then.
+  bool product_if_supported(const void* a, dtype at, const void* b, dtype bt, void* c, dtype ct,
+                            matmul_problem p, std::string_view what, void* bias) {
+    p.a_type = element_of(at, what);
+    p.b_type = element_of(bt, what);
+    p.c_type = element_of(ct, what);
+    return state_->gemm.try_run(p, a, b, c, bias, stream(),
+                                detail::text("cuda::backend: ", what, " (", p.m, " x ", p.k, ") . (", p.k,
+                                             " x ", p.n, ") x ", p.batch),
+                                true);
   }
 
   template <class C>
@@ -824,13 +853,31 @@ class backend {
       case op::transpose:
         return kernels::transpose_kernel<C, I>
             <<<blocks(o.numel()), threads, 0, stream()>>>(in(c, 0), out(o), d[1], d[2], d[0] * d[1] * d[2]);
-      case op::linear_weight_grad:  // x (rows, k), dy (rows, n): (k, n) = x^T dy, or (n, k) = dy^T x
-        if (c.transpose_b)
-          return product(c.in[1]->data(), c.in[1]->type(), c.in[0]->data(), c.in[0]->type(), o.data(),
-                         o.type(), {.m = d[2], .n = d[1], .k = d[0], .transpose_a = true},
-                         "linear_weight_grad");
-        return product(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(), o.type(),
-                       {.m = d[1], .n = d[2], .k = d[0], .transpose_a = true}, "linear_weight_grad");
+      case op::linear_weight_grad: {  // x (rows, k), dy (rows, n): (k, n) = x^T dy, or (n, k) = dy^T x
+        // kernel_call::bias_grad: dy's column sums in the product's epilogue where cuBLASLt has one
+        // (16-bit and f32), else by the column-sum kernels after it.
+        const bool sums = c.bias_grad != nullptr;  // run() checked that no dimension is empty
+        matmul_problem p = c.transpose_b
+                               ? matmul_problem{.m = d[2], .n = d[1], .k = d[0], .transpose_a = true}
+                               : matmul_problem{.m = d[1], .n = d[2], .k = d[0], .transpose_a = true};
+        const buffer& a = c.transpose_b ? *c.in[1] : *c.in[0];
+        const buffer& b = c.transpose_b ? *c.in[0] : *c.in[1];
+        bool summed = false;
+        if (sums && o.type() != dtype::f64 && c.bias_grad->type() == o.type()) {
+          p.post = c.transpose_b ? epilogue::bias_grad_of_a : epilogue::bias_grad_of_b;
+          summed = product_if_supported(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p,
+                                        "linear_weight_grad with bias gradient", c.bias_grad->data());
+        }
+        if (!summed) {
+          p.post = epilogue::none;
+          product(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p, "linear_weight_grad");
+          if (sums)
+            column_sums<C>(out(*c.bias_grad), d[0], d[2],
+                           kernels::column_source<C, kernels::column_term::value>{
+                               .dy = in(c, 1), .x = {}, .stats = nullptr});
+        }
+        return;
+      }
       case op::bias_grad:
         return column_sums<C>(out(o), d[0], d[1],
                               kernels::column_source<C, kernels::column_term::value>{

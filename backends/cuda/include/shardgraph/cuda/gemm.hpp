@@ -34,7 +34,10 @@
 namespace shardgraph::cuda {
 
 enum class element { f32, bf16, f16, f64 };
-enum class epilogue { none, bias, gelu, bias_gelu };
+// bias_grad_of_b / bias_grad_of_a: besides C, the column sums of op(B) over k (n values) / of op(A)
+// over k (m values) into the `bias` pointer, in C's type: a linear's bias gradient, summed over the
+// tokens as its weight gradient reads them (cuBLASLt's BGRADA / BGRADB on its swapped operands).
+enum class epilogue { none, bias, gelu, bias_gelu, bias_grad_of_b, bias_grad_of_a };
 
 struct gemm_shape {
   std::int64_t m = 0, n = 0, k = 0;
@@ -129,9 +132,15 @@ inline cublasLtEpilogue_t lt_epilogue(epilogue e) {
       return CUBLASLT_EPILOGUE_GELU;
     case epilogue::bias_gelu:
       return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case epilogue::bias_grad_of_b:  // cuBLASLt's first operand is our B (see gemm_runner::run)
+      return CUBLASLT_EPILOGUE_BGRADA;
+    case epilogue::bias_grad_of_a:
+      return CUBLASLT_EPILOGUE_BGRADB;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
+
+inline bool uses_bias_pointer(epilogue e) { return e != epilogue::none && e != epilogue::gelu; }
 
 // Owns one cuBLASLt descriptor of type T, destroyed by Destroy.
 template <class T, cublasStatus_t (*Destroy)(T)>
@@ -173,17 +182,28 @@ class gemm_runner {
   // The general product (matmul_problem); `what` names it in errors.
   void run(const matmul_problem& s, const void* a, const void* b, void* c, const void* bias,
            cudaStream_t stream, const std::string& what) {
+    if (!try_run(s, a, b, c, bias, stream, what, false))
+      fail("cuda: " + what, "cuBLASLt has no algorithm for this product", "this is a bug; please report it");
+  }
+
+  // run(), except that an epilogue cuBLASLt has no algorithm for (for these sizes, types and
+  // alignments) returns false, having run nothing, when `may_decline`; the caller then computes
+  // the epilogue's part itself. The answer is remembered per plan.
+  bool try_run(const matmul_problem& s, const void* a, const void* b, void* c, const void* bias,
+               cudaStream_t stream, const std::string& what, bool may_decline) {
     if (s.m < 1 || s.n < 1 || s.k < 1 || s.batch < 1)
       fail("cuda: " + what, "every dimension must be at least 1, and the batch too",
            "check the layer's sizes");
-    const bool has_bias = s.post == epilogue::bias || s.post == epilogue::bias_gelu;
+    const bool has_bias = detail::uses_bias_pointer(s.post);
     if (has_bias && bias == nullptr)
-      fail("cuda: " + what, "the epilogue adds a bias but no bias was given",
+      fail("cuda: " + what, "the epilogue reads or writes a bias but no bias was given",
            "pass the bias, or epilogue::none/gelu");
     const std::uint32_t alignment =
         std::min({detail::alignment_of(a), detail::alignment_of(b), detail::alignment_of(c),
                   has_bias ? detail::alignment_of(bias) : 256u});
-    const plan& p = plan_for(s, alignment, what);
+    plan* found = plan_for(s, alignment, what, may_decline);
+    if (found == nullptr) return false;
+    const plan& p = *found;
     if (has_bias)
       detail::check_cublas(
           cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
@@ -193,10 +213,15 @@ class gemm_runner {
     const bool f64 = s.c_type == element::f64;
     const void* alpha = f64 ? static_cast<const void*>(&s.alpha) : &alpha_f;
     const void* beta = f64 ? static_cast<const void*>(&s.beta) : &beta_f;
-    detail::check_cublas(
+    const cublasStatus_t status =
         cublasLtMatmul(handle_.value, p.op.value, alpha, b, p.a.value, a, p.b.value, beta, c, p.c.value, c,
-                       p.c.value, &p.algo, workspace_.data(), workspace_.size_bytes(), stream),
-        what + " (cublasLtMatmul)");
+                       p.c.value, &p.algo, workspace_.data(), workspace_.size_bytes(), stream);
+    if (may_decline && status == CUBLAS_STATUS_NOT_SUPPORTED) {  // nothing ran: the caller computes it apart
+      found->declined = true;
+      return false;
+    }
+    detail::check_cublas(status, what + " (cublasLtMatmul)");
+    return true;
   }
 
   std::size_t plans() const { return plans_.size(); }  // shapes planned so far
@@ -206,6 +231,7 @@ class gemm_runner {
     detail::lt_handle<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
     detail::lt_handle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> a, b, c;
     cublasLtMatmulAlgo_t algo{};
+    bool declined = false;  // try_run: cuBLASLt has no algorithm for this epilogue here
   };
   using plan_key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, std::uint32_t, std::int64_t,
                               std::int64_t, std::int64_t, std::int64_t, int, bool>;
@@ -222,14 +248,16 @@ class gemm_runner {
                          what + " (batch stride)");
   }
 
-  const plan& plan_for(const matmul_problem& s, std::uint32_t alignment, const std::string& what) {
+  plan* plan_for(const matmul_problem& s, std::uint32_t alignment, const std::string& what,
+                 bool may_decline) {
     const int types =
         static_cast<int>(s.a_type) * 16 + static_cast<int>(s.b_type) * 4 + static_cast<int>(s.c_type);
     const int transposes = (s.transpose_a ? 1 : 0) + (s.transpose_b ? 2 : 0);
     const plan_key key{s.m,        s.n,        s.k,        types,      static_cast<int>(s.post),
                        alignment,  s.batch,    s.stride_a, s.stride_b, s.stride_c,
                        transposes, s.beta != 0};
-    if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
+    if (const auto it = plans_.find(key); it != plans_.end())
+      return it->second->declined ? nullptr : it->second.get();
     auto p = std::make_unique<plan>();
     const bool f64 = s.c_type == element::f64;
     if (f64 && (s.a_type != element::f64 || s.b_type != element::f64))
@@ -251,7 +279,7 @@ class gemm_runner {
         cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e),
         what + " (epilogue)");
     const cudaDataType_t c_type = detail::data_type(s.c_type);
-    if (s.post == epilogue::bias || s.post == epilogue::bias_gelu)
+    if (detail::uses_bias_pointer(s.post))
       detail::check_cublas(cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                           &c_type, sizeof c_type),
                            what + " (bias type)");
@@ -295,17 +323,22 @@ class gemm_runner {
           what + " (alignment)");
     cublasLtMatmulHeuristicResult_t best{};
     int found = 0;
-    detail::check_cublas(
+    const cublasStatus_t status =
         cublasLtMatmulAlgoGetHeuristic(handle_.value, p->op.value, p->a.value, p->b.value, p->c.value,
-                                       p->c.value, preference.value, 1, &best, &found),
-        what + " (cublasLtMatmulAlgoGetHeuristic)");
+                                       p->c.value, preference.value, 1, &best, &found);
+    if (may_decline && (found == 0 || status == CUBLAS_STATUS_NOT_SUPPORTED)) {
+      p->declined = true;
+      plans_.emplace(key, std::move(p));
+      return nullptr;
+    }
+    detail::check_cublas(status, what + " (cublasLtMatmulAlgoGetHeuristic)");
     if (found == 0)
       fail("cuda: " + what,
            "cuBLASLt has no algorithm for these sizes, types, this epilogue and " +
                std::to_string(alignment) + "-byte aligned pointers",
            "pad the dimensions to multiples of 8 and align the buffers to 16 bytes, or use epilogue::none");
     p->algo = best.algo;
-    return *plans_.emplace(key, std::move(p)).first->second;
+    return plans_.emplace(key, std::move(p)).first->second.get();
   }
 
   detail::lt_handle<cublasLtHandle_t, cublasLtDestroy> handle_;

@@ -147,11 +147,14 @@ __global__ void adamw_kernel(T* param, const T* grad, T* m, T* v, std::int64_t n
 
 // Many parameters' AdamW in one launch: a block per chunk of adamw_chunk_elements of one tensor.
 // rounded (data null: none) receives the stored parameter rounded to its dtype, as convert() would.
+// grad may be of any floating dtype; it is read times grad_factor, rounded to param's dtype as the
+// scale kernel (axpby_kernel) would round it, so that clipping here equals scale() then adamw().
 struct adamw_task {
   mut_ref param, m, v, rounded;
   ref grad;
   std::int64_t numel = 0;
   adamw_scalars scalars;
+  double grad_factor = 1;
 };
 struct adamw_chunk {
   int task = 0;
@@ -163,10 +166,14 @@ __global__ void adamw_many_kernel(const adamw_task* tasks, const adamw_chunk* ch
   const adamw_chunk chunk = chunks[blockIdx.x];
   const adamw_task& t = tasks[chunk.task];
   const std::int64_t end = min(t.numel, chunk.first + adamw_chunk_elements);
+  const bool float_scale = t.param.type != dtype::f64;  // scale() of an f32 sum multiplies in float
   for (std::int64_t i = chunk.first + threadIdx.x; i < end; i += blockDim.x) {
+    double g = load<double>(t.grad, i);
+    if (t.grad_factor != 1)
+      g = float_scale ? static_cast<double>(static_cast<float>(t.grad_factor) * static_cast<float>(g))
+                      : t.grad_factor * g;
     double mi = load<double>(t.m, i), vi = load<double>(t.v, i);
-    store<double>(t.param, i,
-                  adamw_element(load<double>(t.param, i), load<double>(t.grad, i), mi, vi, t.scalars));
+    store<double>(t.param, i, adamw_element(load<double>(t.param, i), g, mi, vi, t.scalars));
     store<double>(t.m, i, mi);
     store<double>(t.v, i, vi);
     if (t.rounded.data != nullptr) store<double>(t.rounded, i, load<double>(t.param, i));

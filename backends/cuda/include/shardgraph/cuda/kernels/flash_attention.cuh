@@ -78,53 +78,73 @@ __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
   return bits;
 }
 
-// Elements (row, col) and (row, col + 1) of a shared tile.
+// ldmatrix (PTX ISA, "warp-level matrix load instruction: ldmatrix"): four 8 x 8 matrices of 16-bit
+// elements from shared memory in one instruction. Lanes 8i .. 8i + 7 give the addresses of matrix
+// i's rows (16 bytes each, 16-byte aligned: the tiles' 144-byte row stride keeps them so, and puts
+// a warp's 8 rows in 8 different groups of 4 banks); lane l = 4g + t receives in r[i] matrix i's
+// elements (g, 2t) and (g, 2t + 1), or with .trans those of its transpose, (2t, g) and (2t + 1, g):
+// exactly the A and B fragments of mma.m16n8k16 above, one instruction for what took 4 to 8 loads.
 template <class T>
-__device__ __forceinline__ std::uint32_t pair_in_row(const T* tile, int row, int col) {
-  return *reinterpret_cast<const std::uint32_t*>(tile + row * stride + col);
+__device__ __forceinline__ void load_matrices(std::uint32_t (&r)[4], const T* row) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
 }
-// Elements (row, col) and (row + 1, col): a B fragment of a tile read as (k = row, n = col).
 template <class T>
-__device__ __forceinline__ std::uint32_t pair_in_column(const T* tile, int row, int col) {
-  const auto* bits = reinterpret_cast<const unsigned short*>(tile);
-  return static_cast<std::uint32_t>(bits[row * stride + col]) |
-         (static_cast<std::uint32_t>(bits[(row + 1) * stride + col]) << 16);
+__device__ __forceinline__ void load_matrices_transposed(std::uint32_t (&r)[4], const T* row) {
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
 }
 
-// The A fragments of a warp's 16 rows (from `row`) of a tile, one per 16 columns of head_dim.
+// The A fragments of a warp's 16 rows (from `row`) of a tile, one per 16 columns of head_dim:
+// matrices (rows 0-7, cols 0-7), (rows 8-15, cols 0-7), (rows 0-7, cols 8-15), (rows 8-15, cols 8-15)
+// of each 16-column chunk, so lane l points at row l % 16, column 8 (l / 16).
 template <class T>
 __device__ __forceinline__ void load_rows(const T* tile, int row, std::uint32_t (&a)[4][4]) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  for (int kc = 0; kc < 4; ++kc) {
-    a[kc][0] = pair_in_row(tile, row + g, kc * 16 + 2 * t);
-    a[kc][1] = pair_in_row(tile, row + g + 8, kc * 16 + 2 * t);
-    a[kc][2] = pair_in_row(tile, row + g, kc * 16 + 2 * t + 8);
-    a[kc][3] = pair_in_row(tile, row + g + 8, kc * 16 + 2 * t + 8);
-  }
+  const int lane = threadIdx.x % 32;
+  for (int kc = 0; kc < 4; ++kc)
+    load_matrices(a[kc], tile + (row + lane % 16) * stride + kc * 16 + (lane / 16) * 8);
 }
 
-// c[nt] += rows . tile^T for the tile's 64 rows as 8 column tiles: (16, 64) x (64, 64)^T.
+// c[nt] += rows . tile^T for the tile's 64 rows as 8 column tiles: (16, 64) x (64, 64)^T. The B
+// fragments of column tile nt are the tile's rows nt*8 .. nt*8 + 7: one ldmatrix gives those of two
+// 16-column chunks of head_dim (lane l points at row nt*8 + l % 8, column 32 kp + 8 (l / 8)).
+// Each c[nt] adds the chunks in the order kc = 0 .. 3, as a loop over kc outside would.
 template <class T>
 __device__ __forceinline__ void times_rows_transposed(const std::uint32_t (&a)[4][4], const T* tile,
                                                       float (&c)[8][4]) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  for (int kc = 0; kc < 4; ++kc)
-    for (int nt = 0; nt < 8; ++nt)
-      mma<T>(c[nt], a[kc], pair_in_row(tile, nt * 8 + g, kc * 16 + 2 * t),
-             pair_in_row(tile, nt * 8 + g, kc * 16 + 2 * t + 8));
+  const int lane = threadIdx.x % 32;
+  for (int nt = 0; nt < 8; ++nt)
+    for (int kp = 0; kp < 2; ++kp) {
+      std::uint32_t b[4];
+      load_matrices(b, tile + (nt * 8 + lane % 8) * stride + kp * 32 + (lane / 8) * 8);
+      mma<T>(c[nt], a[2 * kp], b[0], b[1]);
+      mma<T>(c[nt], a[2 * kp + 1], b[2], b[3]);
+    }
 }
 
-// c[dt] += p . tile, p (16, 64) in C fragments (rounded to T here), tile (64 rows, head_dim).
+// c[dt] += p . tile, p (16, 64) in C fragments (rounded to T here), tile (64 rows, head_dim). The B
+// fragments (k = the tile's rows, n = its columns) come transposed: one ldmatrix.trans gives those of
+// column tiles 2 dp and 2 dp + 1 for 16 rows (lane l points at row 16 kc + l % 16, column
+// 16 dp + 8 (l / 16)).
 template <class T>
 __device__ __forceinline__ void times_tile(const float (&p)[8][4], const T* tile, float (&c)[8][4]) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int lane = threadIdx.x % 32;
   for (int kc = 0; kc < 4; ++kc) {
     const std::uint32_t a[4] = {pack<T>(p[2 * kc][0], p[2 * kc][1]), pack<T>(p[2 * kc][2], p[2 * kc][3]),
                                 pack<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]),
                                 pack<T>(p[2 * kc + 1][2], p[2 * kc + 1][3])};
-    for (int dt = 0; dt < 8; ++dt)
-      mma<T>(c[dt], a, pair_in_column(tile, kc * 16 + 2 * t, dt * 8 + g),
-             pair_in_column(tile, kc * 16 + 2 * t + 8, dt * 8 + g));
+    for (int dp = 0; dp < 4; ++dp) {
+      std::uint32_t b[4];
+      load_matrices_transposed(b, tile + (kc * 16 + lane % 16) * stride + dp * 16 + (lane / 16) * 8);
+      mma<T>(c[2 * dp], a, b[0], b[1]);
+      mma<T>(c[2 * dp + 1], a, b[2], b[3]);
+    }
   }
 }
 
