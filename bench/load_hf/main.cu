@@ -1,163 +1,33 @@
-// load_hf bench: loads a HF GPT-2 or LLaMA checkpoint directory onto the GPU with cuda::backend
-// (each rank reads only its slices; uploads go through pinned staging) and prints one JSON line:
-//   {"bench": "load_hf", "model": DIR, "mesh": "tp=1", "load_s": ..., "file_gb": ...,
-//    "read_gb_per_rank": [...], "gb_per_s": ..., "device_gib": ...}
+// load_hf bench on the GPU: loads a HF GPT-2 or LLaMA checkpoint directory onto the GPU with
+// cuda::backend (each rank reads only its slices; uploads go through pinned staging) and prints one
+// JSON line per load (load_bench.hpp says what it holds and the options).
 //
 //   load_hf DIR [--mesh tp=1] [--dtype bf16|f32] [--ids 1,2,3] [--logits FILE] [--repeat N]
 //
 // --mesh tp=N runs N thread ranks that share the one GPU (managed memory, as the threads
-// communicator needs): what each rank of an N-GPU job would read. load_s is bind's time, from the
-// first byte read to the last weight on the device, for the slowest rank. --logits writes the
-// logits of --ids (one sequence) as F32 "logits" (1, T, vocab) for bench/load_hf/compare_hf.py.
+// communicator needs). device_gib is the GPU memory the loads took (cudaMemGetInfo).
 #include <shardgraph/cuda/backend.hpp>
-#include <shardgraph/io/hf_model.hpp>
-#include <shardgraph/io/safetensors.hpp>
-#include <shardgraph/runtime/executor.hpp>
-#include <shardgraph/shardgraph.hpp>
-#include <shardgraph/threads.hpp>
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <filesystem>
-#include <memory>
-#include <mutex>
-#include <string>
-#include <string_view>
-#include <vector>
+#include <cstddef>
 
-namespace sg = shardgraph;
+#include "load_bench.hpp"
 
 namespace {
 
-struct options {
-  std::string directory, logits, type = "bf16";
-  sg::mesh_shape mesh = sg::mesh_shape::parse("tp=1");
-  std::vector<std::int64_t> ids{1, 450, 4996, 17354, 1701, 432, 17204, 975};
-  int repeat = 1;
-};
-
-std::uint64_t directory_bytes(const std::string& directory) {
-  std::uint64_t bytes = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(directory))
-    if (entry.path().extension() == ".safetensors") bytes += entry.file_size();
-  return bytes;
-}
-
-int run(const options& o) {
-  const sg::dtype type = o.type == "f32" ? sg::dtype::f32 : sg::dtype::bf16;
-  const sg::io::hf_model m =
-      sg::io::open_hf_model(o.directory, {.type = type, .vocab_multiple = o.mesh.size("tp")});
-  const int ranks = o.mesh.world_size(m.layout.nodes.axes);
-  const auto seq = static_cast<std::int64_t>(o.ids.size());
-  std::vector<std::int64_t> ids = o.ids;
-  for (std::int64_t& id : ids) id %= m.vocab;
-  std::vector<std::int64_t> targets(ids.begin() + 1, ids.end());
-  targets.push_back(ids.front());
-  sg::tensor_map inputs;
-  inputs.emplace("input_ids", sg::host_tensor::from<std::int64_t>({1, seq}, ids));
-  inputs.emplace("targets", sg::host_tensor::from<std::int64_t>({1, seq}, targets));
-
-  for (int attempt = 0; attempt < o.repeat; ++attempt) {
-    std::vector<double> seconds(static_cast<std::size_t>(ranks));
-    std::vector<std::uint64_t> read(static_cast<std::size_t>(ranks));
-    std::size_t device_used = 0;
-    sg::host_tensor logits;
-    std::mutex lock;
-    sg::threads::world(ranks).run([&](sg::threads::communicator& comm) {
-      std::size_t free_before = 0, total = 0;
-      if (comm.rank() == 0)
-        sg::cuda::check_cuda(cudaMemGetInfo(&free_before, &total), "load_hf (cudaMemGetInfo)");
-      comm.barrier();
-      auto bytes = std::make_shared<std::atomic<std::uint64_t>>(0);
-      const auto start = std::chrono::steady_clock::now();
-      sg::cuda::backend gpu({.host_visible = ranks > 1});
-      auto rank = sg::bind(m.layout, m.sizes(1, seq), comm, gpu, o.mesh, m.weights(bytes));
-      gpu.synchronize();  // the last upload is on the device
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      comm.barrier();
-      std::size_t free_after = 0;
-      if (comm.rank() == 0)
-        sg::cuda::check_cuda(cudaMemGetInfo(&free_after, &total), "load_hf (cudaMemGetInfo)");
-      sg::tensor_map out = rank.forward(inputs);
-      const std::lock_guard<std::mutex> guard(lock);
-      seconds[static_cast<std::size_t>(comm.rank())] = s;
-      read[static_cast<std::size_t>(comm.rank())] = bytes->load();
-      if (comm.rank() == 0) logits = std::move(out.at("logits")), device_used = free_before - free_after;
-    });
-    std::string per_rank;
-    for (const std::uint64_t b : read) per_rank += (per_rank.empty() ? "" : ", ") + std::to_string(b / 1e9);
-    const double slowest = *std::max_element(seconds.begin(), seconds.end());
-    const double file_gb = static_cast<double>(directory_bytes(o.directory)) / 1e9;
-    std::uint64_t all = 0;
-    for (const std::uint64_t b : read) all += b;
-    std::printf(
-        "{\"bench\": \"load_hf\", \"model\": \"%s\", \"family\": \"%s\", \"mesh\": \"%s\", \"dtype\": "
-        "\"%s\", "
-        "\"attempt\": %d, \"load_s\": %.3f, \"file_gb\": %.3f, \"read_gb_per_rank\": [%s], \"gb_per_s\": "
-        "%.2f, "
-        "\"device_gib\": %.2f}\n",
-        o.directory.c_str(), m.family.c_str(), o.mesh.to_string().c_str(), o.type.c_str(), attempt, slowest,
-        file_gb, per_rank.c_str(), static_cast<double>(all) / 1e9 / slowest,
-        static_cast<double>(device_used) / (1 << 30));
-    std::fflush(stdout);
-    if (!o.logits.empty() && attempt == 0) {  // the checkpoint's vocabulary, padded entries left out
-      std::vector<float> values(static_cast<std::size_t>(seq * m.vocab));
-      for (std::int64_t t = 0; t < seq; ++t)
-        for (std::int64_t v = 0; v < m.vocab; ++v)
-          values[static_cast<std::size_t>(t * m.vocab + v)] =
-              static_cast<float>(logits.at(t * m.padded_vocab + v));
-      sg::io::write_safetensors(o.logits,
-                                {sg::io::make_tensor_to_write("logits", {1, seq, m.vocab}, values)});
-    }
+struct cuda_device {
+  static constexpr const char* name = "cuda";
+  static constexpr const char* program = "load_hf";
+  static shardgraph::cuda::backend make(int ranks) {
+    return shardgraph::cuda::backend({.host_visible = ranks > 1});  // the threads communicator reads it
   }
-  return 0;
-}
-
-int usage(const std::string& why) {
-  std::fprintf(
-      stderr,
-      "shardgraph: load_hf bench: %s. usage: load_hf DIR [--mesh tp=1] [--dtype bf16|f32] [--ids 1,2,3] "
-      "[--logits FILE] [--repeat N]\n",
-      why.c_str());
-  return 2;
-}
+  static void synchronize(shardgraph::cuda::backend& gpu) { gpu.synchronize(); }
+  static std::size_t used_bytes() {
+    std::size_t free = 0, total = 0;
+    shardgraph::cuda::check_cuda(cudaMemGetInfo(&free, &total), "load_hf (cudaMemGetInfo)");
+    return total - free;
+  }
+};
 
 }  // namespace
 
-int main(int argc, char** argv) try {
-  options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (!a.starts_with("--")) {
-      o.directory = a;
-      continue;
-    }
-    if (i + 1 >= argc) return usage("missing value after " + std::string(a));
-    const std::string v = argv[++i];
-    if (a == "--mesh")
-      o.mesh = sg::mesh_shape::parse(v);
-    else if (a == "--dtype" && (v == "bf16" || v == "f32"))
-      o.type = v;
-    else if (a == "--logits")
-      o.logits = v;
-    else if (a == "--repeat")
-      o.repeat = std::max(1, std::atoi(v.c_str()));
-    else if (a == "--ids") {
-      o.ids.clear();
-      for (std::size_t at = 0; at < v.size();) {
-        const std::size_t comma = std::min(v.find(',', at), v.size());
-        o.ids.push_back(std::stoll(v.substr(at, comma - at)));
-        at = comma + 1;
-      }
-    } else
-      return usage("unknown option or value: " + std::string(a) + " " + v);
-  }
-  if (o.directory.empty()) return usage("no checkpoint directory given");
-  return run(o);
-} catch (const sg::error& e) {
-  std::fprintf(stderr, "%s\n", e.what());
-  return 1;
-}
+int main(int argc, char** argv) { return load_bench::bench_main<cuda_device>(argc, argv); }

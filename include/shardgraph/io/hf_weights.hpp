@@ -5,8 +5,10 @@
 // models declare them. A padded vocabulary (GPT-2's 50257 -> 50304) reads zeros past the file's rows.
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +28,14 @@ struct hf_location {
   std::string name;
   std::int64_t column_shift = 0;
 };
+
+// Whether the file's elements of dtype `from` are stored exactly as a host_tensor of `to` holds them
+// (the same format, and this machine little-endian as safetensors is): a run is then copied as bytes.
+inline bool stored_alike(st_dtype from, dtype to) {
+  if constexpr (std::endian::native != std::endian::little) return false;
+  return (from == st_dtype::bf16 && to == dtype::bf16) || (from == st_dtype::f16 && to == dtype::f16) ||
+         (from == st_dtype::f32 && to == dtype::f32) || (from == st_dtype::f64 && to == dtype::f64);
+}
 
 // Copies `slice` of a tensor that sits in file tensor `loc` (shifted along its last dimension);
 // elements outside the file tensor's extent read as zero (vocabulary padding). Only the slice's
@@ -56,6 +66,11 @@ inline void read_slice(const safetensors_file& file, const hf_location& loc, con
   const std::int64_t first_column = rank == 0 ? 0 : slice.offset[rank - 1] + loc.column_shift;
   std::vector<std::int64_t> index(rank > 0 ? rank - 1 : 0, 0);  // the run's position in the leading dims
   std::uint64_t bytes = 0;
+  // The model's dtype as the file stores it (a bf16 model from a bf16 checkpoint): runs are copied
+  // from the mapping as they are, not converted element by element.
+  const bool as_stored = stored_alike(info.dtype, out.type());
+  const std::span<const std::byte> stored = as_stored ? file.bytes(loc.name) : std::span<const std::byte>{};
+  const std::size_t element = dtype_size(out.type());
   for (std::int64_t r = 0; r < rows; ++r) {
     std::int64_t file_row = 0;  // flat index of the run's row among the file tensor's leading dims
     bool inside = true;
@@ -67,7 +82,18 @@ inline void read_slice(const safetensors_file& file, const hf_location& loc, con
     const auto at = static_cast<std::size_t>(r * width);
     const auto n = static_cast<std::size_t>(width);
     const auto first = static_cast<std::uint64_t>(file_row * file_width + first_column);
-    if (out.type() == dtype::f64 || out.type() == dtype::f32) {
+    if (as_stored) {
+      std::byte* to = out.bytes().data() + at * element;
+      if (inside && (first + n) * element > stored.size())
+        fail(file.name() + ": " + loc.name,
+             "elements [" + std::to_string(first) + ", " + std::to_string(first + n) + ") lie past its " +
+                 std::to_string(stored.size() / element),
+             "this is a bug in the weight source; please report it");
+      if (inside)
+        std::memcpy(to, stored.data() + first * element, n * element);
+      else
+        std::memset(to, 0, n * element);  // padding rows past the file's
+    } else if (out.type() == dtype::f64 || out.type() == dtype::f32) {
       if (!inside && out.type() == dtype::f64)  // padding rows past the file's
         std::fill_n(out.values<double>().begin() + static_cast<std::ptrdiff_t>(at), n, 0.0);
       else if (!inside)

@@ -1465,11 +1465,17 @@ class rank_program {
         if (holds(i, l)) loads.push_back({i, g[i].region >= 0 ? l : -1}), total += bytes;
     }
     load_progress progress(total, reporting_rank);
+    // One host tensor while the shape repeats (a block's weight, layer after layer): zeroed again
+    // rather than allocated again, so its pages are faulted in once.
+    host_tensor host;
     for (const auto [i, l] : loads) {
       const node& n = g[i];
       const local_dims& d = layout_.of(i);
       const tensor_slice slice{d.global, d.offset, d.local};
-      host_tensor host(n.type, d.local);
+      if (host.type() != n.type || host.shape() != d.local)
+        host = host_tensor(n.type, d.local);
+      else
+        std::memset(host.bytes().data(), 0, host.bytes().size());
       weights(
           l >= 0 ? detail::layer_name(n.name.view(), g[n.region].name.view(), l) : std::string(n.name.view()),
           slice, host);
