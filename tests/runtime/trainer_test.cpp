@@ -1,10 +1,13 @@
 // The trainer on thread ranks: after 3 AdamW steps (with clipping) every weight of every dp x tp
 // layout, ZeRO stage (0 to 3), gradient bucket size and recompute setting equals the one-rank run
 // (f64, relative 1e-9);
-// gradient accumulation over micro-batches equals one large batch; a program without backward is
-// refused; a NaN is reported at its step and op.
+// gradient accumulation over micro-batches equals one large batch; bias gradients written by their
+// weight products equal separate column sums; a one-rank step's copies and optimizer calls are
+// counted; a program without backward is refused; a NaN is reported at its step and op.
+#include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -231,6 +234,59 @@ TEST_CASE("trainer: bias gradients written by their weight products train exactl
     CHECK(paired.bias_gradients_from_products() == biased_linears);
     CHECK(apart.bias_gradients_from_products() == 0);
   });
+}
+
+// The calls one training step makes on its backend, by kind: what a GPU launches per step.
+struct cpu_counting_calls : sg::cpu::backend {
+  std::map<std::string, int>* calls = nullptr;
+  void copy(const buffer& from, buffer& to) {
+    ++(*calls)["copy"];
+    sg::cpu::backend::copy(from, to);
+  }
+  void fill_zero(buffer& b) {
+    ++(*calls)["fill_zero"];
+    sg::cpu::backend::fill_zero(b);
+  }
+  void add_scaled(const buffer& from, buffer& to, double factor) {
+    ++(*calls)["add_scaled"];
+    sg::cpu::backend::add_scaled(from, to, factor);
+  }
+  void scale(buffer& b, double factor) {
+    ++(*calls)["scale"];
+    sg::cpu::backend::scale(b, factor);
+  }
+  void adamw_many(std::span<const sg::compute::adamw_update<buffer>> updates) {
+    ++(*calls)["adamw_many"];
+    sg::cpu::backend::adamw_many(updates);
+  }
+  void run(const sg::compute::kernel_call<buffer>& call) {
+    ++(*calls)[std::string(sg::op_name(call.kind))];
+    sg::cpu::backend::run(call);
+  }
+};
+
+TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss, and sums nothing",
+          "[runtime][training][threads]") {
+  std::map<std::string, int> calls;
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    cpu_counting_calls backend;
+    backend.calls = &calls;
+    auto rank = sg::bind(single, config.sizes(batch, seq), comm, backend, {}, sg::random_weights(), {},
+                         {.outputs = {"loss"}});
+    sg::trainer t(rank, options);
+    t.step(tokens(batch, 0, 0));
+    calls.clear();
+    t.step(tokens(batch, 0, 1));
+  });
+  // Each repeat block (forward, backward) copies its input in, its result between layers and out.
+  CHECK(calls["copy"] == 2 * (config.layers + 1) + 1);  // and the loss to its output
+  CHECK(calls["fill_zero"] == 0);                       // no gradient sum to clear, add to or clip
+  CHECK(calls["add_scaled"] == 0);
+  CHECK(calls["scale"] == 0);
+  CHECK(calls["adamw_many"] == 1);
+  // Column sums of the layer norms' biases; the linears' come with their weight products.
+  CHECK(calls["bias_grad"] == 2 * config.layers + 1);
+  CHECK(calls["linear_weight_grad"] == 6 * config.layers + 1);  // and the tied head's
 }
 
 // One micro-batch reads the gradients directly (no sum); two sum them first: the same update.
