@@ -952,8 +952,8 @@ class rank_program {
       const int from = g[p].inputs[0];
       const std::size_t s = producer_step_[index(from)];
       if (s == no_step) continue;
-      const int writer =
-          program_.steps[s].node;  // from itself, or the weight product writing its bias gradient
+      // The step's node: `from` itself, or the weight product that writes `from`, its bias gradient.
+      const int writer = program_.steps[s].node;
       if (writer != from && bias_grad_of_[index(writer)] != from) continue;
       const step_kind kind = program_.steps[s].kind;
       if (kind != step_kind::compute && kind != step_kind::fused) continue;
