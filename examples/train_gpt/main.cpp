@@ -5,6 +5,8 @@
 //   train_gpt [--mesh dp=2,tp=2] [--steps 2500] [--batch 16] [--seq 32] [--lr 3e-3]
 //             [--precision f32|f64|bf16|fp16] [--zero 0|1|2|3] [--seed 1]
 //     --bucket-mb 25                       gradient all-reduce bucket size (0: one per gradient)
+//     --overlap on|off                     gradient buckets and ZeRO-3 gathers on a communication
+//                                          thread while the rank computes (default on)
 //     --check-finite on|off                stop at the first op producing NaN/Inf
 //     --recompute none|full|attention      activation recomputation of the blocks
 //     --micro-batches M                    micro-batches per step (default 1; 2 x pp with pp)
@@ -60,6 +62,7 @@ struct options {
   sg::mesh_shape mesh = sg::mesh_shape::parse("dp=2,tp=2");
   int steps = 2500, zero = 0;
   double bucket_mb = 25;
+  bool overlap = true;
   double require_accuracy = 0, require_loss = 1e30;
   bool check_finite = false;
   sg::recompute recompute = sg::recompute::none;
@@ -218,10 +221,12 @@ int run(const options& o) {
       : o.recompute == sg::recompute::full ? "full"
                                            : "attention",
       static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.steps);
-  // Recomputation and bucket size change what the executor does, not the program's steps: set them on a copy.
+  // Recomputation, bucket size and overlap change what the executor does, not the program's
+  // steps: set them on a copy.
   auto with_recompute = std::make_unique<sg::program>(sharded);
   with_recompute->recompute = o.recompute;
   with_recompute->bucket_bytes = static_cast<std::int64_t>(o.bucket_mb * 1024 * 1024);
+  with_recompute->overlap_communication = o.overlap;
   run_result trained = train(*with_recompute, o, o.mesh, o.steps, true);
   std::printf("loss %.4f -> %.4f; held-out accuracy on answer digits: %.1f%%\n", trained.first_loss,
               trained.last_loss, 100.0 * trained.accuracy);
@@ -231,6 +236,7 @@ int run(const options& o) {
   auto check_with_recompute = std::make_unique<sg::program>(check_sharded);
   check_with_recompute->recompute = o.recompute;
   check_with_recompute->bucket_bytes = with_recompute->bucket_bytes;
+  check_with_recompute->overlap_communication = o.overlap;
   run_result on_mesh = train(*check_with_recompute, check, o.mesh, 3, false);
   run_result on_one = train(check_single, check, sg::mesh_shape{}, 3, false);
   double difference = max_relative_difference(on_mesh, on_one);
@@ -249,7 +255,8 @@ int usage(const std::string& why) {
   std::fprintf(
       stderr,
       "shardgraph: train_gpt: %s. usage: train_gpt [--mesh dp=2,tp=2] [--steps N] [--batch B] [--seq T] "
-      "[--lr LR] [--precision f32|f64|bf16|fp16] [--zero 0|1|2|3] [--bucket-mb MB] [--seed S]\n",
+      "[--lr LR] [--precision f32|f64|bf16|fp16] [--zero 0|1|2|3] [--bucket-mb MB] [--overlap on|off] "
+      "[--seed S]\n",
       why.c_str());
   return 2;
 }
@@ -291,7 +298,10 @@ int main(int argc, char** argv) {
         o.require_loss = std::stod(v);
       else if (a == "--check-finite")
         o.check_finite = v == "on";
-      else if (a == "--micro-batches")
+      else if (a == "--overlap") {
+        if (v != "on" && v != "off") return usage("--overlap must be on or off");
+        o.overlap = v == "on";
+      } else if (a == "--micro-batches")
         o.micro_batches = std::stoi(v);
       else if (a == "--layers")
         o.layers = std::stoi(v);

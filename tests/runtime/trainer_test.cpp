@@ -1,9 +1,10 @@
 // The trainer on thread ranks: after 3 AdamW steps (with clipping) every weight of every dp x tp
 // layout, ZeRO stage (0 to 3), gradient bucket size and recompute setting equals the one-rank run
 // (f64, relative 1e-9);
-// gradient accumulation over micro-batches equals one large batch; bias gradients written by their
-// weight products equal separate column sums; a one-rank step's copies and optimizer calls are
-// counted; a program without backward is refused; a NaN is reported at its step and op.
+// gradient accumulation over micro-batches equals one large batch; buckets reduced and ZeRO-3
+// layers gathered on communication threads equal the same in place, bit for bit; bias gradients written by
+// their weight products equal separate column sums; a one-rank step's copies and optimizer calls are counted;
+// a program without backward is refused; a NaN is reported at its step and op.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -137,6 +138,56 @@ TEST_CASE("trainer: gradient buckets of any size train like one rank; they follo
       CHECK(max_relative_difference(train(*p, dp, tp, 3, 1, nullptr), reference) < 1e-9);
     }
   }
+}
+
+TEST_CASE("trainer: buckets and ZeRO-3 gathers on communication threads train bit for bit as in place",
+          "[runtime][training][threads]") {
+  // What rank 0 reports of a dp x tp binding of p.
+  struct bound {
+    bool overlaps = false;
+    std::int64_t communication = 0;
+  };
+  auto bound_of = [](const sg::program& p, int dp, int tp) {
+    bound r;
+    sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
+      auto rank = sg::bind(p, config.sizes(batch, seq), comm, sg::cpu::backend{},
+                           sg::mesh_shape{{"dp", dp}, {"tp", tp}}, sg::random_weights());
+      if (comm.rank() == 0) r = {rank.overlaps_communication(), rank.memory().communication};
+    });
+    return r;
+  };
+  // The same weights and losses after 3 steps of 2 micro-batches, overlapped or not.
+  auto same_training = [](const sg::program& overlapped, const sg::program& in_place) {
+    for (auto [dp, tp] : {std::pair{2, 1}, {2, 2}, {4, 1}}) {
+      CAPTURE(dp, tp);
+      std::vector<sg::step_report> a, b;
+      const weights with = train(overlapped, dp, tp, 3, 2, &a), without = train(in_place, dp, tp, 3, 2, &b);
+      CHECK(max_relative_difference(with, without) == 0);  // the same sums in the same order
+      REQUIRE(a.size() == b.size());
+      for (std::size_t s = 0; s < a.size(); ++s) CHECK(a[s].loss == b[s].loss);
+    }
+  };
+  for (std::int64_t bytes : {std::int64_t{0}, std::int64_t{4096}, std::int64_t{25} << 20}) {
+    auto overlapped = std::make_unique<sg::program>(sharded),
+         in_place = std::make_unique<sg::program>(sharded);
+    overlapped->bucket_bytes = in_place->bucket_bytes = bytes;
+    in_place->overlap_communication = false;
+    CAPTURE(bytes);
+    CHECK(overlapped->overlap_communication);  // training{}'s default
+    CHECK(bound_of(*overlapped, 2, 2).overlaps == (bytes > 0));
+    CHECK_FALSE(bound_of(*in_place, 2, 2).overlaps);
+    CHECK_FALSE(bound_of(*overlapped, 1, 1).overlaps);  // one rank: nothing to reduce
+    // Two staging buffers take turns where buckets of several gradients follow each other.
+    if (bytes == 4096)
+      CHECK(bound_of(*overlapped, 2, 1).communication > bound_of(*in_place, 2, 1).communication);
+    same_training(*overlapped, *in_place);
+  }
+  // ZeRO-3: the next layer's weights are gathered while this layer computes.
+  auto gathered_in_place = std::make_unique<sg::program>(zero3);
+  gathered_in_place->overlap_communication = false;
+  CHECK(bound_of(zero3, 2, 1).overlaps);
+  CHECK_FALSE(bound_of(*gathered_in_place, 2, 1).overlaps);
+  same_training(zero3, *gathered_in_place);
 }
 
 TEST_CASE("trainer: ZeRO-3 keeps 1/D of the parameters, plus two gathered layers",

@@ -29,6 +29,11 @@ namespace shardgraph {
 // training::bucket_bytes: the gradient all-reduces of a data-parallel program are packed, in the
 // order backward makes them, into buckets of at most this many bytes; each bucket is reduced by
 // one collective as soon as its last gradient is ready (PyTorch DDP's bucket_cap_mb, 25 MiB).
+// training::overlap_communication: that collective runs on a communication thread of the rank, on
+// a communicator of its own, while backward computes the next bucket's gradients (forward() waits
+// for the last one before it returns); so does ZeRO-3's gather of the next layer's weights while
+// this layer computes. Communicators that allow it: threads and nccl (not mpi, whose world is
+// MPI_THREAD_FUNNELED). Off: each runs where it stands, as the main thread's call.
 // training::pipeline_axis: a mesh axis of that name makes its ranks pipeline stages, each running a
 // contiguous part of the repeat block's layers (bind's pipeline_options choose the split and the
 // schedule). Nothing is sharded on it, so the program has no collective on it.
@@ -40,6 +45,7 @@ struct training {
   name_buffer zero_axis = "dp";                        // the data-parallel axis ZeRO shards over
   shardgraph::recompute recompute = recompute::none;   // activation recomputation of repeat blocks
   std::int64_t bucket_bytes = std::int64_t{25} << 20;  // gradient bucket size; 0: one collective per gradient
+  bool overlap_communication = true;                   // buckets and ZeRO-3 gathers overlap compute
   name_buffer pipeline_axis = "pp";  // if the mesh has this axis, its ranks are pipeline stages
 };
 
@@ -70,6 +76,7 @@ constexpr program compile_graph(const graph& g, training t) {
   p.zero_axis = t.zero_stage >= 1 ? zero_axis : -1;
   p.recompute = t.recompute;
   p.bucket_bytes = t.bucket_bytes;
+  p.overlap_communication = t.overlap_communication;
   p.pipeline_axis = checked.axes.index_of(t.pipeline_axis.view());
   return p;
 }

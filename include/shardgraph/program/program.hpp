@@ -60,6 +60,7 @@ struct program {
   int zero_axis = -1;  // and the mesh axis it shards over
   shardgraph::recompute recompute = shardgraph::recompute::none;
   std::int64_t bucket_bytes = std::int64_t{25} << 20;  // gradient all-reduce buckets (training{})
+  bool overlap_communication = true;  // buckets and ZeRO-3 gathers on communication threads (training{})
   int pipeline_axis = -1;  // the mesh axis the layer stack is split over (-1: none)
 
   constexpr bool ok() const { return nodes.ok(); }

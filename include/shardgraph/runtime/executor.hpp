@@ -15,20 +15,28 @@
 //    not run where it stands; its input is packed into the bucket it was planned into at bind (in
 //    the order backward produces gradients, layers last to first), and the bucket is all-reduced
 //    by one collective when its last gradient arrives, writing each gradient to its param_grad.
+//    With training{.overlap_communication} and a communicator that allows it, that collective
+//    runs on the rank's communication thread for the axis (comm/comm_worker.hpp) while backward
+//    goes on: two staging buffers take turns, and a bucket's gradients are written when its
+//    reduction has finished (when its staging buffer is wanted again, or at the end of forward()).
 //  - ZeRO-3 (training{.zero_stage = 3}): each rank stores chunk r of ceil(n / D) elements of every
 //    parameter slice (D ranks on the zero axis). A repeat block's weights are all-gathered into
 //    one of two buffers when their layer starts, and the next layer's into the other (the
 //    prefetch); weights outside blocks are gathered when forward() starts and dropped when it ends.
+//    Overlapped, the next layer's gather runs on the communication thread while this layer computes.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "shardgraph/comm/comm_worker.hpp"
 #include "shardgraph/comm/communicator.hpp"
 #include "shardgraph/compute/compute_backend.hpp"
 #include "shardgraph/pipeline/partition.hpp"
@@ -229,8 +237,8 @@ class rank_program {
         m.activations += bytes;
       }
     }
-    for (const auto& [type, b] : bucket_buffers_)
-      m.communication += static_cast<std::int64_t>(b.size_bytes());
+    for (const bucket_staging& b : bucket_buffers_)
+      m.communication += static_cast<std::int64_t>(b.memory.size_bytes());
     for (const buffer& b : inbox_) m.communication += static_cast<std::int64_t>(b.size_bytes());
     // Each further micro-batch in flight holds its own copy of the activations.
     for (const bank& b : banks_) {
@@ -247,6 +255,11 @@ class rank_program {
     }
     return m;
   }
+
+  // Whether gradient buckets and ZeRO-3's prefetch run on communication threads while the main
+  // thread computes (training{.overlap_communication}, a communicator that allows it, and a bucket
+  // or a ZeRO-3 gather to run).
+  bool overlaps_communication() const { return overlapping_; }
 
   // How many bias gradients their weight product writes (plan_bias_grad_epilogues).
   int bias_gradients_from_products() const {
@@ -269,6 +282,7 @@ class rank_program {
     if (pipelined()) return forward_through_stages(inputs, only);
     upload_inputs(inputs);
     run_segment(segment{});
+    finish_buckets();
     for (const gradient_bucket& b : buckets_)
       if (b.arrived != 0)
         fail("executor", "a gradient bucket was left half full after backward",
@@ -558,6 +572,7 @@ class rank_program {
           const bool more = reverse ? layer_ > first : layer_ + 1 < end;
           if (more) {
             layer_ += reverse ? -1 : 1;
+            if (zero3_) wait_for_layer_parameters(layer_);
             if (zero3_) prefetch_block_parameters(n.region, layer_ + (reverse ? -1 : 1));
             backend_.copy(result, value(n.region));
             s = loop_start;
@@ -1260,6 +1275,8 @@ class rank_program {
       if (g[i].kind != op::parameter && !computed_here(i) && needed_here(i) && !per_layer(i))
         fill_zero_value(i);
     plan_buckets();  // pipelines reduce each gradient on its own (not yet bucketed)
+    start_comm_workers();
+    allocate_bucket_staging();
     plan_arena();
     if (pipelined()) allocate_banks();
   }
@@ -1296,6 +1313,15 @@ class rank_program {
     std::int64_t elements = 0;
     std::vector<bucket_member> members;
     std::size_t arrived = 0;
+    int staging = 0;           // which staging buffer of its dtype it packs into (several members)
+    int previous_user = -1;    // the bucket that used that buffer before it (-1: none)
+    bool in_flight = false;    // reduced or being reduced; its gradients not yet written
+    std::uint64_t ticket = 0;  // its job on the communication thread
+  };
+  struct bucket_staging {
+    dtype type;
+    int slot;
+    buffer memory;
   };
 
   // Which all_reduces are bucketed (those whose value only a param_grad reads, on an axis of more
@@ -1350,7 +1376,11 @@ class rank_program {
           !buckets_.empty() && buckets_.back().axis == n.axis && buckets_.back().type == n.type &&
           (buckets_.back().elements + elements) * static_cast<std::int64_t>(dtype_size(n.type)) <=
               program_.bucket_bytes;
-      if (!fits) buckets_.push_back({n.axis, n.type, 0, {}, 0});
+      if (!fits) {
+        buckets_.emplace_back();
+        buckets_.back().axis = n.axis;
+        buckets_.back().type = n.type;
+      }
       gradient_bucket& b = buckets_.back();
       const std::int64_t slot_layer = n.body() >= 0 ? layer : 0;
       std::vector<std::pair<int, int>>& slots = bucket_slot_[index(steps[s].node)];
@@ -1361,22 +1391,62 @@ class rank_program {
       b.members.push_back({steps[s].node, slot_layer, elements, b.elements});
       b.elements += elements;
     }
-    // One staging buffer per dtype, as large as its largest bucket of several gradients: buckets
-    // fill one after another. A bucket of one gradient is reduced in its param_grad's own buffer.
-    for (const gradient_bucket& b : buckets_) {
+  }
+
+  // Staging buffers per dtype, as large as its largest bucket of several gradients: one, which
+  // buckets fill one after another; or, overlapped, two that they take in turn, so that one
+  // fills while the other is reduced. A bucket of one gradient is reduced in its param_grad's
+  // own buffer.
+  void allocate_bucket_staging() {
+    const int turns = overlapping_ ? 2 : 1;
+    std::vector<std::pair<dtype, int>> packed;  // per dtype: buckets of several gradients so far
+    for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
+      gradient_bucket& b = buckets_[index(k)];
       if (b.members.size() == 1) continue;
-      auto it = std::find_if(bucket_buffers_.begin(), bucket_buffers_.end(),
-                             [&](const auto& e) { return e.first == b.type; });
+      auto count =
+          std::find_if(packed.begin(), packed.end(), [&](const auto& e) { return e.first == b.type; });
+      if (count == packed.end()) count = packed.insert(packed.end(), std::pair<dtype, int>{b.type, 0});
+      b.staging = count->second++ % turns;
+      for (int before = k - 1; before >= 0 && b.previous_user < 0; --before) {
+        const gradient_bucket& earlier = buckets_[index(before)];
+        if (earlier.members.size() > 1 && earlier.type == b.type && earlier.staging == b.staging)
+          b.previous_user = before;
+      }
+      auto it = std::find_if(bucket_buffers_.begin(), bucket_buffers_.end(), [&](const bucket_staging& e) {
+        return e.type == b.type && e.slot == b.staging;
+      });
       if (it == bucket_buffers_.end())
-        bucket_buffers_.emplace_back(b.type, backend_.allocate(b.type, b.elements));
-      else if (it->second.numel() < b.elements)
-        it->second = backend_.allocate(b.type, b.elements);
+        bucket_buffers_.push_back({b.type, b.staging, backend_.allocate(b.type, b.elements)});
+      else if (it->memory.numel() < b.elements)
+        it->memory = backend_.allocate(b.type, b.elements);
     }
   }
 
-  buffer& bucket_buffer(dtype t) {
-    for (auto& [type, b] : bucket_buffers_)
-      if (type == t) return b;
+  // A communication thread per mesh axis that has buckets or ZeRO-3's gathers, each with a
+  // communicator of its own (split from the axis's: collective over its ranks, which plan the same).
+  void start_comm_workers() {
+    bool concurrent = false;
+    if constexpr (comm::ConcurrentGroups<Comm>)
+      concurrent = !axis_comms_.empty() && axis_comms_.front().allows_concurrent_groups();
+    if (!concurrent || !program_.overlap_communication) return;
+    comm_workers_.resize(axis_comms_.size());
+    for (int a = 0; a < static_cast<int>(axis_comms_.size()); ++a) {
+      const bool gathers = zero3_ && a == program_.zero_axis && zero_parts_ > 1;
+      const bool used = gathers || std::any_of(buckets_.begin(), buckets_.end(),
+                                               [&](const auto& b) { return b.axis == a; });
+      if (!used) continue;
+      Comm& axis = axis_comms_[index(a)];
+      comm_workers_[index(a)] = std::make_unique<comm::comm_worker<Comm>>(axis.split(0, axis.rank()));
+      overlapping_ = true;
+    }
+  }
+  comm::comm_worker<Comm>* worker_for(int axis) {
+    return comm_workers_.empty() ? nullptr : comm_workers_[index(axis)].get();
+  }
+
+  buffer& staging_of(const gradient_bucket& b) {
+    for (bucket_staging& e : bucket_buffers_)
+      if (e.type == b.type && e.slot == b.staging) return e.memory;
     fail("executor", "no gradient bucket buffer for this dtype",
          "this is a bug in plan_buckets; please report it");
   }
@@ -1392,23 +1462,51 @@ class rank_program {
       if (b.members.size() == 1) {
         buffer& grad = value_at(bucketed_grad_[index(i)], m.layer);
         backend_.copy_range(value(g[i].inputs[0]), 0, grad, 0, m.elements);
-        return detail::with_element_type(b.type, [&](auto zero) {
-          using T = decltype(zero);
-          axis_comms_[index(b.axis)].all_reduce(span_of<T>(grad, m.elements));
-        });
+        return reduce_bucket(which, grad);
       }
-      buffer& staged = bucket_buffer(b.type);
+      if (b.arrived == 0 && b.previous_user >= 0) finish_bucket(b.previous_user);  // its staging is ours now
+      buffer& staged = staging_of(b);
       backend_.copy_range(value(g[i].inputs[0]), 0, staged, m.offset, m.elements);
       if (++b.arrived < b.members.size()) return;
       b.arrived = 0;
-      detail::with_element_type(b.type, [&](auto zero) {
-        using T = decltype(zero);
-        axis_comms_[index(b.axis)].all_reduce(span_of<T>(staged, b.elements));
-      });
+      reduce_bucket(which, staged);
+    }
+  }
+
+  // All-reduces bucket `which` in `data`: posted to the axis's communication thread, or run here
+  // and finished at once.
+  void reduce_bucket(int which, buffer& data) {
+    gradient_bucket& b = buckets_[index(which)];
+    comm::comm_worker<Comm>* worker = worker_for(b.axis);
+    detail::with_element_type(b.type, [&](auto zero) {
+      using T = decltype(zero);
+      const std::span<T> elements = span_of<T>(data, b.elements);  // the packing copies have finished
+      if (worker != nullptr)
+        b.ticket = worker->post([elements](Comm& c) { c.all_reduce(elements); });
+      else
+        axis_comms_[index(b.axis)].all_reduce(elements);
+    });
+    b.in_flight = true;
+    if (worker == nullptr) finish_bucket(which);
+  }
+
+  // Waits for bucket `which`'s reduction and writes its gradients (a bucket of several: from its
+  // staging buffer; a bucket of one was reduced in its gradient's memory).
+  void finish_bucket(int which) {
+    if constexpr (requires(Backend & b, buffer & x) { b.copy_range(x, 0, x, 0, 0); }) {
+      gradient_bucket& b = buckets_[index(which)];
+      if (!b.in_flight) return;
+      b.in_flight = false;
+      if (comm::comm_worker<Comm>* worker = worker_for(b.axis)) worker->wait(b.ticket);
+      if (b.members.size() == 1) return;
+      buffer& staged = staging_of(b);
       for (const bucket_member& done : b.members)
         backend_.copy_range(staged, done.offset, value_at(bucketed_grad_[index(done.node)], done.layer), 0,
                             done.elements);
     }
+  }
+  void finish_buckets() {
+    for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) finish_bucket(k);
   }
 
   // ---- ZeRO-3 parameter gathering ----
@@ -1424,15 +1522,40 @@ class rank_program {
   void gather_block_parameters(int block, std::int64_t layer, bool reverse) {
     prefetch_block_parameters(block, layer);
     prefetch_block_parameters(block, layer + (reverse ? -1 : 1));
+    wait_for_layer_parameters(layer);
   }
+  // Overlapped: one job on the zero axis's communication thread gathers every weight of the
+  // layer into the buffer that the layer before the running one used (it has finished: span_of
+  // waits for the backend); wait_for_layer_parameters waits for it before the layer runs.
   void prefetch_block_parameters(int block, std::int64_t layer) {
     if (layer < segment_first_ || layer >= segment_end_) return;  // the layers this segment runs
     const graph& g = program_.nodes;
     const int forward_block = g[block].reverse ? g[block].origin : block;
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::parameter && g[i].region == forward_block)
-        gather_chunk(i, shards_[index(i)][index(static_cast<int>(layer))],
-                     slots_[index(i)][index(static_cast<int>(layer % 2))]);
+    comm::comm_worker<Comm>* worker = worker_for(program_.zero_axis);
+    std::vector<std::function<void(Comm&)>> gathers;
+    for (int i = 0; i < g.size(); ++i) {
+      if (g[i].kind != op::parameter || g[i].region != forward_block) continue;
+      buffer& chunk = shards_[index(i)][index(static_cast<int>(layer))];
+      buffer& whole = slots_[index(i)][index(static_cast<int>(layer % 2))];
+      if (worker == nullptr) {
+        gather_chunk(i, chunk, whole);
+        continue;
+      }
+      detail::with_element_type(g[i].type, [&](auto zero) {
+        using T = decltype(zero);
+        const std::span<const T> in = span_of<T>(chunk, chunk_[index(i)]);
+        const std::span<T> out = span_of<T>(whole, chunk_[index(i)] * zero_parts_);
+        gathers.push_back([in, out](Comm& c) { c.all_gather(in, out); });
+      });
+    }
+    if (worker != nullptr)
+      gather_ticket_[static_cast<std::size_t>(layer % 2)] = worker->post([gathers](Comm& c) {
+        for (const auto& gather : gathers) gather(c);
+      });
+  }
+  void wait_for_layer_parameters(std::int64_t layer) {
+    if (comm::comm_worker<Comm>* worker = worker_for(program_.zero_axis))
+      worker->wait(gather_ticket_[static_cast<std::size_t>(layer % 2)]);
   }
   void gather_unlayered_parameters() {
     const graph& g = program_.nodes;
@@ -1798,7 +1921,7 @@ class rank_program {
   std::vector<std::vector<std::pair<int, int>>>
       bucket_slot_;  // all_reduce node -> per layer (bucket, member)
   std::vector<gradient_bucket> buckets_;
-  std::vector<std::pair<dtype, buffer>> bucket_buffers_;
+  std::vector<bucket_staging> bucket_buffers_;
 
   bool zero3_ = false;
   int zero_parts_ = 1;
@@ -1827,6 +1950,11 @@ class rank_program {
   int active_bank_ = 0;
   std::vector<buffer> inbox_;  // activations received before their forward runs
   int observed_in_flight_ = 0;
+  bool overlapping_ = false;                 // some axis has a communication thread
+  std::uint64_t gather_ticket_[2] = {0, 0};  // ZeRO-3: the job gathering the layer of each buffer
+  // Last, so that they stop before the buffers their jobs read are freed: per mesh axis, the
+  // communication thread of its buckets and ZeRO-3 gathers (null: none).
+  std::vector<std::unique_ptr<comm::comm_worker<Comm>>> comm_workers_;
 };
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>

@@ -50,6 +50,7 @@
 #include <optional>
 #include <ranges>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -201,6 +202,21 @@ class communicator {
             ncclAllReduce(state_->scratch(), state_->scratch(), 1, ncclUint32, ncclSum, state_->comm(),
                           state_->stream()));
     });
+  }
+
+  // Two communicators of one rank may be called at once from two threads (comm/comm_worker.hpp):
+  // each has its own NCCL communicator and stream, so a gradient bucket's all_reduce runs on the
+  // GPU next to the compute stream's kernels.
+  bool allows_concurrent_groups() const { return true; }
+
+  // Records this rank as failed, for a rank that unwinds from its own error while another of its
+  // threads waits in a call: that call, and every pending or next call of this process's ranks,
+  // then aborts its NCCL communicator and throws. Ranks of other processes end at their timeout.
+  void abort(std::string_view why) const {
+    state_->world()->fail(
+        state_->world_rank(),
+        error_message(state_->where("abort"), why,
+                      "Fix this rank's own error; the other ranks stop instead of waiting"));
   }
 
   // A communicator of the ranks of this group that pass the same color, ordered by key, then by

@@ -15,6 +15,7 @@
 // overlap, except in the in-place forms all_gather(out.subspan(rank * n, n), out) and
 // reduce_scatter(in, in.subspan(rank * n, n)).
 #include <shardgraph/comm/buffer.hpp>
+#include <shardgraph/core/error.hpp>
 #include <shardgraph/core/half_types.hpp>
 #include <shardgraph/threads/group.hpp>
 #include <shardgraph/threads/text.hpp>
@@ -22,11 +23,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <numeric>
 #include <ranges>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -158,6 +161,21 @@ class communicator {
 
   void barrier() {
     collective(detail::slot{.op = "barrier"}, [] {});
+  }
+
+  // Two groups of one rank may be called at once from two threads (comm/comm_worker.hpp): each
+  // group keeps its own rendezvous state.
+  bool allows_concurrent_groups() const { return true; }
+
+  // Makes every rank's pending and next call throw, naming this rank and `why`. For a rank that
+  // unwinds from its own error while another of its threads waits for peers in a call
+  // (comm_worker): the error its function ends with then replaces `why` as the one run() rethrows.
+  void abort(std::string_view why) const {
+    const std::string message =
+        error_message(group_->where("abort", rank_), why,
+                      "Fix this rank's own error; the other ranks stop instead of waiting");
+    group_->world()->fail(group_->world_rank(rank_), std::make_exception_ptr(error(message)),
+                          /*provisional=*/true);
   }
 
   // A communicator of the ranks of this group that pass the same color, ordered by key, then by

@@ -32,16 +32,25 @@ class world_state {
   bool failed_locked() const { return first_error_ != nullptr; }
 
   // Records the first failure (later ones are ignored) and wakes every waiting rank of every group.
-  void fail_locked(int world_rank, const std::exception_ptr& error) {
-    if (failed_locked()) return;
+  // A provisional failure is recorded for a rank still unwinding from an error of its own
+  // (communicator::abort); that rank's own error, when its function ends, replaces it as the error
+  // run() rethrows.
+  void fail_locked(int world_rank, const std::exception_ptr& error, bool provisional = false) {
+    if (failed_locked()) {
+      if (!provisional_ || provisional || world_rank != failed_rank_) return;
+      first_error_ = error;
+      provisional_ = false;
+      return;
+    }
     first_error_ = error;
     failed_rank_ = world_rank;
     failed_message_ = message_of(error);
+    provisional_ = provisional;
     wake_all_locked();
   }
-  void fail(int world_rank, const std::exception_ptr& error) {
+  void fail(int world_rank, const std::exception_ptr& error, bool provisional = false) {
     std::lock_guard lock(mutex);
-    fail_locked(world_rank, error);
+    fail_locked(world_rank, error, provisional);
   }
 
   // Throws the error a rank gets when it meets a failure of another rank.
@@ -87,6 +96,7 @@ class world_state {
   std::exception_ptr first_error_;
   int failed_rank_ = -1;
   std::string failed_message_;
+  bool provisional_ = false;
   std::vector<bool> returned_;  // (world ranks)
   std::vector<std::condition_variable*> waiters_;
 };
