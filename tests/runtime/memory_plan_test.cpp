@@ -85,7 +85,7 @@ const sg::models::llama_config llama_tiny{
 struct run {
   weights final_weights;
   std::vector<double> losses;
-  std::int64_t activations = 0, arena = 0, arena_values = 0;
+  std::int64_t activations = 0, arena = 0, arena_values = 0, communication = 0;
 };
 
 run train_with(const sg::program& p, const sg::model_sizes& sizes, int dp, int tp, bool reuse,
@@ -108,6 +108,7 @@ run train_with(const sg::program& p, const sg::model_sizes& sizes, int dp, int t
       r.activations = mem.activations;
       r.arena = mem.arena;
       r.arena_values = mem.arena_values;
+      r.communication = mem.communication;
     }
   });
   return r;
@@ -167,6 +168,16 @@ TEST_CASE("memory plan: outputs left out free their memory and change no result"
   // holds at least one logits-sized value less (B x T x vocab f64).
   const std::int64_t logits_bytes = batch * seq * config.vocab * 8;
   CHECK(loss_only.arena + logits_bytes <= all.arena);
+
+  // Sharded, the logits are gathered over tp and dp for their output: left out, those gathers do not
+  // run, and neither their values nor their staging are allocated. In units of the gathered logits
+  // (B x T x vocab f64): the output 1, the dp gather's value and staging 2, the tp gather's 1.
+  const run sharded_all = train_with(gpt2_tp, sizes, 2, 2, true);
+  const run sharded_loss_only = train_with(gpt2_tp, sizes, 2, 2, true, {"loss"});
+  CHECK(sharded_loss_only.losses == sharded_all.losses);
+  CHECK(sharded_loss_only.final_weights == sharded_all.final_weights);
+  CHECK(sharded_loss_only.activations + sharded_loss_only.communication + 4 * logits_bytes <=
+        sharded_all.activations + sharded_all.communication);
 
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
     auto rank = sg::bind(gpt2_plain, sizes, comm, sg::cpu::backend{}, {}, sg::random_weights(), {},

@@ -805,6 +805,7 @@ class rank_program {
   // Every step but the loop markers.
   void run_step(const step& st) {
     const node& n = program_.nodes[st.node];
+    if (unread_[index(st.node)]) return;  // only outputs forward() does not return read it
     switch (st.kind) {
       case step_kind::compute:
         if (bias_grad_by_product_[index(st.node)]) return;  // its weight product wrote it
@@ -920,16 +921,32 @@ class rank_program {
 
   // Whether some step writes value i. A fused chain writes only its last node (the others stay in
   // registers), and a product whose bias is added in its epilogue writes the add_bias's value.
+  // A value that only outputs left out of forward() read, directly or through other such values,
+  // is not computed at all (unread_): a training step that returns the loss does not gather the
+  // logits over dp and tp.
   void plan_materialized() {
     const graph& g = program_.nodes;
+    unread_.assign(index(g.size()), false);
+    for (int i = g.size() - 1; i >= 0; --i) {  // a node's readers come after it
+      const op kind = g[i].kind;
+      if (kind == op::output) {
+        unread_[index(i)] = !kept_output(i);
+        continue;
+      }
+      if (kind == op::parameter || kind == op::input || kind == op::param_grad || kind == op::repeat_begin ||
+          kind == op::repeat_end || readers_[index(i)].empty())
+        continue;
+      const std::vector<int>& readers = readers_[index(i)];
+      unread_[index(i)] =
+          std::all_of(readers.begin(), readers.end(), [&](int r) { return unread_[index(r)]; });
+    }
     materialized_.assign(index(g.size()), true);
     for (const step& st : program_.steps)
       if (st.kind == step_kind::fused)
         for (int j = st.first; j < st.node; ++j)
           if (!(j == st.first && bias_done_by_product_[index(j)])) materialized_[index(j)] = false;
     for (int i = 0; i < g.size(); ++i)
-      if (bias_epilogue_of_[index(i)] >= 0 || (g[i].kind == op::output && !kept_output(i)))
-        materialized_[index(i)] = false;
+      if (bias_epilogue_of_[index(i)] >= 0 || unread_[index(i)]) materialized_[index(i)] = false;
   }
   // Whether forward() returns output i (memory_options::outputs; empty: every output).
   bool kept_output(int i) const {
@@ -1010,6 +1027,7 @@ class rank_program {
     };
     if (communicates(i) || layout_.of(i).numel() == 0) return false;
     for (int r : readers_[index(i)]) {
+      if (unread_[index(r)]) continue;  // its step does not run
       if (communicates(r)) return false;
       const int loop = g[r].region;
       if (loop >= 0 && g[loop].region >= 0) return false;  // nested repeats: not planned
@@ -1030,7 +1048,7 @@ class rank_program {
     memory_plan::steps first{producer_step_[index(writer)], producer_step_[index(writer)]};
     const bool rerun = recomputed(i);
     for (int r : readers_[index(i)]) {
-      if (g[r].kind == op::output && !kept_output(r)) continue;  // its step does nothing
+      if (unread_[index(r)]) continue;  // its step does not run
       const std::size_t s = producer_step_[index(r)];
       const int loop = g[r].region;
       if (rerun && loop >= 0 && g[loop].reverse) {
@@ -1266,7 +1284,9 @@ class rank_program {
               allocate_for(i, n.type, held_layer_[static_cast<std::size_t>(l)] ? numel : 0));
       if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
         std::int64_t in = layout_.of(n.inputs[0]).numel();
-        std::int64_t staged = never_run ? 0 : n.kind == op::all_gather ? in * axis_sizes_[index(n.axis)] : in;
+        std::int64_t staged = never_run || unread_[index(i)] ? 0
+                              : n.kind == op::all_gather     ? in * axis_sizes_[index(n.axis)]
+                                                             : in;
         staging_[index(i)].push_back(allocate_for(i, n.type, staged));
         if (n.kind == op::all_to_all) staging_[index(i)].push_back(allocate_for(i, n.type, staged));
       }
@@ -1911,6 +1931,7 @@ class rank_program {
   std::vector<int> bias_grad_of_;             // linear_weight_grad node -> the bias_grad it writes (-1: none)
   std::vector<bool> bias_grad_by_product_;    // bias_grad node -> a linear_weight_grad writes it
   std::vector<bool> materialized_;            // per node: some step writes its value (plan_materialized)
+  std::vector<bool> unread_;                  // per node: only outputs left out read it (plan_materialized)
   std::vector<bool> in_arena_;                // per node: its value is a view into arena_ (plan_arena)
   std::vector<int> written_into_;             // per node: the param_grad whose memory it is (-1: its own)
   buffer arena_;                              // the values that share memory by lifetime

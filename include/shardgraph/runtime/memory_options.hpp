@@ -14,7 +14,8 @@
 // `outputs` names the outputs forward() returns (empty: all of them). The others are neither copied
 // nor kept, so their bytes are reused: a training step that reads only the loss (the trainer's)
 // frees the logits, and the cross-entropy's gradient is then written over them in place, as llm.c
-// and fused cross-entropy kernels do.
+// and fused cross-entropy kernels do. Values that only those outputs read are not computed either:
+// a sharded model's logits are then not gathered over dp and tp (a B x T x vocab all_gather).
 #include <string>
 #include <vector>
 
