@@ -1,11 +1,12 @@
 // overlap_cpu: how much of a data-parallel step's communication the communication threads hide
 // (training{.overlap_communication}), on thread ranks whose collectives first wait as long as a
-// network link would take (slow_link.hpp). A GPT-2-shaped model in f32 trains on dp ranks; each
-// configuration runs with overlap off and on, in turns (--rounds of --steps steps each, so that
-// the machine's drift falls on both alike). One JSON line per configuration and setting:
+// network link would take (slow_link.hpp). A GPT-2-shaped model in f32 trains on dp ranks under
+// ZeRO stages 0, 2 and 3; each configuration runs with overlap off and on (ZeRO-2 also without
+// buckets: each gradient reduce-scattered after backward), in turns (--rounds of --steps steps
+// each, so that the machine's drift falls on all alike). One JSON line per configuration and setting:
 //   step_ms       median step time of rank 0 over every round
 //   link_ms       time rank 0's collectives waited for the link per step (every thread)
-//   hidden        (step_ms off - step_ms on) / link_ms of the run without overlap
+//   hidden        (step_ms off - step_ms) / link_ms of the run with buckets and without overlap
 //
 //   overlap_cpu [--dp 2] [--link-gbs 0.05] [--latency-us 20] [--bucket-mb 4] [--steps 5] [--rounds 3]
 //               [--model 256] [--layers 4] [--batch 4] [--seq 64]
@@ -36,6 +37,7 @@ using Mesh = sg::mesh<"dp", "tp">;
 using link_comm = sg::bench::slow_link<sg::threads::communicator>;
 constexpr sg::graph sharded() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f32}); }
 constexpr sg::program zero0 = sg::compile<sharded, sg::training{.zero_stage = 0}>();
+constexpr sg::program zero2 = sg::compile<sharded, sg::training{.zero_stage = 2}>();
 constexpr sg::program zero3 = sg::compile<sharded, sg::training{.zero_stage = 3}>();
 
 struct settings {
@@ -50,10 +52,12 @@ struct run_figures {
   double link_ms = 0;
 };
 
-run_figures measure(const sg::program& compiled, bool overlap, const settings& s) {
+// buckets false: no gradient buckets (training{.bucket_bytes = 0}); under ZeRO-2 the trainer then
+// reduce-scatters each gradient after backward.
+run_figures measure(const sg::program& compiled, bool overlap, bool buckets, const settings& s) {
   auto p = std::make_unique<sg::program>(compiled);
   p->overlap_communication = overlap;
-  p->bucket_bytes = static_cast<std::int64_t>(s.bucket_mb * 1024 * 1024);
+  p->bucket_bytes = buckets ? static_cast<std::int64_t>(s.bucket_mb * 1024 * 1024) : 0;
   const sg::models::gpt2_config config{
       .vocab = 2048, .positions = s.seq, .model = s.model, .heads = 4, .layers = s.layers};
   const std::int64_t rows = s.batch * s.dp;  // the global batch: s.batch rows per rank
@@ -98,27 +102,31 @@ double median(std::vector<double> v) {
 
 void compare(const sg::program& p, int zero, const settings& s) {
   struct setting {
-    bool overlap;
+    bool overlap, buckets;
     std::vector<double> step_ms;
     double link_ms = 0, median_ms = 0;
   };
-  setting off{false, {}}, on{true, {}};
+  // ZeRO-2 adds its path without buckets: every gradient reduce-scattered after backward.
+  std::vector<setting> runs{{false, true, {}}, {true, true, {}}};
+  if (zero == 2) runs.push_back({false, false, {}});
   for (int round = 0; round < s.rounds; ++round)
-    for (setting* x : {&off, &on}) {
-      const run_figures f = measure(p, x->overlap, s);
-      x->step_ms.insert(x->step_ms.end(), f.step_ms.begin(), f.step_ms.end());
-      x->link_ms = f.link_ms;
+    for (setting& x : runs) {
+      const run_figures f = measure(p, x.overlap, x.buckets, s);
+      x.step_ms.insert(x.step_ms.end(), f.step_ms.begin(), f.step_ms.end());
+      x.link_ms = f.link_ms;
     }
-  off.median_ms = median(off.step_ms), on.median_ms = median(on.step_ms);
-  for (const setting& f : {off, on})
+  for (setting& x : runs) x.median_ms = median(x.step_ms);
+  const setting& off = runs[0];
+  for (const setting& f : runs)
     std::printf(
-        "{\"bench\": \"overlap_cpu\", \"zero\": %d, \"dp\": %d, \"overlap\": %s, \"model\": %lld, "
-        "\"layers\": "
+        "{\"bench\": \"overlap_cpu\", \"zero\": %d, \"dp\": %d, \"overlap\": %s, \"buckets\": %s, "
+        "\"model\": %lld, \"layers\": "
         "%lld, \"batch_per_rank\": %lld, \"seq\": %lld, \"bucket_mb\": %.1f, \"link_gbs\": %.3f, "
         "\"step_ms\": %.1f, \"link_ms\": %.1f, \"hidden\": %.2f}\n",
-        zero, s.dp, f.overlap ? "true" : "false", static_cast<long long>(s.model),
-        static_cast<long long>(s.layers), static_cast<long long>(s.batch), static_cast<long long>(s.seq),
-        s.bucket_mb, s.link_gbs, f.median_ms, f.link_ms, (off.median_ms - f.median_ms) / off.link_ms);
+        zero, s.dp, f.overlap ? "true" : "false", f.buckets ? "true" : "false",
+        static_cast<long long>(s.model), static_cast<long long>(s.layers), static_cast<long long>(s.batch),
+        static_cast<long long>(s.seq), s.bucket_mb, s.link_gbs, f.median_ms, f.link_ms,
+        (off.median_ms - f.median_ms) / off.link_ms);
   std::fflush(stdout);
 }
 
@@ -169,6 +177,7 @@ int main(int argc, char** argv) {
   }
   try {
     compare(zero0, 0, s);
+    compare(zero2, 2, s);
     compare(zero3, 3, s);
   } catch (const sg::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

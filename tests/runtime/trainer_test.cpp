@@ -1,8 +1,9 @@
 // The trainer on thread ranks: after 3 AdamW steps (with clipping) every weight of every dp x tp
 // layout, ZeRO stage (0 to 3), gradient bucket size and recompute setting equals the one-rank run
 // (f64, relative 1e-9);
-// gradient accumulation over micro-batches equals one large batch; buckets reduced and ZeRO-3
-// layers gathered on communication threads equal the same in place, bit for bit; bias gradients written by
+// gradient accumulation over micro-batches equals one large batch; buckets reduced (ZeRO-2, 3:
+// reduce-scattered) and ZeRO-3 layers gathered on communication threads equal the same in place,
+// bit for bit; bias gradients written by
 // their weight products equal separate column sums; a one-rank step's copies and optimizer calls are counted;
 // a program without backward is refused; a NaN is reported at its step and op.
 #include <map>
@@ -120,6 +121,18 @@ TEST_CASE("trainer: gradient buckets of any size train like one rank; they follo
   REQUIRE(buckets_of(sharded, 2).size() == 1);
   CHECK(buckets_of(sharded, 2)[0].gradients == 36);
   CHECK(buckets_of(sharded, 1).empty());  // one rank on dp: nothing to reduce
+  // ZeRO-2 and 3 reduce-scatter the same 36 gradients: a bucket sends every rank's chunk of each,
+  // so it is larger than the gradients by at most the padding of each to a multiple of dp.
+  for (const sg::program* zero : {&zero2, &zero3}) {
+    CAPTURE(zero->zero_stage);
+    const auto scattered = buckets_of(*zero, 4), reduced = buckets_of(sharded, 4);
+    REQUIRE(scattered.size() == 1);
+    CHECK(scattered[0].reduce_scatter);
+    CHECK_FALSE(reduced[0].reduce_scatter);
+    CHECK(scattered[0].gradients == 36);
+    CHECK(scattered[0].bytes >= reduced[0].bytes);
+    CHECK(scattered[0].bytes < reduced[0].bytes + 36 * 4 * 8);
+  }
   for (std::int64_t bytes : {std::int64_t{0}, std::int64_t{4096}, std::int64_t{40000}}) {
     auto p = std::make_unique<sg::program>(sharded);
     p->bucket_bytes = bytes;
@@ -188,6 +201,25 @@ TEST_CASE("trainer: buckets and ZeRO-3 gathers on communication threads train bi
   CHECK(bound_of(zero3, 2, 1).overlaps);
   CHECK_FALSE(bound_of(*gathered_in_place, 2, 1).overlaps);
   same_training(zero3, *gathered_in_place);
+  // ZeRO-2 and 3: the gradients reduce-scattered in buckets during backward, on the communication
+  // thread or not, in buckets of one size or another, equal the trainer's own reduce-scatter of
+  // each gradient after backward (no buckets). At tp = 2 the tensor-parallel all_reduce buckets
+  // write the norms' gradients, which are then left to the trainer.
+  for (const sg::program* zero : {&zero2, &zero3}) {
+    CAPTURE(zero->zero_stage);
+    auto scattered_in_place = std::make_unique<sg::program>(*zero),
+         after_backward = std::make_unique<sg::program>(*zero), small = std::make_unique<sg::program>(*zero);
+    scattered_in_place->overlap_communication = false;
+    after_backward->bucket_bytes = 0;
+    small->bucket_bytes = 4096;
+    CHECK(bound_of(*zero, 2, 1).overlaps);
+    same_training(*zero, *scattered_in_place);
+    same_training(*zero, *after_backward);
+    same_training(*small, *after_backward);
+  }
+  auto zero2_unbucketed = std::make_unique<sg::program>(zero2);
+  zero2_unbucketed->bucket_bytes = 0;
+  CHECK_FALSE(bound_of(*zero2_unbucketed, 2, 1).overlaps);
 }
 
 TEST_CASE("trainer: ZeRO-3 keeps 1/D of the parameters, plus two gathered layers",

@@ -19,6 +19,10 @@
 //    runs on the rank's communication thread for the axis (comm/comm_worker.hpp) while backward
 //    goes on: two staging buffers take turns, and a bucket's gradients are written when its
 //    reduction has finished (when its staging buffer is wanted again, or at the end of forward()).
+//    Under ZeRO-2 and 3 the gradients are Partial on the zero axis (D ranks): a param_grad joins a
+//    bucket once it is written, its chunk r (ceil(n / D) elements) into section r, and the bucket
+//    is reduce-scattered, rank r receiving its chunk of each (reduced_gradient_chunk), as
+//    DeepSpeed's ZeRO-2 and PyTorch's FSDP do. The trainer reads those chunks.
 //  - ZeRO-3 (training{.zero_stage = 3}): each rank stores chunk r of ceil(n / D) elements of every
 //    parameter slice (D ranks on the zero axis). A repeat block's weights are all-gathered into
 //    one of two buffers when their layer starts, and the next layer's into the other (the
@@ -160,15 +164,27 @@ class rank_program {
 
   // The gradient buckets planned at bind, in the order they are reduced.
   struct bucket_report {
-    std::int64_t bytes = 0;
-    int gradients = 0;  // (parameter, layer) gradients packed into it
+    std::int64_t bytes = 0;  // what the collective sends: the whole bucket (ZeRO-2, 3: every rank's part)
+    int gradients = 0;       // (parameter, layer) gradients packed into it
+    bool reduce_scatter = false;  // ZeRO-2, 3: each rank receives its chunk of every gradient
   };
   std::vector<bucket_report> gradient_buckets() const {
     std::vector<bucket_report> r;
     for (const gradient_bucket& b : buckets_)
-      r.push_back(
-          {b.elements * static_cast<std::int64_t>(dtype_size(b.type)), static_cast<int>(b.members.size())});
+      r.push_back({b.packed_elements() * static_cast<std::int64_t>(dtype_size(b.type)),
+                   static_cast<int>(b.members.size()), b.scatter});
     return r;
+  }
+
+  // ZeRO-2 and 3: this rank's chunk of parameter p's gradient for `layer` (ceil(n / D) of the
+  // slice's n elements, zero past n), reduce-scattered over the zero axis in a bucket as
+  // backward produced it; null where the gradient was left whole and Partial for the trainer to
+  // reduce-scatter (no buckets, pipelines, or a gradient a tensor-parallel bucket writes).
+  const buffer* reduced_gradient_chunk(const node& p, std::int64_t layer) const {
+    const int grad = grad_of_[index(index_of(p))];
+    if (grad < 0 || scattered_chunks_[index(grad)].empty()) return nullptr;
+    const std::int64_t slot = program_.nodes[grad].body() >= 0 ? layer : 0;  // as plan_buckets numbers them
+    return &scattered_chunks_[index(grad)][static_cast<std::size_t>(slot)];
   }
 
   // With the finite check on, forward() stops at the first compute step whose value holds a NaN
@@ -238,7 +254,9 @@ class rank_program {
       }
     }
     for (const bucket_staging& b : bucket_buffers_)
-      m.communication += static_cast<std::int64_t>(b.memory.size_bytes());
+      m.communication += static_cast<std::int64_t>(b.memory.size_bytes() + b.received.size_bytes());
+    for (const std::vector<buffer>& chunks : scattered_chunks_)
+      for (const buffer& c : chunks) m.gradients += static_cast<std::int64_t>(c.size_bytes());
     for (const buffer& b : inbox_) m.communication += static_cast<std::int64_t>(b.size_bytes());
     // Each further micro-batch in flight holds its own copy of the activations.
     for (const bank& b : banks_) {
@@ -821,16 +839,10 @@ class rank_program {
       case step_kind::slice:
         return run_slice(st.node);
       case step_kind::copy:
-        if (written_by_bucket_[index(st.node)]) return;            // its gradient bucket writes it
-        if (written_into_[index(n.inputs[0])] == st.node) return;  // its producer wrote it in place
-        if (pipelined() && n.kind == op::param_grad) {             // summed over the step's micro-batches
-          if constexpr (requires(Backend & b, buffer & x) { b.add_scaled(x, x, 1.0); })
-            return backend_.add_scaled(value(n.inputs[0]), value(st.node), 1.0);
-          else
-            fail("executor: pipeline", "this backend has no add_scaled() to sum gradients over micro-batches",
-                 "use a TrainingBackend (compute/compute_backend.hpp) for pipeline stages");
-        }
-        return backend_.copy(value(n.inputs[0]), value(st.node));
+        if (written_by_bucket_[index(st.node)]) return;                       // its gradient bucket writes it
+        if (written_into_[index(n.inputs[0])] != st.node) run_copy(st.node);  // else its producer wrote it
+        if (scattered_grad_[index(st.node)]) add_to_bucket(st.node);          // ZeRO-2, 3
+        return;
       case step_kind::output:
         if (!kept_output(st.node)) return;  // memory_options::outputs leaves it out
         return backend_.copy(value(n.inputs[0]), value(st.node));
@@ -838,6 +850,18 @@ class rank_program {
       case step_kind::loop_end:
         return;
     }
+  }
+  // A copy step: a value into another's memory; a pipeline stage's param_grad is summed.
+  void run_copy(int i) {
+    const node& n = program_.nodes[i];
+    if (pipelined() && n.kind == op::param_grad) {  // summed over the step's micro-batches
+      if constexpr (requires(Backend & b, buffer & x) { b.add_scaled(x, x, 1.0); })
+        return backend_.add_scaled(value(n.inputs[0]), value(i), 1.0);
+      else
+        fail("executor: pipeline", "this backend has no add_scaled() to sum gradients over micro-batches",
+             "use a TrainingBackend (compute/compute_backend.hpp) for pipeline stages");
+    }
+    backend_.copy(value(n.inputs[0]), value(i));
   }
 
   // Activation recomputation (training{.recompute}): forward block values that are not kept per
@@ -1323,14 +1347,23 @@ class rank_program {
   }
 
   // ---- gradient buckets ----
+  // A bucket all-reduces its members' gradients (packed one after another), or under ZeRO-2
+  // reduce-scatters them: then it holds `parts` sections of `elements` each, section r holding
+  // chunk r (`elements` of a member: ceil(gradient / parts), zero past the gradient) of every
+  // member at the member's offset, so that rank r receives its chunk of each.
   struct bucket_member {
-    int node = -1;  // the all_reduce
+    int node = -1;  // the all_reduce, or (ZeRO-2, 3) the param_grad
     std::int64_t layer = 0, elements = 0, offset = 0;
+    std::int64_t gradient = 0;  // the gradient's elements (all_reduce: `elements`)
   };
   struct gradient_bucket {
     int axis = -1;
     dtype type = dtype::f32;
-    std::int64_t elements = 0;
+    std::int64_t elements = 0;  // of one section
+    bool scatter = false;
+    int parts = 1;        // ranks on the axis (sections): reduce-scatter buckets
+    bool padded = false;  // some member's chunks overhang its gradient: packing zeroes the staging
+    std::int64_t packed_elements() const { return scatter ? elements * parts : elements; }
     std::vector<bucket_member> members;
     std::size_t arrived = 0;
     int staging = 0;           // which staging buffer of its dtype it packs into (several members)
@@ -1342,6 +1375,7 @@ class rank_program {
     dtype type;
     int slot;
     buffer memory;
+    buffer received;  // reduce-scatter buckets: this rank's section
   };
 
   // Which all_reduces are bucketed (those whose value only a param_grad reads, on an axis of more
@@ -1350,8 +1384,14 @@ class rank_program {
     const graph& g = program_.nodes;
     bucketed_grad_.assign(index(g.size()), -1);
     written_by_bucket_.assign(index(g.size()), false);
+    scattered_grad_.assign(index(g.size()), false);
+    scattered_chunks_.clear();  // move-only buffers: no assign()
+    scattered_chunks_.resize(index(g.size()));
     bucket_slot_.assign(index(g.size()), {});
-    constexpr bool can_pack = requires(Backend & b, buffer & x) { b.copy_range(x, 0, x, 0, 0); };
+    constexpr bool can_pack = requires(Backend & b, buffer & x) {
+      b.copy_range(x, 0, x, 0, 0);
+      b.fill_zero(x);
+    };
     if (!can_pack || !program_.is_training() || program_.bucket_bytes <= 0 || pipelined()) return;
     std::vector<int> readers(index(g.size()), 0);
     for (int i = 0; i < g.size(); ++i)
@@ -1371,6 +1411,14 @@ class rank_program {
         written_by_bucket_[index(i)] = true;
       }
     }
+    // ZeRO-2 and 3: gradients stay Partial on the zero axis through backward (autodiff's deferred
+    // axis). Each is reduce-scattered there once its param_grad holds it; one that a bucket on
+    // another axis writes (a tensor-parallel all_reduce) is left to the trainer.
+    const int scatter_parts = program_.zero_stage >= 2 ? axis_sizes_[index(program_.zero_axis)] : 1;
+    if (scatter_parts > 1)
+      for (int i = 0; i < g.size(); ++i)
+        if (g[i].kind == op::param_grad && !written_by_bucket_[index(i)] && layout_.of(i).numel() > 0)
+          scattered_grad_[index(i)] = true;
     // Walk the steps as forward() runs them (blocks once per layer) and pack in that order.
     std::size_t loop_start = 0;
     std::int64_t layer = 0;
@@ -1390,57 +1438,81 @@ class rank_program {
         }
         continue;
       }
-      if (steps[s].kind != step_kind::communicate || bucketed_grad_[index(steps[s].node)] < 0) continue;
-      const std::int64_t elements = layout_.of(steps[s].node).numel();
+      const bool reduces =
+          steps[s].kind == step_kind::communicate && bucketed_grad_[index(steps[s].node)] >= 0;
+      const bool scatters = steps[s].kind == step_kind::copy && scattered_grad_[index(steps[s].node)];
+      if (!reduces && !scatters) continue;
+      const int axis = scatters ? program_.zero_axis : n.axis;
+      const int parts = scatters ? scatter_parts : 1;
+      const std::int64_t gradient = layout_.of(steps[s].node).numel();
+      const std::int64_t elements = (gradient + parts - 1) / parts;
       const bool fits =
-          !buckets_.empty() && buckets_.back().axis == n.axis && buckets_.back().type == n.type &&
-          (buckets_.back().elements + elements) * static_cast<std::int64_t>(dtype_size(n.type)) <=
+          !buckets_.empty() && buckets_.back().axis == axis && buckets_.back().type == n.type &&
+          buckets_.back().scatter == scatters &&
+          (buckets_.back().elements + elements) * parts * static_cast<std::int64_t>(dtype_size(n.type)) <=
               program_.bucket_bytes;
       if (!fits) {
         buckets_.emplace_back();
-        buckets_.back().axis = n.axis;
+        buckets_.back().axis = axis;
         buckets_.back().type = n.type;
+        buckets_.back().scatter = scatters;
+        buckets_.back().parts = parts;
       }
       gradient_bucket& b = buckets_.back();
+      b.padded = b.padded || elements * parts != gradient;
       const std::int64_t slot_layer = n.body() >= 0 ? layer : 0;
       std::vector<std::pair<int, int>>& slots = bucket_slot_[index(steps[s].node)];
       if (slots.size() <= static_cast<std::size_t>(slot_layer))
         slots.resize(static_cast<std::size_t>(slot_layer) + 1);
       slots[static_cast<std::size_t>(slot_layer)] = {static_cast<int>(buckets_.size()) - 1,
                                                      static_cast<int>(b.members.size())};
-      b.members.push_back({steps[s].node, slot_layer, elements, b.elements});
+      b.members.push_back({steps[s].node, slot_layer, elements, b.elements, gradient});
       b.elements += elements;
     }
+    for (int i = 0; i < g.size(); ++i)  // a param_grad no step copies is not scattered
+      if (scattered_grad_[index(i)] && bucket_slot_[index(i)].empty()) scattered_grad_[index(i)] = false;
+    // The chunks reduce-scattered buckets write, per param_grad and layer.
+    for (const gradient_bucket& b : buckets_)
+      for (const bucket_member& m : b.members) {
+        if (!b.scatter) continue;
+        std::vector<buffer>& chunks = scattered_chunks_[index(m.node)];
+        while (chunks.size() <= static_cast<std::size_t>(m.layer))
+          chunks.push_back(allocate_for(m.node, b.type, m.elements));
+      }
   }
 
   // Staging buffers per dtype, as large as its largest bucket of several gradients: one, which
   // buckets fill one after another; or, overlapped, two that they take in turn, so that one
-  // fills while the other is reduced. A bucket of one gradient is reduced in its param_grad's
-  // own buffer.
+  // fills while the other is reduced. A bucket that all-reduces one gradient does so in its
+  // param_grad's own buffer; reduce-scatter buckets are always packed (their chunks interleave).
   void allocate_bucket_staging() {
     const int turns = overlapping_ ? 2 : 1;
     std::vector<std::pair<dtype, int>> packed;  // per dtype: buckets of several gradients so far
     for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
       gradient_bucket& b = buckets_[index(k)];
-      if (b.members.size() == 1) continue;
+      if (!staged(b)) continue;
       auto count =
           std::find_if(packed.begin(), packed.end(), [&](const auto& e) { return e.first == b.type; });
       if (count == packed.end()) count = packed.insert(packed.end(), std::pair<dtype, int>{b.type, 0});
       b.staging = count->second++ % turns;
       for (int before = k - 1; before >= 0 && b.previous_user < 0; --before) {
         const gradient_bucket& earlier = buckets_[index(before)];
-        if (earlier.members.size() > 1 && earlier.type == b.type && earlier.staging == b.staging)
+        if (staged(earlier) && earlier.type == b.type && earlier.staging == b.staging)
           b.previous_user = before;
       }
       auto it = std::find_if(bucket_buffers_.begin(), bucket_buffers_.end(), [&](const bucket_staging& e) {
         return e.type == b.type && e.slot == b.staging;
       });
       if (it == bucket_buffers_.end())
-        bucket_buffers_.push_back({b.type, b.staging, backend_.allocate(b.type, b.elements)});
-      else if (it->memory.numel() < b.elements)
-        it->memory = backend_.allocate(b.type, b.elements);
+        it = bucket_buffers_.insert(bucket_buffers_.end(), {b.type, b.staging, backend_.allocate(b.type, 0),
+                                                            backend_.allocate(b.type, 0)});
+      if (it->memory.numel() < b.packed_elements())
+        it->memory = backend_.allocate(b.type, b.packed_elements());
+      if (b.scatter && it->received.numel() < b.elements)
+        it->received = backend_.allocate(b.type, b.elements);
     }
   }
+  static bool staged(const gradient_bucket& b) { return b.scatter || b.members.size() > 1; }
 
   // A communication thread per mesh axis that has buckets or ZeRO-3's gathers, each with a
   // communicator of its own (split from the axis's: collective over its ranks, which plan the same).
@@ -1464,65 +1536,93 @@ class rank_program {
     return comm_workers_.empty() ? nullptr : comm_workers_[index(axis)].get();
   }
 
-  buffer& staging_of(const gradient_bucket& b) {
+  bucket_staging& staging_of(const gradient_bucket& b) {
     for (bucket_staging& e : bucket_buffers_)
-      if (e.type == b.type && e.slot == b.staging) return e.memory;
+      if (e.type == b.type && e.slot == b.staging) return e;
     fail("executor", "no gradient bucket buffer for this dtype",
          "this is a bug in plan_buckets; please report it");
   }
 
-  // The all_reduce `i` of layer_: pack its input; reduce the bucket when it is complete.
+  // Node `i` of layer_ joins its bucket: the all_reduce's input, or (ZeRO-2, 3) the param_grad's
+  // value, chunk r into section r. The bucket is reduced when it is complete.
   void add_to_bucket(int i) {
-    if constexpr (requires(Backend & b, buffer & x) { b.copy_range(x, 0, x, 0, 0); }) {
+    if constexpr (requires(Backend & b, buffer & x) {
+                    b.copy_range(x, 0, x, 0, 0);
+                    b.fill_zero(x);
+                  }) {
       const graph& g = program_.nodes;
       const auto [which, member] =
           bucket_slot_[index(i)][static_cast<std::size_t>(g[i].body() >= 0 ? layer_ : 0)];
       gradient_bucket& b = buckets_[index(which)];
       const bucket_member& m = b.members[index(member)];
-      if (b.members.size() == 1) {
+      if (!staged(b)) {
         buffer& grad = value_at(bucketed_grad_[index(i)], m.layer);
         backend_.copy_range(value(g[i].inputs[0]), 0, grad, 0, m.elements);
         return reduce_bucket(which, grad);
       }
-      if (b.arrived == 0 && b.previous_user >= 0) finish_bucket(b.previous_user);  // its staging is ours now
-      buffer& staged = staging_of(b);
-      backend_.copy_range(value(g[i].inputs[0]), 0, staged, m.offset, m.elements);
+      bucket_staging& staging = staging_of(b);
+      if (b.arrived == 0) {
+        if (b.previous_user >= 0) finish_bucket(b.previous_user);  // its staging is ours now
+        if (b.padded) backend_.fill_zero(staging.memory);
+      }
+      if (!b.scatter) {
+        backend_.copy_range(value(g[i].inputs[0]), 0, staging.memory, m.offset, m.elements);
+      } else {
+        for (std::int64_t r = 0; r < b.parts; ++r) {
+          const std::int64_t count = std::clamp<std::int64_t>(m.gradient - r * m.elements, 0, m.elements);
+          if (count > 0)
+            backend_.copy_range(value(i), r * m.elements, staging.memory, r * b.elements + m.offset, count);
+        }
+      }
       if (++b.arrived < b.members.size()) return;
       b.arrived = 0;
-      reduce_bucket(which, staged);
+      reduce_bucket(which, staging.memory);
     }
   }
 
-  // All-reduces bucket `which` in `data`: posted to the axis's communication thread, or run here
-  // and finished at once.
+  // All-reduces bucket `which` in `data` (ZeRO-2, 3: reduce-scatters it into its staging's received
+  // section): posted to the axis's communication thread, or run here and finished at once.
   void reduce_bucket(int which, buffer& data) {
     gradient_bucket& b = buckets_[index(which)];
     comm::comm_worker<Comm>* worker = worker_for(b.axis);
     detail::with_element_type(b.type, [&](auto zero) {
       using T = decltype(zero);
-      const std::span<T> elements = span_of<T>(data, b.elements);  // the packing copies have finished
+      const std::span<T> elements =
+          span_of<T>(data, b.packed_elements());  // the packing copies have finished
+      std::function<void(Comm&)> job = [elements](Comm& c) { c.all_reduce(elements); };
+      if (b.scatter) {
+        const std::span<T> mine = span_of<T>(staging_of(b).received, b.elements);
+        job = [elements, mine](Comm& c) { c.reduce_scatter(std::span<const T>(elements), mine); };
+      }
       if (worker != nullptr)
-        b.ticket = worker->post([elements](Comm& c) { c.all_reduce(elements); });
+        b.ticket = worker->post(std::move(job));
       else
-        axis_comms_[index(b.axis)].all_reduce(elements);
+        job(axis_comms_[index(b.axis)]);
     });
     b.in_flight = true;
     if (worker == nullptr) finish_bucket(which);
   }
 
-  // Waits for bucket `which`'s reduction and writes its gradients (a bucket of several: from its
-  // staging buffer; a bucket of one was reduced in its gradient's memory).
+  // Waits for bucket `which`'s reduction and writes its gradients: from its staging buffer (a
+  // bucket that all-reduces one gradient did so in the gradient's memory), or (ZeRO-2) this rank's
+  // chunks from the received section.
   void finish_bucket(int which) {
     if constexpr (requires(Backend & b, buffer & x) { b.copy_range(x, 0, x, 0, 0); }) {
       gradient_bucket& b = buckets_[index(which)];
       if (!b.in_flight) return;
       b.in_flight = false;
       if (comm::comm_worker<Comm>* worker = worker_for(b.axis)) worker->wait(b.ticket);
-      if (b.members.size() == 1) return;
-      buffer& staged = staging_of(b);
-      for (const bucket_member& done : b.members)
-        backend_.copy_range(staged, done.offset, value_at(bucketed_grad_[index(done.node)], done.layer), 0,
-                            done.elements);
+      if (!staged(b)) return;
+      bucket_staging& staging = staging_of(b);
+      for (const bucket_member& done : b.members) {
+        if (b.scatter)
+          backend_.copy_range(staging.received, done.offset,
+                              scattered_chunks_[index(done.node)][static_cast<std::size_t>(done.layer)], 0,
+                              done.elements);
+        else
+          backend_.copy_range(staging.memory, done.offset,
+                              value_at(bucketed_grad_[index(done.node)], done.layer), 0, done.elements);
+      }
     }
   }
   void finish_buckets() {
@@ -1939,6 +2039,8 @@ class rank_program {
 
   std::vector<int> bucketed_grad_;       // all_reduce node -> the param_grad it feeds (-1: not bucketed)
   std::vector<bool> written_by_bucket_;  // param_grad node -> its value comes from a bucket
+  std::vector<bool> scattered_grad_;     // param_grad node -> ZeRO-2, 3: reduce-scattered in a bucket
+  std::vector<std::vector<buffer>> scattered_chunks_;  // param_grad node -> per layer: this rank's chunk
   std::vector<std::vector<std::pair<int, int>>>
       bucket_slot_;  // all_reduce node -> per layer (bucket, member)
   std::vector<gradient_bucket> buckets_;

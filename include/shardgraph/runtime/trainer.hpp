@@ -17,8 +17,10 @@
 // owning chunk r):
 //   stage 1  gradients arrive all-reduced; rank r keeps AdamW's moments for its chunk only, updates
 //            its chunk, and all-gathers the parameter from every rank's chunk.
-//   stage 2  gradients arrive Partial (the program leaves out their all-reduce); each micro-batch's
+//   stage 2  gradients stay Partial (the program leaves out their all-reduce); each micro-batch's
 //            gradient is reduce-scattered, so rank r accumulates only its chunk; then as stage 1.
+//            The executor reduce-scatters them in buckets during backward (on the communication
+//            thread when overlapped); a gradient it leaves whole is reduce-scattered here.
 //   stage 3  as stage 2, but the executor stores only chunk r of each parameter (it gathers whole
 //            weights per layer while they are used): AdamW updates the chunk in place, no gather.
 //
@@ -358,13 +360,16 @@ class trainer {
   void accumulate_gradients(double share, bool first) {
     Backend& b = rank_.backend();
     rank_.for_each_parameter(
-        [&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {
+        [&](const std::string& name, const node& p, std::int64_t layer, buffer& value, buffer* grad) {
           if (grad == nullptr) return;
           state& s = state_of(name, value, p);
           sum_of(s, p);
           if (first) b.fill_zero(s.sum);
           if (zero_stage_ < 2) return b.add_scaled(*grad, s.sum, share);
-          // ZeRO-2: reduce-scatter the Partial gradient; this rank keeps its chunk.
+          // ZeRO-2, 3: this rank's chunk of the gradient, reduce-scattered in a bucket during backward,
+          // or else here from the Partial gradient.
+          if (const buffer* chunk = rank_.reduced_gradient_chunk(p, layer))
+            return b.add_scaled(*chunk, s.sum, share);
           b.fill_zero(s.gathered);
           b.copy_range(*grad, 0, s.gathered, 0, s.n);
           detail::with_element_type(p.type, [&](auto zero) {
