@@ -6,11 +6,15 @@
 //
 // Formula per rank, P = parameters on the rank (f32, 4 bytes), D = dp:
 //   parameters 4P (stages 0-2) or 4P/D (stage 3, plus the gathered weights: two layers and the
-//   weights outside the blocks, held during a step);  gradients 4P;
+//   weights outside the blocks, held during a step);  gradients 4P (stages 0, 1) or 4P/D (stages 2,
+//   3: each whole gradient is reduce-scattered in a bucket during backward and its buffer shared
+//   with the activations, so the rank keeps its chunks);
 //   gradient sums 0 (stage 0: a step of one micro-batch, as here, hands the gradients to AdamW
-//   directly), 4P (stage 1) or 4P/D (stages 2, 3);  AdamW states 8P (stage 0) or 8P/D (stages 1-3)
+//   directly), 4P (stage 1) or 4P/D (stages 2, 3);  AdamW states 8P (stage 0) or 8P/D (stages 1-3).
+// The ZeRO-2 line "dp, no buckets" (training{.bucket_bytes = 0}) keeps the whole gradients: 4P.
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,19 +73,20 @@ void measure(const sg::program& p, const char* label, int stage, int dp, std::in
     const double predicted_parameters = stage == 3 ? 4 * P / dp : 4 * P;
     const double predicted_states = stage == 0 ? 8 * P : 8 * P / dp;
     const double predicted_sums = stage == 0 ? 0 : stage >= 2 ? 4 * P / dp : 4 * P;
+    const double predicted_gradients = stage >= 2 && p.bucket_bytes > 0 ? 4 * P / dp : 4 * P;
     const double mib = 1024.0 * 1024.0;
     std::printf(
         "{\"bench\": \"memory_zero\", \"model\": \"gpt2-124M\", \"layout\": \"%s\", \"zero\": %d, \"dp\": "
         "%d, "
         "\"batch\": %lld, \"seq\": %lld, \"parameters_mib\": %.1f, \"parameters_formula_mib\": %.1f, "
-        "\"gathered_parameters_mib\": %.1f, \"gradients_mib\": %.1f, "
+        "\"gathered_parameters_mib\": %.1f, \"gradients_mib\": %.1f, \"gradients_formula_mib\": %.1f, "
         "\"gradient_sums_mib\": %.1f, \"gradient_sums_formula_mib\": %.1f, \"optimizer_states_mib\": %.1f, "
         "\"optimizer_states_formula_mib\": %.1f, \"activations_mib\": %.1f, \"communication_mib\": %.1f, "
         "\"total_mib\": %.1f, \"last_step_s\": %.2f, \"loss\": %.5f}\n",
         label, stage, dp, static_cast<long long>(batch), static_cast<long long>(seq), m.parameters / mib,
-        predicted_parameters / mib, m.gathered_parameters / mib, m.gradients / mib, o.gradient_sums / mib,
-        predicted_sums / mib, o.optimizer_states / mib, predicted_states / mib, m.activations / mib,
-        m.communication / mib,
+        predicted_parameters / mib, m.gathered_parameters / mib, m.gradients / mib, predicted_gradients / mib,
+        o.gradient_sums / mib, predicted_sums / mib, o.optimizer_states / mib, predicted_states / mib,
+        m.activations / mib, m.communication / mib,
         (m.parameters + m.gathered_parameters + m.gradients + m.activations + m.communication +
          o.gradient_sums + o.optimizer_states) /
             mib,
@@ -118,6 +123,11 @@ int main(int argc, char** argv) {
     measure(zero0, "dp", 0, dp, batch, seq, steps);
     measure(zero1, "dp", 1, dp, batch, seq, steps);
     measure(zero2, "dp", 2, dp, batch, seq, steps);
+    // ZeRO-2 without gradient buckets: each whole gradient kept per layer and reduce-scattered by the
+    // trainer after backward
+    auto unbucketed = std::make_unique<sg::program>(zero2);
+    unbucketed->bucket_bytes = 0;
+    measure(*unbucketed, "dp, no buckets", 2, dp, batch, seq, steps);
     measure(zero3, "dp", 3, dp, batch, seq, steps);
   } catch (const sg::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

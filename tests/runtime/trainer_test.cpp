@@ -253,6 +253,32 @@ TEST_CASE("trainer: ZeRO shards optimizer states (stage 1) and gradient sums (st
   CHECK(stage2.gradient_sums * 4 <= whole_sums + 36 * 4 * 8 * 4);
 }
 
+TEST_CASE("trainer: ZeRO-2 and 3 keep 1/D of the gradients; their whole buffers are reused",
+          "[runtime][training][threads]") {
+  // Each gradient is reduce-scattered in a bucket as soon as backward writes it, so the rank keeps
+  // only its chunk of each (a layer's whole gradient shares the arena with the activations).
+  const auto plain = memory_after_one_step(sharded, 4).program;
+  for (const sg::program* zero : {&zero2, &zero3}) {
+    CAPTURE(zero->zero_stage);
+    const auto scattered = memory_after_one_step(*zero, 4).program;
+    CHECK(scattered.gradients * 4 >= plain.gradients);
+    CHECK(scattered.gradients * 4 <= plain.gradients + 36 * 4 * 8 * 4);  // chunks padded to 4 elements
+    auto unbucketed = std::make_unique<sg::program>(*zero);
+    unbucketed->bucket_bytes = 0;  // then the trainer reduce-scatters each whole gradient after backward
+    CHECK(memory_after_one_step(*unbucketed, 4).program.gradients == plain.gradients);
+  }
+  // The whole gradients are gone, and gradients() says so instead of returning reused memory.
+  std::string refusal;
+  sg::threads::world(2).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(zero2, config.sizes(batch, seq), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", 2}},
+                         sg::random_weights());
+    rank.forward(tokens(batch, 0, 0));
+    const std::string message = sg::testing::error_of([&] { rank.gradients(); });
+    if (comm.rank() == 0) refusal = message;
+  });
+  CHECK_THAT(refusal, sg::testing::ContainsSubstring("training{.bucket_bytes = 0}"));
+}
+
 TEST_CASE("trainer: activation recomputation (full, attention) trains like one rank and keeps less",
           "[runtime][training][threads]") {
   const weights reference = train(single, 1, 1, 3, 1, nullptr);

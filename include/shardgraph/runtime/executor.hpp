@@ -102,6 +102,13 @@ class rank_program {
     host_tensor values;
   };
   std::map<std::string, tensor_part> gradients() {
+    if (std::find(scattered_grad_.begin(), scattered_grad_.end(), true) != scattered_grad_.end())
+      fail("gradients()",
+           "under ZeRO-" + std::to_string(program_.zero_stage) +
+               " each gradient is reduce-scattered in a bucket during backward and its whole buffer is "
+               "reused",
+           "read this rank's chunks with reduced_gradient_chunk(), or compile with training{.bucket_bytes = "
+           "0} to keep every whole Partial gradient");
     std::map<std::string, tensor_part> result;
     for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
       if (grad == nullptr) return;
@@ -116,7 +123,9 @@ class rank_program {
   // Visits this rank's slice of every parameter: fn(name, parameter node, layer, value, gradient)
   // where gradient is null in an inference program or for a parameter that gets none. Block
   // weights are visited once per layer ("h.3.attn.q.weight"). Under ZeRO-3 `value` is this rank's
-  // chunk of the slice (zero_chunk() elements; local_numel() is the slice's).
+  // chunk of the slice (zero_chunk() elements; local_numel() is the slice's). A gradient that a
+  // ZeRO-2/3 bucket reduce-scattered has no whole buffer left (reduced_gradient_chunk has its
+  // chunk): `gradient` then points at reused memory.
   template <class Fn>
   void for_each_parameter(Fn&& fn) {
     const graph& g = program_.nodes;
@@ -213,7 +222,8 @@ class rank_program {
   // Bytes this rank's program holds, by kind (what bind allocated; the trainer adds its own).
   struct memory_report {
     std::int64_t parameters = 0;   // this rank's weight slices, every layer
-    std::int64_t gradients = 0;    // param_grad values, every layer (training programs)
+    std::int64_t gradients = 0;    // param_grad values, every layer (training programs); ZeRO-2/3
+                                   // buckets: this rank's reduce-scattered chunks instead
     std::int64_t activations = 0;  // every other value; per layer for forward blocks in training
     std::int64_t communication =
         0;  // staging buffers of all_gather, reduce_scatter, all_to_all; gradient buckets
@@ -930,7 +940,7 @@ class rank_program {
     const node& n = g[i];
     if (n.kind == op::parameter) return n.region >= 0 && !zero3_;
     if (!program_.is_training()) return false;
-    if (n.kind == op::param_grad) return g[n.origin].region >= 0;
+    if (n.kind == op::param_grad) return g[n.origin].region >= 0 && !scattered_grad_[index(i)];
     if (n.kind == op::repeat_begin) return !n.reverse;
     return n.body() >= 0 && !g[n.body()].reverse && !recomputed(i) && read_after_its_layer(i);
   }
@@ -1034,6 +1044,7 @@ class rank_program {
     if (!memory_options_.reuse || pipelined() || per_layer(i) || !materialized_[index(i)] ||
         written_into_[index(i)] >= 0)
       return false;
+    if (n.kind == op::param_grad && scattered_grad_[index(i)]) return layout_.of(i).numel() > 0;
     switch (n.kind) {
       case op::parameter:
       case op::param_grad:
@@ -1070,6 +1081,8 @@ class rank_program {
     v.bytes = static_cast<std::size_t>(layout_.of(i).numel()) * dtype_size(g[i].type);
     const int writer = bias_done_by_product_[index(i)] ? g[i].inputs[0] : i;  // the epilogue writes it
     memory_plan::steps first{producer_step_[index(writer)], producer_step_[index(writer)]};
+    if (g[i].kind == op::param_grad && written_into_[index(g[i].inputs[0])] == i)
+      first.first = producer_step_[index(g[i].inputs[0])];  // its producer writes it in place
     const bool rerun = recomputed(i);
     for (int r : readers_[index(i)]) {
       if (unread_[index(r)]) continue;  // its step does not run
@@ -1277,6 +1290,8 @@ class rank_program {
     check_output_names();
     plan_materialized();
     plan_gradients_in_place();
+    plan_buckets();  // before the allocations: a reduce-scattered gradient needs one buffer, not one per
+                     // layer
     chunk_.assign(index(g.size()), 0);
     shards_.resize(index(g.size()));
     slots_.resize(index(g.size()));
@@ -1318,7 +1333,6 @@ class rank_program {
     for (int i = 0; i < g.size(); ++i)  // read here, computed on another stage: zero (needed_here)
       if (g[i].kind != op::parameter && !computed_here(i) && needed_here(i) && !per_layer(i))
         fill_zero_value(i);
-    plan_buckets();  // pipelines reduce each gradient on its own (not yet bucketed)
     start_comm_workers();
     allocate_bucket_staging();
     plan_arena();
