@@ -1363,8 +1363,9 @@ class rank_program {
   // ---- gradient buckets ----
   // A bucket all-reduces its members' gradients (packed one after another), or under ZeRO-2
   // reduce-scatters them: then it holds `parts` sections of `elements` each, section r holding
-  // chunk r (`elements` of a member: ceil(gradient / parts), zero past the gradient) of every
-  // member at the member's offset, so that rank r receives its chunk of each.
+  // chunk r (`elements` of a member: ceil(gradient / parts)) of every member at the member's
+  // offset, so that rank r receives its chunk of each. A chunk's place past the gradient's end is
+  // left as it is: what it reduces to is never copied out (the chunk buffers stay zero there).
   struct bucket_member {
     int node = -1;  // the all_reduce, or (ZeRO-2, 3) the param_grad
     std::int64_t layer = 0, elements = 0, offset = 0;
@@ -1375,8 +1376,7 @@ class rank_program {
     dtype type = dtype::f32;
     std::int64_t elements = 0;  // of one section
     bool scatter = false;
-    int parts = 1;        // ranks on the axis (sections): reduce-scatter buckets
-    bool padded = false;  // some member's chunks overhang its gradient: packing zeroes the staging
+    int parts = 1;  // ranks on the axis (sections): reduce-scatter buckets
     std::int64_t packed_elements() const { return scatter ? elements * parts : elements; }
     std::vector<bucket_member> members;
     std::size_t arrived = 0;
@@ -1473,7 +1473,6 @@ class rank_program {
         buckets_.back().parts = parts;
       }
       gradient_bucket& b = buckets_.back();
-      b.padded = b.padded || elements * parts != gradient;
       const std::int64_t slot_layer = n.body() >= 0 ? layer : 0;
       std::vector<std::pair<int, int>>& slots = bucket_slot_[index(steps[s].node)];
       if (slots.size() <= static_cast<std::size_t>(slot_layer))
@@ -1485,14 +1484,17 @@ class rank_program {
     }
     for (int i = 0; i < g.size(); ++i)  // a param_grad no step copies is not scattered
       if (scattered_grad_[index(i)] && bucket_slot_[index(i)].empty()) scattered_grad_[index(i)] = false;
-    // The chunks reduce-scattered buckets write, per param_grad and layer.
-    for (const gradient_bucket& b : buckets_)
-      for (const bucket_member& m : b.members) {
-        if (!b.scatter) continue;
-        std::vector<buffer>& chunks = scattered_chunks_[index(m.node)];
-        while (chunks.size() <= static_cast<std::size_t>(m.layer))
-          chunks.push_back(allocate_for(m.node, b.type, m.elements));
-      }
+    // The chunks reduce-scattered buckets write, per param_grad and layer; zero past the gradient.
+    if constexpr (can_pack)
+      for (const gradient_bucket& b : buckets_)
+        for (const bucket_member& m : b.members) {
+          if (!b.scatter) continue;
+          std::vector<buffer>& chunks = scattered_chunks_[index(m.node)];
+          while (chunks.size() <= static_cast<std::size_t>(m.layer)) {
+            chunks.push_back(allocate_for(m.node, b.type, m.elements));
+            backend_.fill_zero(chunks.back());
+          }
+        }
   }
 
   // Staging buffers per dtype, as large as its largest bucket of several gradients: one, which
@@ -1560,10 +1562,7 @@ class rank_program {
   // Node `i` of layer_ joins its bucket: the all_reduce's input, or (ZeRO-2, 3) the param_grad's
   // value, chunk r into section r. The bucket is reduced when it is complete.
   void add_to_bucket(int i) {
-    if constexpr (requires(Backend & b, buffer & x) {
-                    b.copy_range(x, 0, x, 0, 0);
-                    b.fill_zero(x);
-                  }) {
+    if constexpr (requires(Backend & b, buffer & x) { b.copy_range(x, 0, x, 0, 0); }) {
       const graph& g = program_.nodes;
       const auto [which, member] =
           bucket_slot_[index(i)][static_cast<std::size_t>(g[i].body() >= 0 ? layer_ : 0)];
@@ -1574,19 +1573,14 @@ class rank_program {
         backend_.copy_range(value(g[i].inputs[0]), 0, grad, 0, m.elements);
         return reduce_bucket(which, grad);
       }
+      if (b.arrived == 0 && b.previous_user >= 0) finish_bucket(b.previous_user);  // its staging is ours now
       bucket_staging& staging = staging_of(b);
-      if (b.arrived == 0) {
-        if (b.previous_user >= 0) finish_bucket(b.previous_user);  // its staging is ours now
-        if (b.padded) backend_.fill_zero(staging.memory);
-      }
       if (!b.scatter) {
         backend_.copy_range(value(g[i].inputs[0]), 0, staging.memory, m.offset, m.elements);
       } else {
-        for (std::int64_t r = 0; r < b.parts; ++r) {
-          const std::int64_t count = std::clamp<std::int64_t>(m.gradient - r * m.elements, 0, m.elements);
-          if (count > 0)
+        for (std::int64_t r = 0; r < b.parts; ++r)
+          if (const std::int64_t count = chunk_elements(m, r); count > 0)
             backend_.copy_range(value(i), r * m.elements, staging.memory, r * b.elements + m.offset, count);
-        }
       }
       if (++b.arrived < b.members.size()) return;
       b.arrived = 0;
@@ -1628,16 +1622,21 @@ class rank_program {
       if (comm::comm_worker<Comm>* worker = worker_for(b.axis)) worker->wait(b.ticket);
       if (!staged(b)) return;
       bucket_staging& staging = staging_of(b);
+      const std::int64_t rank = b.scatter ? layout_.coordinate(b.axis) : 0;
       for (const bucket_member& done : b.members) {
-        if (b.scatter)
-          backend_.copy_range(staging.received, done.offset,
-                              scattered_chunks_[index(done.node)][static_cast<std::size_t>(done.layer)], 0,
-                              done.elements);
-        else
+        if (!b.scatter)
           backend_.copy_range(staging.memory, done.offset,
                               value_at(bucketed_grad_[index(done.node)], done.layer), 0, done.elements);
+        else if (const std::int64_t count = chunk_elements(done, rank); count > 0)
+          backend_.copy_range(staging.received, done.offset,
+                              scattered_chunks_[index(done.node)][static_cast<std::size_t>(done.layer)], 0,
+                              count);
       }
     }
+  }
+  // Elements of a reduce-scatter member's chunk r that lie within its gradient.
+  static std::int64_t chunk_elements(const bucket_member& m, std::int64_t r) {
+    return std::clamp<std::int64_t>(m.gradient - r * m.elements, 0, m.elements);
   }
   void finish_buckets() {
     for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) finish_bucket(k);
