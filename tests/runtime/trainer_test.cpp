@@ -4,7 +4,8 @@
 // gradient accumulation over micro-batches equals one large batch; buckets reduced (ZeRO-2, 3:
 // reduce-scattered) and ZeRO-3 layers gathered on communication threads equal the same in place,
 // bit for bit; bias gradients written by
-// their weight products equal separate column sums; a one-rank step's copies and optimizer calls are counted;
+// their weight products equal separate column sums, and GELU, its gradient and adds done in the
+// products' epilogues equal the separate steps; a one-rank step's copies and optimizer calls are counted;
 // a program without backward is refused; a NaN is reported at its step and op.
 #include <map>
 #include <memory>
@@ -345,6 +346,32 @@ TEST_CASE("trainer: bias gradients written by their weight products train exactl
   });
 }
 
+// The cpu backend runs a linear's epilogue (GELU, GELU's gradient, an add) as the product and the
+// elementwise call it stands for: with or without the executor handing it over, the same bytes.
+struct cpu_without_linear_epilogues : sg::cpu::backend {
+  static constexpr bool linear_epilogues = false;
+};
+
+TEST_CASE(
+    "trainer: GELU, its gradient and the adds after products, done in the products' epilogues, "
+    "train exactly as apart",
+    "[runtime][training][threads]") {
+  // The values a product's epilogue writes are live from the product's step: a wrong lifetime lets
+  // the memory plan hand their memory to another value, and the weights differ.
+  struct layout {
+    const sg::program* p;
+    int dp, tp;
+  };
+  for (layout l : {layout{&sharded, 1, 1}, layout{&sharded, 2, 2}, layout{&recompute_full, 2, 1},
+                   layout{&zero3, 2, 1}}) {
+    CAPTURE(l.dp, l.tp);
+    const weights fused = train_on([] { return sg::cpu::backend{}; }, *l.p, l.dp, l.tp, 2, 1, nullptr);
+    const weights apart =
+        train_on([] { return cpu_without_linear_epilogues{}; }, *l.p, l.dp, l.tp, 2, 1, nullptr);
+    CHECK(fused == apart);
+  }
+}
+
 // The calls one training step makes on its backend, by kind: what a GPU launches per step.
 struct cpu_counting_calls : sg::cpu::backend {
   std::map<std::string, int>* calls = nullptr;
@@ -370,6 +397,9 @@ struct cpu_counting_calls : sg::cpu::backend {
   }
   void run(const sg::compute::kernel_call<buffer>& call) {
     ++(*calls)[std::string(sg::op_name(call.kind))];
+    if (call.epilogue == sg::compute::product_epilogue::gelu) ++(*calls)["linear then gelu"];
+    if (call.epilogue == sg::compute::product_epilogue::gelu_grad) ++(*calls)["linear then gelu_grad"];
+    if (call.epilogue == sg::compute::product_epilogue::add) ++(*calls)["linear then add"];
     sg::cpu::backend::run(call);
   }
 };
@@ -396,6 +426,16 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   // Column sums of the layer norms' biases; the linears' come with their weight products.
   CHECK(calls["bias_grad"] == 2 * config.layers + 1);
   CHECK(calls["linear_weight_grad"] == 6 * config.layers + 1);  // and the tied head's
+  // Every bias is added by its product, the MLP's GELU and its gradient too; the residual adds
+  // after the two projections and the sums of q's, k's and v's input gradients (two a layer) are
+  // the products' too. Left: per layer, the two residual gradients' adds, and the tied embedding's.
+  CHECK(calls["add_bias"] == 0);
+  CHECK(calls["gelu"] == 0);
+  CHECK(calls["gelu_grad"] == 0);
+  CHECK(calls["linear then gelu"] == config.layers);
+  CHECK(calls["linear then gelu_grad"] == config.layers);
+  CHECK(calls["linear then add"] == 4 * config.layers);
+  CHECK(calls["add"] == 2 * config.layers + 1);
 }
 
 // One micro-batch reads the gradients directly (no sum); two sum them first: the same update.

@@ -39,6 +39,15 @@ struct elementwise_step {
   std::int64_t period = 0;
 };
 
+// What a linear's product does after its bias (kernel_call::epilogue), for a backend declaring
+// `static constexpr bool linear_epilogues = true`; kernel_call::side is the other buffer it touches.
+// Each stands for the elementwise step the executor then skips (a GPU's GEMM does it in its epilogue):
+//   gelu       out = gelu(x w + b); side, when set, receives x w + b (gelu_grad's input, kept for the
+//              backward)
+//   gelu_grad  out = (x w) * gelu'(side): side is gelu's input (the backward of a gelu after a linear)
+//   add        out = x w + b + side (a residual, or a gradient summed from two branches)
+enum class product_epilogue : std::uint8_t { none, gelu, gelu_grad, add };
+
 template <class Buffer>
 struct kernel_call {
   op kind = op::add;
@@ -55,6 +64,9 @@ struct kernel_call {
   // bias_grad call would write them), set when the backend declares
   // `static constexpr bool linear_bias_grad_epilogue = true` (a GEMM that sums them in its epilogue).
   Buffer* bias_grad = nullptr;
+  // linear only: see product_epilogue.
+  product_epilogue epilogue = product_epilogue::none;
+  Buffer* side = nullptr;
 
   elementwise_step chain[max_chain]{};
   int chain_length = 0;
@@ -88,6 +100,46 @@ weight_and_bias_grad<Buffer> split_bias_grad(const kernel_call<Buffer>& c) {
   apart.bias_grad.in[0] = c.in[1];      // dy (rows, n)
   apart.bias_grad.dims[0] = c.dims[0];  // rows
   apart.bias_grad.dims[1] = c.dims[2];  // n
+  return apart;
+}
+
+// A linear call with an epilogue (product_epilogue), as the two calls it stands for: the product
+// (with its bias) into out, or into side for gelu when side is set, then the elementwise call on
+// out (in place), for a backend that runs them apart. The rounding is that of the two steps.
+template <class Buffer>
+struct product_and_elementwise {
+  kernel_call<Buffer> product, elementwise;
+};
+template <class Buffer>
+product_and_elementwise<Buffer> split_epilogue(const kernel_call<Buffer>& c) {
+  product_and_elementwise<Buffer> apart{.product = c, .elementwise = {}};
+  apart.product.epilogue = product_epilogue::none;
+  apart.product.side = nullptr;
+  kernel_call<Buffer>& e = apart.elementwise;
+  e.type = c.type;
+  e.out = c.out;
+  e.dims[0] = c.out->numel();
+  switch (c.epilogue) {
+    case product_epilogue::gelu:
+      if (c.side != nullptr) apart.product.out = c.side;
+      e.kind = op::gelu;
+      e.operands[e.operand_count++] = apart.product.out;
+      e.chain[e.chain_length++] = {op::gelu, -1, 0};
+      break;
+    case product_epilogue::add:
+      e.kind = op::add;
+      e.operands[e.operand_count++] = c.out;
+      e.operands[e.operand_count++] = c.side;
+      e.chain[e.chain_length++] = {op::add, 1, 0};
+      break;
+    case product_epilogue::gelu_grad:  // gelu_grad's inputs: x, dy
+      e.kind = op::gelu_grad;
+      e.in[0] = c.side;
+      e.in[1] = c.out;
+      break;
+    case product_epilogue::none:
+      break;
+  }
   return apart;
 }
 

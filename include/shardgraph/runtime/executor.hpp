@@ -91,6 +91,7 @@ class rank_program {
     if (pipelined()) split_tied_group();
     plan_bias_epilogues();
     plan_bias_grad_epilogues();
+    plan_product_epilogues();
     allocate();
     load_weights(weights, world.rank() == 0);
   }
@@ -836,11 +837,16 @@ class rank_program {
     if (unread_[index(st.node)]) return;  // only outputs forward() does not return read it
     switch (st.kind) {
       case step_kind::compute:
-        if (bias_grad_by_product_[index(st.node)]) return;  // its weight product wrote it
+        if (bias_grad_by_product_[index(st.node)]) return;     // its weight product wrote it
+        if (written_by_product_[index(st.node)] >= 0) return;  // a linear's epilogue wrote it
         run_compute(st.node);
         if (bias_grad_of_[index(st.node)] >= 0) check_finite(bias_grad_of_[index(st.node)]);
+        // What the product's epilogues wrote, reported as the product's
+        if (bias_epilogue_of_[index(st.node)] >= 0) check_finite(bias_epilogue_of_[index(st.node)], st.node);
+        if (epilogue_of_[index(st.node)].out >= 0) check_finite(epilogue_of_[index(st.node)].out, st.node);
         return check_finite(st.node);
       case step_kind::fused:
+        if (written_by_product_[index(st.node)] >= 0) return;
         run_fused(st.first, st.node);
         return check_finite(st.node);
       case step_kind::communicate:
@@ -888,14 +894,14 @@ class rank_program {
     for (std::size_t s : recompute_steps_) run_step(program_.steps[s]);
   }
 
-  void check_finite(int i) {
+  void check_finite(int i, int reported = -1) {  // reported: the node named (default i)
     if (!finite_check_ || !is_floating(program_.nodes[i].type) || (in_backward_ && loss_scale_ != 1.0))
       return;
     if constexpr (requires(Backend & b, const buffer& v) {
                     { b.all_finite(v) } -> std::convertible_to<bool>;
                   }) {
       if (backend_.all_finite(value(i))) return;
-      const node& n = program_.nodes[i];
+      const node& n = program_.nodes[reported >= 0 ? reported : i];
       std::string where =
           "forward: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
       if (n.body() >= 0) where += " in layer " + std::to_string(layer_);
@@ -980,7 +986,8 @@ class rank_program {
         for (int j = st.first; j < st.node; ++j)
           if (!(j == st.first && bias_done_by_product_[index(j)])) materialized_[index(j)] = false;
     for (int i = 0; i < g.size(); ++i)
-      if (bias_epilogue_of_[index(i)] >= 0 || unread_[index(i)]) materialized_[index(i)] = false;
+      if (bias_epilogue_of_[index(i)] >= 0 || held_in_epilogue_[index(i)] || unread_[index(i)])
+        materialized_[index(i)] = false;
   }
   // Whether forward() returns output i (memory_options::outputs; empty: every output).
   bool kept_output(int i) const {
@@ -1079,7 +1086,9 @@ class rank_program {
     const graph& g = program_.nodes;
     memory_plan::value v;
     v.bytes = static_cast<std::size_t>(layout_.of(i).numel()) * dtype_size(g[i].type);
-    const int writer = bias_done_by_product_[index(i)] ? g[i].inputs[0] : i;  // the epilogue writes it
+    const int writer = written_by_product_[index(i)] >= 0 ? written_by_product_[index(i)]
+                       : bias_done_by_product_[index(i)]  ? g[i].inputs[0]  // the epilogue writes it
+                                                          : i;
     memory_plan::steps first{producer_step_[index(writer)], producer_step_[index(writer)]};
     if (g[i].kind == op::param_grad && written_into_[index(g[i].inputs[0])] == i)
       first.first = producer_step_[index(g[i].inputs[0])];  // its producer writes it in place
@@ -1217,15 +1226,17 @@ class rank_program {
 
   // linear -> add_bias pairs whose bias the backend adds in the product's epilogue: the linear's
   // plain product is read by nothing else, so the linear writes x w + b straight into the add_bias
-  // node's value and the chain starting at that add_bias skips it.
+  // node's value, and the chain starting at that add_bias skips it (an add_bias step of its own,
+  // as before split_heads or gelu, runs no kernel at all).
   void plan_bias_epilogues() {
     const graph& g = program_.nodes;
     bias_epilogue_of_.assign(index(g.size()), -1);
     bias_done_by_product_.assign(index(g.size()), false);
     if constexpr (requires { requires Backend::linear_bias_epilogue; }) {
       for (const step& st : program_.steps) {
-        if (st.kind != step_kind::fused) continue;
-        const int j = st.first;
+        const bool chain = st.kind == step_kind::fused;
+        if (!chain && !(st.kind == step_kind::compute && g[st.node].kind == op::add_bias)) continue;
+        const int j = chain ? st.first : st.node;
         const node& n = g[j];
         if (n.kind != op::add_bias || n.input_count != 2) continue;
         const int product = n.inputs[0];
@@ -1269,6 +1280,86 @@ class rank_program {
           producer_step_[index(j)] = product_step;  // its lifetime starts there (the memory plan)
           break;
         }
+      }
+    }
+  }
+
+  // Elementwise steps that a linear's product does in its epilogue (compute::product_epilogue), for
+  // backends declaring linear_epilogues. The step is skipped: the product's call writes its value,
+  // which is live from the product's step on.
+  //   gelu       linear [-> add_bias] -> gelu; the pre-activation is written (as side) only when
+  //              something else reads it: gelu_grad, in training
+  //   gelu_grad  linear -> gelu_grad(x, dy = the product): the backward of the MLP's activation
+  //   add        linear [-> add_bias] -> add(product, v), v computed before the product: the residual
+  //              add after a projection, or a gradient summed from two branches (q's, k's and v's)
+  // The product's own value, and the add_bias's unless it is the kept pre-activation, is not kept.
+  void plan_product_epilogues() {
+    const graph& g = program_.nodes;
+    epilogue_of_.assign(index(g.size()), {});
+    written_by_product_.assign(index(g.size()), -1);
+    held_in_epilogue_.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::linear_epilogues; }) {
+      const auto computes = [&](int i) {
+        const std::size_t s = producer_step_[index(i)];
+        return s != no_step && program_.steps[s].kind == step_kind::compute && program_.steps[s].node == i;
+      };
+      const auto only_reader = [&](int i, int r) {
+        return readers_[index(i)].size() == 1 && readers_[index(i)][0] == r;
+      };
+      const auto before = [&](int v, int step_node) {  // v is computed before step_node's step
+        const std::size_t s = producer_step_[index(v)];
+        return s != no_step && s < producer_step_[index(step_node)];
+      };
+      for (const step& st : program_.steps) {
+        if (st.kind != step_kind::compute && st.kind != step_kind::fused) continue;
+        const int k = st.node;
+        const node& n = g[k];
+        if (n.kind != op::gelu && n.kind != op::gelu_grad && n.kind != op::add) continue;
+        // pre: the value k reads that the product's call writes (an add_bias whose bias the product
+        // added, or the product itself); a fused step is that add_bias and k, nothing more.
+        int pre = -1;
+        if (st.kind == step_kind::fused) {
+          if (st.first + 1 != k || !bias_done_by_product_[index(st.first)]) continue;
+          pre = st.first;
+        } else {
+          // Of an add's two inputs, the one computed last (the other must be there before it).
+          for (int a = 0; a < n.input_count; ++a) {
+            const int v = n.inputs[a];
+            if (n.kind == op::gelu_grad && a != 1) continue;  // gelu_grad(x, dy): dy is the product
+            const bool candidate =
+                bias_done_by_product_[index(v)] || (g[v].kind == op::linear && computes(v) &&
+                                                    bias_epilogue_of_[index(v)] < 0 && only_reader(v, k));
+            if (candidate && (pre < 0 || producer_step_[index(v)] > producer_step_[index(pre)])) pre = v;
+          }
+          if (pre < 0) continue;
+        }
+        const int product = bias_done_by_product_[index(pre)] ? g[pre].inputs[0] : pre;
+        if (!computes(product) || epilogue_of_[index(product)].out >= 0 || g[product].region != n.region ||
+            g[product].type != n.type || g[pre].type != n.type)
+          continue;
+        bool read_by_param_grad = false;  // (plan_gradients_in_place writes those at their own step)
+        for (int r : readers_[index(k)])
+          read_by_param_grad = read_by_param_grad || g[r].kind == op::param_grad;
+        if (read_by_param_grad) continue;
+        planned_epilogue e{.out = k};
+        if (n.kind == op::gelu) {
+          e.kind = compute::product_epilogue::gelu;
+          if (!only_reader(pre, k)) e.side = pre;  // the pre-activation, kept for gelu_grad
+        } else if (n.kind == op::gelu_grad) {
+          if (pre != product || !before(n.inputs[0], product)) continue;
+          e.kind = compute::product_epilogue::gelu_grad;
+          e.side = n.inputs[0];
+        } else {
+          const int other = n.inputs[0] == pre ? n.inputs[1] : n.inputs[0];
+          if (other == pre || !only_reader(pre, k) || !before(other, product) || g[other].type != n.type ||
+              layout_.of(other).numel() != layout_.of(k).numel())
+            continue;
+          e.kind = compute::product_epilogue::add;
+          e.side = other;
+        }
+        epilogue_of_[index(product)] = e;
+        written_by_product_[index(k)] = product;
+        if (e.side != pre) held_in_epilogue_[index(pre)] = true;
       }
     }
   }
@@ -1810,6 +1901,11 @@ class rank_program {
       call.bias = &value(program_.nodes[j].inputs[1]);
     }
     if (bias_grad_of_[index(i)] >= 0) call.bias_grad = &value(bias_grad_of_[index(i)]);
+    if (const planned_epilogue& e = epilogue_of_[index(i)]; e.out >= 0) {
+      call.epilogue = e.kind;
+      call.out = &value(e.out);
+      call.side = e.side >= 0 ? &value(e.side) : nullptr;
+    }
     const std::vector<std::int64_t>& x = layout_.of(n.inputs[0]).local;
     const std::vector<std::int64_t>& out = layout_.of(i).local;
     auto set = [&](std::initializer_list<std::int64_t> dims) {
@@ -2043,6 +2139,14 @@ class rank_program {
   std::vector<bool> bias_done_by_product_;    // add_bias node -> its linear added the bias
   std::vector<int> bias_grad_of_;             // linear_weight_grad node -> the bias_grad it writes (-1: none)
   std::vector<bool> bias_grad_by_product_;    // bias_grad node -> a linear_weight_grad writes it
+  struct planned_epilogue {
+    compute::product_epilogue kind = compute::product_epilogue::none;
+    int out = -1;   // the node whose value the product's call writes (-1: no epilogue)
+    int side = -1;  // kernel_call::side (-1: none)
+  };
+  std::vector<planned_epilogue> epilogue_of_;  // linear node -> its epilogue (plan_product_epilogues)
+  std::vector<int> written_by_product_;        // node -> the linear whose epilogue writes it (-1: its step)
+  std::vector<bool> held_in_epilogue_;         // node -> its value stays inside a product's epilogue
   std::vector<bool> materialized_;            // per node: some step writes its value (plan_materialized)
   std::vector<bool> unread_;                  // per node: only outputs left out read it (plan_materialized)
   std::vector<bool> in_arena_;                // per node: its value is a view into arena_ (plan_arena)

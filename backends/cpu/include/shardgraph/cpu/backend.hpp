@@ -33,6 +33,9 @@ class backend {
   // A linear_weight_grad's kernel_call may carry its bias gradient (the executor then skips the
   // bias_grad step), as a GPU backend's GEMM sums it in its epilogue; here the two run in turn.
   static constexpr bool linear_bias_grad_epilogue = true;
+  // A linear's kernel_call may carry an epilogue (compute::product_epilogue: gelu, gelu_grad or a
+  // residual add; the executor then skips that step); here the two run in turn, rounded as apart.
+  static constexpr bool linear_epilogues = true;
   backend() = default;
   backend(const backend&) {}  // scratch memory is per instance
   backend& operator=(const backend&) { return *this; }
@@ -150,6 +153,11 @@ class backend {
       const auto apart = compute::split_bias_grad(call);
       run(apart.product);
       return run(apart.bias_grad);
+    }
+    if (call.epilogue != compute::product_epilogue::none) {
+      const auto apart = compute::split_epilogue(call);
+      run(apart.product);
+      return run(apart.elementwise);
     }
     if (touches_half_floats(call)) return run_widened(call);
     if (call.type == dtype::f64) return run_typed<double>(call);

@@ -85,6 +85,7 @@ struct backend_state {
   // Attention's dq, dk, dv in scratch, valid for these q, k, v, dout until anything else is written.
   bool attention_cache_valid = false;
   const void* attention_inputs[4]{};
+  bool attention_dq_cached = false;  // false: the last backward wrote dq straight into its call's output
   pinned_staging staging;  // uploads
   explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
@@ -159,6 +160,9 @@ class backend {
   static constexpr bool linear_bias_epilogue = true;  // kernel_call::bias of a linear: the GEMM adds it
   // kernel_call::bias_grad of a linear_weight_grad: the GEMM sums dy's columns in its epilogue
   static constexpr bool linear_bias_grad_epilogue = true;
+  // kernel_call::epilogue of a linear (GELU keeping its input, GELU's gradient, a residual add): in
+  // the GEMM's epilogue where cuBLASLt has one, else by the elementwise kernel after it
+  static constexpr bool linear_epilogues = true;
 
   explicit backend(backend_options options = {})
       : options_(options),
@@ -524,11 +528,11 @@ class backend {
 
   // product(), with an epilogue cuBLASLt may have no algorithm for: false (nothing run) then.
   bool product_if_supported(const void* a, dtype at, const void* b, dtype bt, void* c, dtype ct,
-                            matmul_problem p, std::string_view what, void* bias) {
+                            matmul_problem p, std::string_view what, const epilogue_operands& e) {
     p.a_type = element_of(at, what);
     p.b_type = element_of(bt, what);
     p.c_type = element_of(ct, what);
-    return state_->gemm.try_run(p, a, b, c, bias, stream(),
+    return state_->gemm.try_run(p, a, b, c, e, stream(),
                                 detail::text("cuda::backend: ", what, " (", p.m, " x ", p.k, ") . (", p.k,
                                              " x ", p.n, ") x ", p.batch),
                                 true);
@@ -700,6 +704,48 @@ class backend {
           in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
   }
 
+  // A linear with a compute::product_epilogue in one cuBLASLt call (GELU_AUX[_BIAS], DGELU, or beta 1
+  // with the side as addend) where cuBLASLt has one for these sizes and alignments and every buffer
+  // has the output's 16-bit or f32 type; else the product, then the elementwise kernel it stands for.
+  template <class C, class I>
+  void linear_with_epilogue(const call_t& c) {
+    const std::int64_t* d = c.dims;
+    buffer& o = *c.out;
+    bool same_types = o.type() != dtype::f64 && c.in[0]->type() == o.type() && c.in[1]->type() == o.type();
+    for (const buffer* b : {static_cast<const buffer*>(c.side), c.bias})
+      same_types = same_types && (b == nullptr || b->type() == o.type());
+    const bool bias = c.bias != nullptr,
+               gradient_with_bias = bias && c.epilogue == compute::product_epilogue::gelu_grad;
+    if (same_types && !gradient_with_bias) {
+      matmul_problem p{.m = d[0], .n = d[2], .k = d[1], .transpose_b = c.transpose_b};
+      epilogue_operands e{.bias = bias ? c.bias->data() : nullptr};
+      switch (c.epilogue) {
+        case compute::product_epilogue::gelu:
+          if (c.side != nullptr) e.aux = c.side->data();
+          p.post = c.side != nullptr ? (bias ? epilogue::bias_gelu_aux : epilogue::gelu_aux)
+                                     : (bias ? epilogue::bias_gelu : epilogue::gelu);
+          break;
+        case compute::product_epilogue::gelu_grad:
+          p.post = epilogue::gelu_grad;
+          e.aux = c.side->data();
+          break;
+        case compute::product_epilogue::add:
+          p.post = bias ? epilogue::bias : epilogue::none;
+          p.beta = 1;
+          e.addend = c.side->data();
+          break;
+        case compute::product_epilogue::none:
+          break;
+      }
+      if (product_if_supported(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(),
+                               o.type(), p, "linear with epilogue", e))
+        return;
+    }
+    const auto apart = compute::split_epilogue(c);
+    run_typed<C, I>(apart.product);
+    run_typed<C, I>(apart.elementwise);
+  }
+
   // stats (rows, 2) of x (in 0) for the weight gradient.
   template <class C, bool Layer>
   void norm_statistics(const call_t& c, C* stats) {
@@ -779,6 +825,7 @@ class backend {
         return kernels::position_embedding_kernel<C, I><<<blocks(o.numel()), threads, 0, stream()>>>(
             in(c, 0), in(c, 1), out(o), d[1], d[2], d[0] * d[1] * d[2]);
       case op::linear: {
+        if (c.epilogue != compute::product_epilogue::none) return linear_with_epilogue<C, I>(c);
         // The bias in cuBLASLt's epilogue, except in f64 (added by a second pass there).
         const bool fused_bias = c.bias != nullptr && o.type() != dtype::f64;
         product(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(), o.type(),
@@ -865,8 +912,9 @@ class backend {
         bool summed = false;
         if (sums && o.type() != dtype::f64 && c.bias_grad->type() == o.type()) {
           p.post = c.transpose_b ? epilogue::bias_grad_of_a : epilogue::bias_grad_of_b;
-          summed = product_if_supported(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p,
-                                        "linear_weight_grad with bias gradient", c.bias_grad->data());
+          summed =
+              product_if_supported(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p,
+                                   "linear_weight_grad with bias gradient", {.bias = c.bias_grad->data()});
         }
         if (!summed) {
           p.post = epilogue::none;
@@ -1084,26 +1132,33 @@ class backend {
              "q, k, v, the output gradient and the result must share a dtype",
              "this is a bug in the executor; please report it");
     const std::size_t q_bytes = q.size_bytes(), kv_bytes = k.size_bytes();
-    void* dq = state_->scratch.get(scratch_use::attention_dq, q_bytes);
+    const auto dq_scratch = [&] { return state_->scratch.get(scratch_use::attention_dq, q_bytes); };
     void* dk = state_->scratch.get(scratch_use::attention_dk, kv_bytes);
     void* dv = state_->scratch.get(scratch_use::attention_dv, kv_bytes);
+    const bool wants_dq = c.kind == op::attention_grad_q;
     const bool cached = state_->attention_cache_valid && state_->attention_inputs[0] == q.data() &&
                         state_->attention_inputs[1] == k.data() && state_->attention_inputs[2] == v.data() &&
-                        state_->attention_inputs[3] == dout.data();
+                        state_->attention_inputs[3] == dout.data() &&
+                        (!wants_dq || state_->attention_dq_cached);
     if (!cached) {
+      // The call asking for dq (the first of the three, in the order autodiff emits them) gets it
+      // written straight into its output: one copy fewer.
+      void* dq_to = wants_dq ? c.out->data() : dq_scratch();
       if (!flash_applies(c, a))
-        batched_attention_backward<C>(c, a, dq, dk, dv);
+        batched_attention_backward<C>(c, a, dq_to, dk, dv);
       else if (t == dtype::bf16)
-        flash_backward<__nv_bfloat16>(c, a, dq, dk, dv);
+        flash_backward<__nv_bfloat16>(c, a, dq_to, dk, dv);
       else
-        flash_backward<__half>(c, a, dq, dk, dv);
+        flash_backward<__half>(c, a, dq_to, dk, dv);
       state_->attention_inputs[0] = q.data();
       state_->attention_inputs[1] = k.data();
       state_->attention_inputs[2] = v.data();
       state_->attention_inputs[3] = dout.data();
       state_->attention_cache_valid = true;
+      state_->attention_dq_cached = !wants_dq;
+      if (wants_dq) return;
     }
-    const void* wanted = c.kind == op::attention_grad_q ? dq : c.kind == op::attention_grad_k ? dk : dv;
+    const void* wanted = wants_dq ? dq_scratch() : c.kind == op::attention_grad_k ? dk : dv;
     check_cuda(
         cudaMemcpyAsync(c.out->data(), wanted, c.out->size_bytes(), cudaMemcpyDeviceToDevice, stream()),
         "backend: attention gradient (cudaMemcpyAsync)");

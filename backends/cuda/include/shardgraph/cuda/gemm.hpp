@@ -37,7 +37,28 @@ enum class element { f32, bf16, f16, f64 };
 // bias_grad_of_b / bias_grad_of_a: besides C, the column sums of op(B) over k (n values) / of op(A)
 // over k (m values) into the `bias` pointer, in C's type: a linear's bias gradient, summed over the
 // tokens as its weight gradient reads them (cuBLASLt's BGRADA / BGRADB on its swapped operands).
-enum class epilogue { none, bias, gelu, bias_gelu, bias_grad_of_b, bias_grad_of_a };
+// gelu_aux / bias_gelu_aux: gelu and bias_gelu that also write the pre-activation (C's shape and
+// type) to epilogue_operands::aux; gelu_grad: C = (alpha op(A) op(B)) * gelu'(aux), aux the
+// activation's input (cuBLASLt's GELU_AUX, GELU_AUX_BIAS, DGELU).
+enum class epilogue {
+  none,
+  bias,
+  gelu,
+  bias_gelu,
+  bias_grad_of_b,
+  bias_grad_of_a,
+  gelu_aux,
+  bias_gelu_aux,
+  gelu_grad
+};
+
+// What an epilogue reads or writes besides C: the bias (read, or written by bias_grad_*), aux (see
+// epilogue), and the addend: the matrix beta scales when it is not C itself (C = ... + beta addend).
+struct epilogue_operands {
+  const void* bias = nullptr;
+  const void* aux = nullptr;
+  const void* addend = nullptr;
+};
 
 struct gemm_shape {
   std::int64_t m = 0, n = 0, k = 0;
@@ -136,11 +157,23 @@ inline cublasLtEpilogue_t lt_epilogue(epilogue e) {
       return CUBLASLT_EPILOGUE_BGRADA;
     case epilogue::bias_grad_of_a:
       return CUBLASLT_EPILOGUE_BGRADB;
+    case epilogue::gelu_aux:
+      return CUBLASLT_EPILOGUE_GELU_AUX;
+    case epilogue::bias_gelu_aux:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case epilogue::gelu_grad:
+      return CUBLASLT_EPILOGUE_DGELU;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-inline bool uses_bias_pointer(epilogue e) { return e != epilogue::none && e != epilogue::gelu; }
+inline bool uses_bias_pointer(epilogue e) {
+  return e == epilogue::bias || e == epilogue::bias_gelu || e == epilogue::bias_grad_of_b ||
+         e == epilogue::bias_grad_of_a || e == epilogue::bias_gelu_aux;
+}
+inline bool uses_aux_pointer(epilogue e) {
+  return e == epilogue::gelu_aux || e == epilogue::bias_gelu_aux || e == epilogue::gelu_grad;
+}
 
 // Owns one cuBLASLt descriptor of type T, destroyed by Destroy.
 template <class T, cublasStatus_t (*Destroy)(T)>
@@ -182,39 +215,52 @@ class gemm_runner {
   // The general product (matmul_problem); `what` names it in errors.
   void run(const matmul_problem& s, const void* a, const void* b, void* c, const void* bias,
            cudaStream_t stream, const std::string& what) {
-    try_run(s, a, b, c, bias, stream, what, false);  // never declines: plan_for fails with the reason
+    run(s, a, b, c, epilogue_operands{.bias = bias}, stream, what);
+  }
+  void run(const matmul_problem& s, const void* a, const void* b, void* c, const epilogue_operands& e,
+           cudaStream_t stream, const std::string& what) {
+    try_run(s, a, b, c, e, stream, what, false);  // never declines: plan_for fails with the reason
   }
 
   // run(), except that an epilogue cuBLASLt has no algorithm for (for these sizes, types and
   // alignments) returns false, having run nothing, when `may_decline`; the caller then computes
   // the epilogue's part itself. The answer is remembered per plan.
-  bool try_run(const matmul_problem& s, const void* a, const void* b, void* c, const void* bias,
+  bool try_run(const matmul_problem& s, const void* a, const void* b, void* c, const epilogue_operands& e,
                cudaStream_t stream, const std::string& what, bool may_decline) {
     if (s.m < 1 || s.n < 1 || s.k < 1 || s.batch < 1)
       fail("cuda: " + what, "every dimension must be at least 1, and the batch too",
            "check the layer's sizes");
-    const bool has_bias = detail::uses_bias_pointer(s.post);
-    if (has_bias && bias == nullptr)
+    const bool has_bias = detail::uses_bias_pointer(s.post), has_aux = detail::uses_aux_pointer(s.post);
+    if (has_bias && e.bias == nullptr)
       fail("cuda: " + what, "the epilogue reads or writes a bias but no bias was given",
            "pass the bias, or epilogue::none/gelu");
+    if (has_aux && (e.aux == nullptr || s.batch != 1))
+      fail("cuda: " + what, "the GELU epilogue with aux needs an aux pointer and a batch of 1",
+           "pass epilogue_operands::aux, or epilogue::gelu/bias_gelu");
+    const void* addend = e.addend != nullptr && s.beta != 0 ? e.addend : c;
     const std::uint32_t alignment =
         std::min({detail::alignment_of(a), detail::alignment_of(b), detail::alignment_of(c),
-                  has_bias ? detail::alignment_of(bias) : 256u});
+                  detail::alignment_of(addend), has_bias ? detail::alignment_of(e.bias) : 256u,
+                  has_aux ? detail::alignment_of(e.aux) : 256u});
     plan* found = plan_for(s, alignment, what, may_decline);
     if (found == nullptr) return false;
     const plan& p = *found;
     if (has_bias)
-      detail::check_cublas(
-          cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-          what + " (bias pointer)");
+      detail::check_cublas(cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                          &e.bias, sizeof e.bias),
+                           what + " (bias pointer)");
+    if (has_aux)
+      detail::check_cublas(cublasLtMatmulDescSetAttribute(
+                               p.op.value, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof e.aux),
+                           what + " (aux pointer)");
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is B.
     const float alpha_f = static_cast<float>(s.alpha), beta_f = static_cast<float>(s.beta);
     const bool f64 = s.c_type == element::f64;
     const void* alpha = f64 ? static_cast<const void*>(&s.alpha) : &alpha_f;
     const void* beta = f64 ? static_cast<const void*>(&s.beta) : &beta_f;
     const cublasStatus_t status =
-        cublasLtMatmul(handle_.value, p.op.value, alpha, b, p.a.value, a, p.b.value, beta, c, p.c.value, c,
-                       p.c.value, &p.algo, workspace_.data(), workspace_.size_bytes(), stream);
+        cublasLtMatmul(handle_.value, p.op.value, alpha, b, p.a.value, a, p.b.value, beta, addend, p.c.value,
+                       c, p.c.value, &p.algo, workspace_.data(), workspace_.size_bytes(), stream);
     if (may_decline && status == CUBLAS_STATUS_NOT_SUPPORTED) {  // nothing ran: the caller computes it apart
       found->declined = true;
       return false;
@@ -282,6 +328,12 @@ class gemm_runner {
       detail::check_cublas(cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                           &c_type, sizeof c_type),
                            what + " (bias type)");
+    if (detail::uses_aux_pointer(s.post)) {  // aux has C's column-major shape (n, m): leading dimension n
+      const std::int64_t aux_ld = s.n;
+      detail::check_cublas(cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                          &aux_ld, sizeof aux_ld),
+                           what + " (aux leading dimension)");
+    }
     // Column-major views: B as stored is (n, k) ld n, or (k, n) ld k when transposed; A is (k, m)
     // ld k, or (m, k) ld m; C is (n, m) ld n.
     const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace shardgraph::cuda::kernels {
 
@@ -162,10 +163,80 @@ struct adamw_chunk {
 };
 inline constexpr std::int64_t adamw_chunk_elements = 16384;
 
+// The common task, f32 master, moments and gradient G (float or bf16) with a bf16 copy or none, four
+// elements a thread: 16-byte loads and stores where the pointers allow, the arithmetic of the
+// general loop below (the same double update, the same rounding of the clipped gradient).
+template <class G>
+__device__ __forceinline__ void adamw_f32_chunk(const adamw_task& t, std::int64_t first, std::int64_t end) {
+  float* param = static_cast<float*>(t.param.data);
+  float* m = static_cast<float*>(t.m.data);
+  float* v = static_cast<float*>(t.v.data);
+  const G* grad = static_cast<const G*>(t.grad.data);
+  auto* rounded = static_cast<__nv_bfloat16*>(t.rounded.data);
+  const auto aligned = [](const void* p, unsigned bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
+  const bool vectors = aligned(param, 16) && aligned(m, 16) && aligned(v, 16) && aligned(grad, 4 * sizeof(G)) &&
+                       (rounded == nullptr || aligned(rounded, 8)) && first % 4 == 0;
+  const float factor = static_cast<float>(t.grad_factor);
+  for (std::int64_t i = first + 4 * static_cast<std::int64_t>(threadIdx.x); i < end; i += 4 * blockDim.x) {
+    float p4[4], m4[4], v4[4], g4[4];
+    const bool whole = vectors && i + 4 <= end;
+    const int count = whole ? 4 : static_cast<int>(min(std::int64_t{4}, end - i));
+    if (whole) {
+      *reinterpret_cast<float4*>(p4) = *reinterpret_cast<const float4*>(param + i);
+      *reinterpret_cast<float4*>(m4) = *reinterpret_cast<const float4*>(m + i);
+      *reinterpret_cast<float4*>(v4) = *reinterpret_cast<const float4*>(v + i);
+      if constexpr (std::is_same_v<G, float>) {
+        *reinterpret_cast<float4*>(g4) = *reinterpret_cast<const float4*>(grad + i);
+      } else {
+        __nv_bfloat16 b4[4];
+        *reinterpret_cast<uint2*>(b4) = *reinterpret_cast<const uint2*>(grad + i);
+        for (int k = 0; k < 4; ++k) g4[k] = __bfloat162float(b4[k]);
+      }
+    } else {
+      for (int k = 0; k < count; ++k) {
+        p4[k] = param[i + k];
+        m4[k] = m[i + k];
+        v4[k] = v[i + k];
+        if constexpr (std::is_same_v<G, float>)
+          g4[k] = grad[i + k];
+        else
+          g4[k] = __bfloat162float(grad[i + k]);
+      }
+    }
+    __nv_bfloat16 r4[4];
+    for (int k = 0; k < count; ++k) {
+      const double g = t.grad_factor != 1 ? static_cast<double>(factor * g4[k]) : static_cast<double>(g4[k]);
+      double mi = m4[k], vi = v4[k];
+      p4[k] = static_cast<float>(adamw_element(p4[k], g, mi, vi, t.scalars));
+      m4[k] = static_cast<float>(mi);
+      v4[k] = static_cast<float>(vi);
+      r4[k] = __float2bfloat16_rn(p4[k]);
+    }
+    if (whole) {
+      *reinterpret_cast<float4*>(param + i) = *reinterpret_cast<const float4*>(p4);
+      *reinterpret_cast<float4*>(m + i) = *reinterpret_cast<const float4*>(m4);
+      *reinterpret_cast<float4*>(v + i) = *reinterpret_cast<const float4*>(v4);
+      if (rounded != nullptr) *reinterpret_cast<uint2*>(rounded + i) = *reinterpret_cast<const uint2*>(r4);
+    } else {
+      for (int k = 0; k < count; ++k) {
+        param[i + k] = p4[k];
+        m[i + k] = m4[k];
+        v[i + k] = v4[k];
+        if (rounded != nullptr) rounded[i + k] = r4[k];
+      }
+    }
+  }
+}
+
 __global__ void adamw_many_kernel(const adamw_task* tasks, const adamw_chunk* chunks) {
   const adamw_chunk chunk = chunks[blockIdx.x];
   const adamw_task& t = tasks[chunk.task];
   const std::int64_t end = min(t.numel, chunk.first + adamw_chunk_elements);
+  if (t.param.type == dtype::f32 && t.m.type == dtype::f32 && t.v.type == dtype::f32 &&
+      (t.rounded.data == nullptr || t.rounded.type == dtype::bf16)) {
+    if (t.grad.type == dtype::f32) return adamw_f32_chunk<float>(t, chunk.first, end);
+    if (t.grad.type == dtype::bf16) return adamw_f32_chunk<__nv_bfloat16>(t, chunk.first, end);
+  }
   const bool float_scale = t.param.type != dtype::f64;  // scale() of an f32 sum multiplies in float
   for (std::int64_t i = chunk.first + threadIdx.x; i < end; i += blockDim.x) {
     double g = load<double>(t.grad, i);
