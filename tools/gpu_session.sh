@@ -11,12 +11,16 @@
 #   compare      bench/compare_pytorch.py for 124M and 350M, eager and torch.compile, in one run
 #   load-1b      random llama-1b (bf16) checkpoint, bench/load_hf/compare_hf.py against from_pretrained
 #   load-7b      the same for llama-7b
-# SHARDGRAPH_GPU_JOBS sets the build's parallelism (default: the number of cores).
+# SHARDGRAPH_GPU_JOBS sets the build's parallelism (default: the number of cores);
+# SHARDGRAPH_COMPARE_MODELS (124M, 350M or both) and SHARDGRAPH_COMPARE_MODES (eager,compile) narrow
+# the compare stage when the machine's time is short.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${OUT:-gpu-logs}"
 mkdir -p "$out"
 jobs="${SHARDGRAPH_GPU_JOBS:-$(nproc)}"
+compare_models="${SHARDGRAPH_COMPARE_MODELS:-both}"
+compare_modes="${SHARDGRAPH_COMPARE_MODES:-eager,compile}"
 summary="$out/summary.txt"
 : >"$summary"
 
@@ -51,8 +55,8 @@ stage_train() {
 }
 
 stage_compare() {
-  PYTHONUNBUFFERED=1 timed compare python3 bench/compare_pytorch.py --model both --steps 10 --warmup 3 \
-    --modes eager,compile --shardgraph build-gpu/bench/train_gpt2
+  PYTHONUNBUFFERED=1 timed compare python3 bench/compare_pytorch.py --model "$compare_models" --steps 10 \
+    --warmup 3 --modes "$compare_modes" --shardgraph build-gpu/bench/train_gpt2
   grep -E "RESULT|RATIO|\|" "$out/compare.log" | tee -a "$summary"
 }
 

@@ -382,6 +382,62 @@ TEST_CASE("cuda backend: linear and matmul match the cpu backend", "[cuda][gpu]"
         s.types);
 }
 
+TEST_CASE("cuda backend: a linear's epilogues and a norm gradient's add match the cpu backend",
+          "[cuda][gpu]") {
+  both_backends b;
+  using sg::compute::product_epilogue;
+  const std::int64_t m = 37, k = 24, n = 40;  // k and n multiples of 8 for the 16-bit GEMMs
+  struct variant {
+    std::string name;
+    product_epilogue epilogue;
+    bool bias, side;
+  };
+  // in0 = x (m, k), in1 = w (k, n), in2 = bias (n), in3 = the side (m, n): written by gelu (only the
+  // output is compared here; the training test reads it through gelu_grad), read by the others.
+  for (const variant& v : {variant{"gelu", product_epilogue::gelu, true, false},
+                           variant{"gelu keeping its input", product_epilogue::gelu, true, true},
+                           variant{"gelu without bias", product_epilogue::gelu, false, false},
+                           variant{"gelu_grad", product_epilogue::gelu_grad, false, true},
+                           variant{"add", product_epilogue::add, true, true},
+                           variant{"add without bias", product_epilogue::add, false, true}})
+    in_each_dtype("linear then " + v.name, long_sums, [&](dtype t) {
+      return b.difference(t, m * n,
+                          {random_tensor(t, m * k, 1), random_tensor(t, k * n, 2), random_tensor(t, n, 3),
+                           random_tensor(t, m * n, 4)},
+                          [&](auto& call, auto& in) {
+                            call.kind = op::linear;
+                            set_dims(call, {m, k, n});
+                            call.in[2] = call.in[3] = nullptr;
+                            if (v.bias) call.bias = &in[2];
+                            call.epilogue = v.epilogue;
+                            if (v.side) call.side = &in[3];
+                          });
+    });
+  // (37, 96): the warp-per-row kernel adds it; (7, 100) in bf16: a block per row, then the add.
+  struct row_size {
+    std::int64_t rows, cols;
+  };
+  for (const row_size size : {row_size{37, 96}, row_size{7, 100}})
+    for (const op kind : {op::layer_norm_grad_x, op::rms_norm_grad_x})
+      in_each_dtype(std::string(sg::op_name(kind)) + " then add (" + std::to_string(size.rows) + ", " +
+                        std::to_string(size.cols) + ")",
+                    elementwise, [&](dtype t) {
+                      const std::int64_t rows = size.rows, cols = size.cols, numel = rows * cols;
+                      return b.difference(
+                          t, numel,
+                          {random_tensor(t, numel, 1, -1, 3), random_tensor(t, cols, 2, 0.5, 1.5),
+                           random_tensor(t, numel, 3), random_tensor(t, numel, 4)},
+                          [&](auto& call, auto& in) {
+                            call.kind = kind;
+                            set_dims(call, {rows, cols});
+                            call.scalar = 1e-5;
+                            call.in[3] = nullptr;
+                            call.epilogue = product_epilogue::add;
+                            call.side = &in[3];
+                          });
+                    });
+}
+
 TEST_CASE("cuda backend: elementwise chains match the cpu backend", "[cuda][gpu]") {
   both_backends b;
   // (5, 40) and a bias (40): whole 16-byte vectors in every dtype (the vector kernels); (5, 41): the
@@ -516,27 +572,32 @@ TEST_CASE("cuda backend: rope, split_heads, merge_heads and transpose match the 
 TEST_CASE("cuda backend: causal attention and its gradients match the cpu backend, MHA, GQA and MQA",
           "[cuda][gpu]") {
   both_backends b;
-  for (const attention_shape& a : attention_shapes()) {
-    const struct {
-      op kind;
-      const char* name;
-    } ops[] = {{op::attention, "attention"},
-               {op::attention_grad_q, "attention_grad_q"},
-               {op::attention_grad_k, "attention_grad_k"},
-               {op::attention_grad_v, "attention_grad_v"}};
-    for (const auto& o : ops)
-      in_each_dtype(std::string(o.name) + " " + a.name, attention_tolerance, [&](dtype t) {
-        // out (batch, heads, seq, head_dim) for attention and dq, (batch, kv_heads, seq, head_dim) for
-        // dk and dv
-        const bool kv_sized = o.kind == op::attention_grad_k || o.kind == op::attention_grad_v;
-        std::vector<host_tensor> inputs = attention_inputs(a, t);
-        if (o.kind == op::attention) inputs.pop_back();  // the forward reads q, k, v
-        return b.difference(t, kv_sized ? a.kv_numel(t) : a.q_numel(t), inputs, [&](auto& call, auto&) {
-          call.kind = o.kind;
-          set_dims(call, {a.batch, a.heads, a.kv_heads, a.seq(t), a.head_dim});
+  // Head-major operands, and token-major ones (kernel_call::token_major: (batch, seq, heads,
+  // head_dim), read and written in place by flash attention, permuted around the other kernels).
+  for (const attention_shape& a : attention_shapes())
+    for (const bool token_major : {false, true}) {
+      const struct {
+        op kind;
+        const char* name;
+      } ops[] = {{op::attention, "attention"},
+                 {op::attention_grad_q, "attention_grad_q"},
+                 {op::attention_grad_k, "attention_grad_k"},
+                 {op::attention_grad_v, "attention_grad_v"}};
+      const std::string layout = token_major ? " token-major" : "";
+      for (const auto& o : ops)
+        in_each_dtype(std::string(o.name) + " " + a.name + layout, attention_tolerance, [&](dtype t) {
+          // out (batch, heads, seq, head_dim) for attention and dq, (batch, kv_heads, seq, head_dim) for
+          // dk and dv
+          const bool kv_sized = o.kind == op::attention_grad_k || o.kind == op::attention_grad_v;
+          std::vector<host_tensor> inputs = attention_inputs(a, t);
+          if (o.kind == op::attention) inputs.pop_back();  // the forward reads q, k, v
+          return b.difference(t, kv_sized ? a.kv_numel(t) : a.q_numel(t), inputs, [&](auto& call, auto&) {
+            call.kind = o.kind;
+            call.token_major = token_major;
+            set_dims(call, {a.batch, a.heads, a.kv_heads, a.seq(t), a.head_dim});
+          });
         });
-      });
-  }
+    }
 }
 
 namespace {
@@ -736,8 +797,10 @@ TEST_CASE("cuda backend: linear_weight_grad and bias_grad match the cpu backend"
           name, long_sums,
           [&](dtype t) {
             const host_tensor x = random_tensor(t, s.rows * s.k, 1), dy = random_tensor(t, s.rows * s.n, 2);
-            const host_tensor poison{t, std::vector<double>(static_cast<std::size_t>(s.k * s.n), not_a_number)};
-            const host_tensor poison_bias{t, std::vector<double>(static_cast<std::size_t>(s.n), not_a_number)};
+            const host_tensor poison{t,
+                                     std::vector<double>(static_cast<std::size_t>(s.k * s.n), not_a_number)};
+            const host_tensor poison_bias{t,
+                                          std::vector<double>(static_cast<std::size_t>(s.n), not_a_number)};
             return b.difference_of([&](auto& backend) {
               using buffer = typename std::decay_t<decltype(backend)>::buffer;
               buffer xs = make_buffer(backend, x), dys = make_buffer(backend, dy);

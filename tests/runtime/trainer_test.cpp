@@ -5,8 +5,8 @@
 // reduce-scattered) and ZeRO-3 layers gathered on communication threads equal the same in place,
 // bit for bit; bias gradients written by
 // their weight products equal separate column sums, and GELU, its gradient and adds done in the
-// products' epilogues equal the separate steps; a one-rank step's copies and optimizer calls are counted;
-// a program without backward is refused; a NaN is reported at its step and op.
+// epilogues of products and norm gradients equal the separate steps; a one-rank step's copies and optimizer
+// calls are counted; a program without backward is refused; a NaN is reported at its step and op.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -348,26 +348,28 @@ TEST_CASE("trainer: bias gradients written by their weight products train exactl
 
 // The cpu backend runs a linear's epilogue (GELU, GELU's gradient, an add) as the product and the
 // elementwise call it stands for: with or without the executor handing it over, the same bytes.
-struct cpu_without_linear_epilogues : sg::cpu::backend {
+struct cpu_every_step_apart : sg::cpu::backend {
   static constexpr bool linear_epilogues = false;
+  static constexpr bool norm_grad_add_epilogue = false;
+  static constexpr bool attention_token_major = false;
 };
 
 TEST_CASE(
-    "trainer: GELU, its gradient and the adds after products, done in the products' epilogues, "
-    "train exactly as apart",
+    "trainer: GELU, its gradient and the adds after products and norm gradients, done in their "
+    "epilogues, and attention on the products' layout train exactly as apart",
     "[runtime][training][threads]") {
-  // The values a product's epilogue writes are live from the product's step: a wrong lifetime lets
-  // the memory plan hand their memory to another value, and the weights differ.
+  // The values a product's epilogue writes are live from the product's step, and so are q, k, v
+  // written by their products into the skipped split_heads' memory: a wrong lifetime lets the
+  // memory plan hand their memory to another value, and the weights differ.
   struct layout {
     const sg::program* p;
     int dp, tp;
   };
   for (layout l : {layout{&sharded, 1, 1}, layout{&sharded, 2, 2}, layout{&recompute_full, 2, 1},
-                   layout{&zero3, 2, 1}}) {
+                   layout{&recompute_attention, 2, 1}, layout{&zero3, 2, 1}}) {
     CAPTURE(l.dp, l.tp);
     const weights fused = train_on([] { return sg::cpu::backend{}; }, *l.p, l.dp, l.tp, 2, 1, nullptr);
-    const weights apart =
-        train_on([] { return cpu_without_linear_epilogues{}; }, *l.p, l.dp, l.tp, 2, 1, nullptr);
+    const weights apart = train_on([] { return cpu_every_step_apart{}; }, *l.p, l.dp, l.tp, 2, 1, nullptr);
     CHECK(fused == apart);
   }
 }
@@ -397,9 +399,11 @@ struct cpu_counting_calls : sg::cpu::backend {
   }
   void run(const sg::compute::kernel_call<buffer>& call) {
     ++(*calls)[std::string(sg::op_name(call.kind))];
-    if (call.epilogue == sg::compute::product_epilogue::gelu) ++(*calls)["linear then gelu"];
-    if (call.epilogue == sg::compute::product_epilogue::gelu_grad) ++(*calls)["linear then gelu_grad"];
-    if (call.epilogue == sg::compute::product_epilogue::add) ++(*calls)["linear then add"];
+    using sg::compute::product_epilogue;
+    const std::string then = std::string(sg::op_name(call.kind)) + " then ";
+    if (call.epilogue == product_epilogue::gelu) ++(*calls)[then + "gelu"];
+    if (call.epilogue == product_epilogue::gelu_grad) ++(*calls)[then + "gelu_grad"];
+    if (call.epilogue == product_epilogue::add) ++(*calls)[then + "add"];
     sg::cpu::backend::run(call);
   }
 };
@@ -428,14 +432,22 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   CHECK(calls["linear_weight_grad"] == 6 * config.layers + 1);  // and the tied head's
   // Every bias is added by its product, the MLP's GELU and its gradient too; the residual adds
   // after the two projections and the sums of q's, k's and v's input gradients (two a layer) are
-  // the products' too. Left: per layer, the two residual gradients' adds, and the tied embedding's.
+  // the products' too, and the residual gradients' sums (two a layer) the norms' gradients'. Left:
+  // the tied embedding's gradient sum.
   CHECK(calls["add_bias"] == 0);
   CHECK(calls["gelu"] == 0);
   CHECK(calls["gelu_grad"] == 0);
   CHECK(calls["linear then gelu"] == config.layers);
   CHECK(calls["linear then gelu_grad"] == config.layers);
   CHECK(calls["linear then add"] == 4 * config.layers);
-  CHECK(calls["add"] == 2 * config.layers + 1);
+  CHECK(calls["layer_norm_grad_x then add"] == 2 * config.layers);
+  CHECK(calls["add"] == 1);
+  // Attention reads q, k, v (and the output's gradient) as their products wrote them and writes
+  // its result (and the gradients) as the next products read them: no split or merge of heads.
+  CHECK(calls["split_heads"] == 0);
+  CHECK(calls["merge_heads"] == 0);
+  CHECK(calls["attention"] == config.layers);
+  CHECK(calls["attention_grad_q"] == config.layers);
 }
 
 // One micro-batch reads the gradients directly (no sum); two sum them first: the same update.

@@ -21,6 +21,8 @@
 // kernel_call::type is the output's dtype. Under mixed precision inputs may be bf16 or f16 while the
 // output is f32 (the loss), and the reverse (the loss gradient's consumers); a kernel computes in
 // f32 whenever any of its buffers is 16-bit.
+#include <algorithm>
+#include <array>
 #include <concepts>
 #include <cstdint>
 
@@ -41,6 +43,8 @@ struct elementwise_step {
 
 // What a linear's product does after its bias (kernel_call::epilogue), for a backend declaring
 // `static constexpr bool linear_epilogues = true`; kernel_call::side is the other buffer it touches.
+// A layer_norm_grad_x or rms_norm_grad_x call may carry `add` too, for a backend declaring
+// `static constexpr bool norm_grad_add_epilogue = true` (the residual stream's gradient sum).
 // Each stands for the elementwise step the executor then skips (a GPU's GEMM does it in its epilogue):
 //   gelu       out = gelu(x w + b); side, when set, receives x w + b (gelu_grad's input, kept for the
 //              backward)
@@ -64,9 +68,14 @@ struct kernel_call {
   // bias_grad call would write them), set when the backend declares
   // `static constexpr bool linear_bias_grad_epilogue = true` (a GEMM that sums them in its epilogue).
   Buffer* bias_grad = nullptr;
-  // linear only: see product_epilogue.
+  // linear (and layer_norm_grad_x, rms_norm_grad_x: add): see product_epilogue.
   product_epilogue epilogue = product_epilogue::none;
   Buffer* side = nullptr;
+  // attention and its gradients only, set when the backend declares
+  // `static constexpr bool attention_token_major = true`: q, k, v, dout and the result are laid out
+  // (batch, seq, heads, head_dim) (as before split_heads and after merge_heads, whose steps the
+  // executor then skips) instead of (batch, heads, seq, head_dim); dims are the same.
+  bool token_major = false;
 
   elementwise_step chain[max_chain]{};
   int chain_length = 0;
@@ -141,6 +150,42 @@ product_and_elementwise<Buffer> split_epilogue(const kernel_call<Buffer>& c) {
       break;
   }
   return apart;
+}
+
+// A token-major attention call (kernel_call::token_major) run as the split_heads steps, the
+// head-major call and the merge_heads step it stands for would run it, for a backend whose kernel
+// takes head-major operands only: the same values, rounded the same. `copy_of(like)` gives a
+// buffer of like's dtype and size for a head-major copy (inputs in order, then the result).
+template <class Buffer, class Run, class CopyOf>
+void run_token_major_apart(const kernel_call<Buffer>& call, Run&& run, CopyOf&& copy_of) {
+  const std::int64_t* d = call.dims;  // batch, heads, kv_heads, seq, head_dim
+  const int inputs = call.kind == op::attention ? 3 : 4;
+  const auto heads_of = [&](int k) { return k == 1 || k == 2 ? d[2] : d[1]; };  // k, v: kv heads
+  const std::int64_t out_heads =
+      call.kind == op::attention_grad_k || call.kind == op::attention_grad_v ? d[2] : d[1];
+  const auto permute = [&](const Buffer& from, Buffer& to, std::int64_t heads, bool split) {
+    kernel_call<Buffer> p;
+    p.kind = split ? op::split_heads : op::merge_heads;
+    p.type = call.type;
+    p.in[0] = &from;
+    p.out = &to;
+    const std::int64_t dims[4] = {d[0], d[3], heads, d[4]};  // batch, seq, heads, head_dim
+    std::copy(dims, dims + 4, p.dims);
+    run(p);
+  };
+  std::array<Buffer, 5> copies;
+  kernel_call<Buffer> apart = call;
+  apart.token_major = false;
+  for (int k = 0; k < inputs; ++k) {
+    Buffer& copy = copies[static_cast<std::size_t>(k)];
+    copy = copy_of(*call.in[k]);
+    permute(*call.in[k], copy, heads_of(k), true);
+    apart.in[k] = &copy;
+  }
+  copies[4] = copy_of(*call.out);
+  apart.out = &copies[4];
+  run(apart);
+  permute(copies[4], *call.out, out_heads, false);
 }
 
 template <class B>

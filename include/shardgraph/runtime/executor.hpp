@@ -92,6 +92,7 @@ class rank_program {
     plan_bias_epilogues();
     plan_bias_grad_epilogues();
     plan_product_epilogues();
+    plan_token_major_attention();
     allocate();
     load_weights(weights, world.rank() == 0);
   }
@@ -839,6 +840,7 @@ class rank_program {
       case step_kind::compute:
         if (bias_grad_by_product_[index(st.node)]) return;     // its weight product wrote it
         if (written_by_product_[index(st.node)] >= 0) return;  // a linear's epilogue wrote it
+        if (stored_from_[index(st.node)] >= 0) return;         // a split or merge of heads, in place
         run_compute(st.node);
         if (bias_grad_of_[index(st.node)] >= 0) check_finite(bias_grad_of_[index(st.node)]);
         // What the product's epilogues wrote, reported as the product's
@@ -986,7 +988,8 @@ class rank_program {
         for (int j = st.first; j < st.node; ++j)
           if (!(j == st.first && bias_done_by_product_[index(j)])) materialized_[index(j)] = false;
     for (int i = 0; i < g.size(); ++i)
-      if (bias_epilogue_of_[index(i)] >= 0 || held_in_epilogue_[index(i)] || unread_[index(i)])
+      if (bias_epilogue_of_[index(i)] >= 0 || held_in_epilogue_[index(i)] || unread_[index(i)] ||
+          stored_in_[index(i)] >= 0)
         materialized_[index(i)] = false;
   }
   // Whether forward() returns output i (memory_options::outputs; empty: every output).
@@ -1086,9 +1089,10 @@ class rank_program {
     const graph& g = program_.nodes;
     memory_plan::value v;
     v.bytes = static_cast<std::size_t>(layout_.of(i).numel()) * dtype_size(g[i].type);
-    const int writer = written_by_product_[index(i)] >= 0 ? written_by_product_[index(i)]
-                       : bias_done_by_product_[index(i)]  ? g[i].inputs[0]  // the epilogue writes it
-                                                          : i;
+    const int held = stored_from_[index(i)] >= 0 ? stored_from_[index(i)] : i;  // whose writer writes it
+    const int writer = written_by_product_[index(held)] >= 0 ? written_by_product_[index(held)]
+                       : bias_done_by_product_[index(held)]  ? g[held].inputs[0]  // the epilogue writes it
+                                                             : held;
     memory_plan::steps first{producer_step_[index(writer)], producer_step_[index(writer)]};
     if (g[i].kind == op::param_grad && written_into_[index(g[i].inputs[0])] == i)
       first.first = producer_step_[index(g[i].inputs[0])];  // its producer writes it in place
@@ -1258,16 +1262,12 @@ class rank_program {
     bias_grad_of_.assign(index(g.size()), -1);
     bias_grad_by_product_.assign(index(g.size()), false);
     if constexpr (requires { requires Backend::linear_bias_grad_epilogue; }) {
-      const auto computes = [&](int i) {
-        const std::size_t s = producer_step_[index(i)];
-        return s != no_step && program_.steps[s].kind == step_kind::compute && program_.steps[s].node == i;
-      };
       for (int j = 0; j < g.size(); ++j) {
-        if (g[j].kind != op::bias_grad || !computes(j)) continue;
+        if (g[j].kind != op::bias_grad || !computed_alone(j)) continue;
         const int dy = g[j].inputs[0];
         for (int k : readers_[index(dy)]) {
           if (g[k].kind != op::linear_weight_grad || g[k].inputs[1] != dy || bias_grad_of_[index(k)] >= 0 ||
-              !computes(k) || g[k].region != g[j].region || g[k].type != g[j].type)
+              !computed_alone(k) || g[k].region != g[j].region || g[k].type != g[j].type)
             continue;
           const std::size_t product_step = producer_step_[index(k)];
           if (product_step < producer_step_[index(j)]) continue;
@@ -1284,6 +1284,12 @@ class rank_program {
     }
   }
 
+  // Whether a compute step of its own writes node i (not a fused chain, a copy or a collective).
+  bool computed_alone(int i) const {
+    const std::size_t s = producer_step_[index(i)];
+    return s != no_step && program_.steps[s].kind == step_kind::compute && program_.steps[s].node == i;
+  }
+
   // Elementwise steps that a linear's product does in its epilogue (compute::product_epilogue), for
   // backends declaring linear_epilogues. The step is skipped: the product's call writes its value,
   // which is live from the product's step on.
@@ -1291,17 +1297,21 @@ class rank_program {
   //              something else reads it: gelu_grad, in training
   //   gelu_grad  linear -> gelu_grad(x, dy = the product): the backward of the MLP's activation
   //   add        linear [-> add_bias] -> add(product, v), v computed before the product: the residual
-  //              add after a projection, or a gradient summed from two branches (q's, k's and v's)
+  //              add after a projection, or a gradient summed from two branches (q's, k's and v's);
+  //              also after layer_norm_grad_x or rms_norm_grad_x (norm_grad_add_epilogue): the
+  //              residual stream's gradient, summed with the norm branch's
   // The product's own value, and the add_bias's unless it is the kept pre-activation, is not kept.
   void plan_product_epilogues() {
     const graph& g = program_.nodes;
     epilogue_of_.assign(index(g.size()), {});
     written_by_product_.assign(index(g.size()), -1);
     held_in_epilogue_.assign(index(g.size()), false);
-    if constexpr (requires { requires Backend::linear_epilogues; }) {
-      const auto computes = [&](int i) {
-        const std::size_t s = producer_step_[index(i)];
-        return s != no_step && program_.steps[s].kind == step_kind::compute && program_.steps[s].node == i;
+    constexpr bool linears = requires { requires Backend::linear_epilogues; };
+    constexpr bool norms = requires { requires Backend::norm_grad_add_epilogue; };
+    if constexpr (linears || norms) {
+      const auto adds_after = [&](op kind) {  // a producer whose call can add a value to its result
+        return (linears && kind == op::linear) ||
+               (norms && (kind == op::layer_norm_grad_x || kind == op::rms_norm_grad_x));
       };
       const auto only_reader = [&](int i, int r) {
         return readers_[index(i)].size() == 1 && readers_[index(i)][0] == r;
@@ -1319,7 +1329,7 @@ class rank_program {
         // added, or the product itself); a fused step is that add_bias and k, nothing more.
         int pre = -1;
         if (st.kind == step_kind::fused) {
-          if (st.first + 1 != k || !bias_done_by_product_[index(st.first)]) continue;
+          if (!linears || st.first + 1 != k || !bias_done_by_product_[index(st.first)]) continue;
           pre = st.first;
         } else {
           // Of an add's two inputs, the one computed last (the other must be there before it).
@@ -1327,15 +1337,16 @@ class rank_program {
             const int v = n.inputs[a];
             if (n.kind == op::gelu_grad && a != 1) continue;  // gelu_grad(x, dy): dy is the product
             const bool candidate =
-                bias_done_by_product_[index(v)] || (g[v].kind == op::linear && computes(v) &&
-                                                    bias_epilogue_of_[index(v)] < 0 && only_reader(v, k));
+                (linears && bias_done_by_product_[index(v)]) ||
+                ((n.kind == op::add ? adds_after(g[v].kind) : linears && g[v].kind == op::linear) &&
+                 computed_alone(v) && bias_epilogue_of_[index(v)] < 0 && only_reader(v, k));
             if (candidate && (pre < 0 || producer_step_[index(v)] > producer_step_[index(pre)])) pre = v;
           }
           if (pre < 0) continue;
         }
         const int product = bias_done_by_product_[index(pre)] ? g[pre].inputs[0] : pre;
-        if (!computes(product) || epilogue_of_[index(product)].out >= 0 || g[product].region != n.region ||
-            g[product].type != n.type || g[pre].type != n.type)
+        if (!computed_alone(product) || epilogue_of_[index(product)].out >= 0 ||
+            g[product].region != n.region || g[product].type != n.type || g[pre].type != n.type)
           continue;
         bool read_by_param_grad = false;  // (plan_gradients_in_place writes those at their own step)
         for (int r : readers_[index(k)])
@@ -1360,6 +1371,65 @@ class rank_program {
         epilogue_of_[index(product)] = e;
         written_by_product_[index(k)] = product;
         if (e.side != pre) held_in_epilogue_[index(pre)] = true;
+      }
+    }
+  }
+
+  // Attention in the products' layout, for backends declaring attention_token_major: a split_heads
+  // whose readers are all attention (or its gradients) is skipped, its input's step writing the
+  // bytes straight into its buffer ((batch, seq, heads, head_dim) is the input's layout); an
+  // attention's (or gradient's) result read only by a merge_heads is written straight into the
+  // merge's buffer, and the merge skipped. The attention calls then say token_major. All or
+  // nothing per call: each of its q, k, v (and dout) must come so and its result leave so.
+  void plan_token_major_attention() {
+    const graph& g = program_.nodes;
+    stored_in_.assign(index(g.size()), -1);
+    stored_from_.assign(index(g.size()), -1);
+    token_major_.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::attention_token_major; }) {
+      const auto attention = [&](int i) {
+        const op k = g[i].kind;
+        return k == op::attention || k == op::attention_grad_q || k == op::attention_grad_k ||
+               k == op::attention_grad_v;
+      };
+      // Whether `from`'s value can live in `to`'s buffer, to being its one reader and a layout step.
+      const auto held_in = [&](int from, int to, op layout_op) {
+        const std::size_t s = producer_step_[index(from)];
+        return g[to].kind == layout_op && computed_alone(to) && readers_[index(from)].size() == 1 &&
+               readers_[index(from)][0] == to && s != no_step && program_.steps[s].node == from &&
+               (program_.steps[s].kind == step_kind::compute || program_.steps[s].kind == step_kind::fused) &&
+               g[from].type == g[to].type && g[from].region == g[to].region &&
+               layout_.of(from).numel() == layout_.of(to).numel() && recomputed(from) == recomputed(to);
+      };
+      for (int i = 0; i < g.size(); ++i) token_major_[index(i)] = attention(i) && computed_alone(i);
+      const auto split_in_place = [&](int s) {  // every reader of split s a token-major call
+        if (!held_in(g[s].inputs[0], s, op::split_heads)) return false;
+        for (int r : readers_[index(s)])
+          if (!token_major_[index(r)]) return false;
+        return true;
+      };
+      const auto takes = [&](int i) {
+        if (readers_[index(i)].size() != 1 || !held_in(i, readers_[index(i)][0], op::merge_heads))
+          return false;
+        for (int k = 0; k < (g[i].kind == op::attention ? 3 : 4); ++k)
+          if (!split_in_place(g[i].inputs[k])) return false;
+        return true;
+      };
+      for (bool changed = true; changed;) {  // dropping one call may leave a split another needs
+        changed = false;
+        for (int i = 0; i < g.size(); ++i)
+          if (token_major_[index(i)] && !takes(i)) token_major_[index(i)] = false, changed = true;
+      }
+      for (int i = 0; i < g.size(); ++i) {
+        if (!token_major_[index(i)]) continue;
+        for (int k = 0; k < (g[i].kind == op::attention ? 3 : 4); ++k) {
+          const int split = g[i].inputs[k];
+          stored_in_[index(g[split].inputs[0])] = split;
+          stored_from_[index(split)] = g[split].inputs[0];
+        }
+        const int merge = readers_[index(i)][0];
+        stored_in_[index(i)] = merge;
+        stored_from_[index(merge)] = i;
       }
     }
   }
@@ -1871,6 +1941,7 @@ class rank_program {
 
   buffer& value(int i) { return value_at(i, layer_); }
   buffer& value_at(int i, std::int64_t layer) {
+    if (stored_in_[index(i)] >= 0) return value_at(stored_in_[index(i)], layer);
     if (written_into_[index(i)] >= 0) return value_at(written_into_[index(i)], layer);
     if (!slots_[index(i)].empty())
       return slots_[index(i)][index(static_cast<int>(layer % 2))];  // ZeRO-3 block weights
@@ -1901,6 +1972,7 @@ class rank_program {
       call.bias = &value(program_.nodes[j].inputs[1]);
     }
     if (bias_grad_of_[index(i)] >= 0) call.bias_grad = &value(bias_grad_of_[index(i)]);
+    call.token_major = token_major_[index(i)];
     if (const planned_epilogue& e = epilogue_of_[index(i)]; e.out >= 0) {
       call.epilogue = e.kind;
       call.out = &value(e.out);
@@ -2147,12 +2219,17 @@ class rank_program {
   std::vector<planned_epilogue> epilogue_of_;  // linear node -> its epilogue (plan_product_epilogues)
   std::vector<int> written_by_product_;        // node -> the linear whose epilogue writes it (-1: its step)
   std::vector<bool> held_in_epilogue_;         // node -> its value stays inside a product's epilogue
-  std::vector<bool> materialized_;            // per node: some step writes its value (plan_materialized)
-  std::vector<bool> unread_;                  // per node: only outputs left out read it (plan_materialized)
-  std::vector<bool> in_arena_;                // per node: its value is a view into arena_ (plan_arena)
-  std::vector<int> written_into_;             // per node: the param_grad whose memory it is (-1: its own)
-  buffer arena_;                              // the values that share memory by lifetime
-  std::int64_t arena_values_bytes_ = 0;       // what those values would take apart
+
+  std::vector<int> stored_in_;     // node -> the split or merge of heads whose buffer holds it (-1: its own)
+  std::vector<int> stored_from_;   // split or merge node -> the node it holds (-1: it is computed)
+  std::vector<bool> token_major_;  // attention node -> its call is token-major (plan_token_major_attention)
+
+  std::vector<bool> materialized_;       // per node: some step writes its value (plan_materialized)
+  std::vector<bool> unread_;             // per node: only outputs left out read it (plan_materialized)
+  std::vector<bool> in_arena_;           // per node: its value is a view into arena_ (plan_arena)
+  std::vector<int> written_into_;        // per node: the param_grad whose memory it is (-1: its own)
+  buffer arena_;                         // the values that share memory by lifetime
+  std::int64_t arena_values_bytes_ = 0;  // what those values would take apart
 
   std::vector<int> bucketed_grad_;       // all_reduce node -> the param_grad it feeds (-1: not bucketed)
   std::vector<bool> written_by_bucket_;  // param_grad node -> its value comes from a bucket

@@ -36,6 +36,11 @@ class backend {
   // A linear's kernel_call may carry an epilogue (compute::product_epilogue: gelu, gelu_grad or a
   // residual add; the executor then skips that step); here the two run in turn, rounded as apart.
   static constexpr bool linear_epilogues = true;
+  // A norm's input-gradient call may carry the add after it (product_epilogue::add), likewise.
+  static constexpr bool norm_grad_add_epilogue = true;
+  // Attention calls may be token-major (kernel_call::token_major); here they run on head-major
+  // copies, as the split_heads and merge_heads steps would make them.
+  static constexpr bool attention_token_major = true;
   backend() = default;
   backend(const backend&) {}  // scratch memory is per instance
   backend& operator=(const backend&) { return *this; }
@@ -159,6 +164,10 @@ class backend {
       run(apart.product);
       return run(apart.elementwise);
     }
+    if (call.token_major)
+      return compute::run_token_major_apart(
+          call, [&](const compute::kernel_call<buffer>& c) { run(c); },
+          [&](const buffer& like) { return allocate(like.type(), like.numel()); });
     if (touches_half_floats(call)) return run_widened(call);
     if (call.type == dtype::f64) return run_typed<double>(call);
     if (call.type == dtype::f32) return run_typed<float>(call);

@@ -86,6 +86,7 @@ struct backend_state {
   bool attention_cache_valid = false;
   const void* attention_inputs[4]{};
   bool attention_dq_cached = false;  // false: the last backward wrote dq straight into its call's output
+  tensor_buffer head_major;          // a token-major attention call run apart: its operands' copies
   pinned_staging staging;  // uploads
   explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
@@ -163,6 +164,11 @@ class backend {
   // kernel_call::epilogue of a linear (GELU keeping its input, GELU's gradient, a residual add): in
   // the GEMM's epilogue where cuBLASLt has one, else by the elementwise kernel after it
   static constexpr bool linear_epilogues = true;
+  // kernel_call::epilogue add of a norm's input gradient: the warp-per-row kernel adds it as it writes
+  static constexpr bool norm_grad_add_epilogue = true;
+  // kernel_call::token_major of attention and its gradients: flash attention reads and writes the
+  // products' (batch, seq, heads, head_dim) rows in place; other attention runs on permuted copies
+  static constexpr bool attention_token_major = true;
 
   explicit backend(backend_options options = {})
       : options_(options),
@@ -407,6 +413,7 @@ class backend {
     const bool attention_gradient = call.kind == op::attention_grad_q || call.kind == op::attention_grad_k ||
                                     call.kind == op::attention_grad_v;
     if (!attention_gradient) state_->attention_cache_valid = false;
+    if (call.token_major && !flash_applies(call, attention_of(call))) return run_token_major_apart(call);
     if (call.bias_grad != nullptr && !bias_grad_epilogue_fits(call)) {  // an empty product: apart
       const auto apart = compute::split_bias_grad(call);
       run(apart.product);
@@ -688,13 +695,20 @@ class backend {
   void run_norm_grad_x(const call_t& c) {
     const std::int64_t* d = c.dims;
     buffer& o = *c.out;
-    if (run_by_warp(o.type(), d[0], d[1], {in(c, 0), in(c, 1), in(c, 2), in(o)},
+    const buffer* addend = c.epilogue == compute::product_epilogue::add ? c.side : nullptr;
+    if (run_by_warp(o.type(), d[0], d[1], {in(c, 0), in(c, 1), in(c, 2), in(o), addend ? in(*addend) : in(o)},
                     [&]<class T, class V, int K>(unsigned grid) {
                       kernels::norm_grad_x_warp_kernel<T, V, K, Layer><<<grid, 256, 0, stream()>>>(
                           typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
-                          static_cast<T*>(o.data()), d[0], static_cast<int>(d[1]), c.scalar);
+                          addend ? typed<T>(*addend) : nullptr, static_cast<T*>(o.data()), d[0],
+                          static_cast<int>(d[1]), c.scalar);
                     }))
       return;
+    if (addend != nullptr) {  // the block-per-row kernels, then the add
+      const auto apart = compute::split_epilogue(c);
+      run_norm_grad_x<C, Layer>(apart.product);
+      return run_typed<C, std::int64_t>(apart.elementwise);
+    }
     if constexpr (Layer)
       kernels::layer_norm_grad_x_kernel<C>
           <<<static_cast<unsigned>(d[0]), kernels::row_threads, 0, stream()>>>(in(c, 0), in(c, 1), in(c, 2),
@@ -1039,14 +1053,36 @@ class backend {
             kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.seq, a.seq, true, scale);
   }
 
-  static kernels::flash::shape flash_shape_of(const attention_shape& a) {
+  static kernels::flash::shape flash_shape_of(const call_t& c, const attention_shape& a) {
     const double scale = 1 / std::sqrt(static_cast<double>(a.head_dim));
     return {.batch = static_cast<int>(a.batch),
             .heads = static_cast<int>(a.heads),
             .kv_heads = static_cast<int>(a.kv_heads),
             .seq = static_cast<int>(a.seq),
             .scale = static_cast<float>(scale),
-            .scale_log2 = static_cast<float>(scale * 1.4426950408889634)};
+            .scale_log2 = static_cast<float>(scale * 1.4426950408889634),
+            .token_major = c.token_major};
+  }
+
+  // A token-major attention call that flash attention does not take (f32, f64, another head_dim):
+  // on head-major copies of its operands (compute::run_token_major_apart), in one scratch buffer.
+  void run_token_major_apart(const call_t& call) {
+    std::int64_t numel = call.out->numel();
+    for (const buffer* b : call.in)
+      if (b != nullptr) numel += b->numel();
+    buffer& held = state_->head_major;
+    if (held.numel() < numel || held.type() != call.type) {
+      held = buffer();
+      held = allocate(call.type, numel);
+    }
+    std::size_t offset = 0;
+    compute::run_token_major_apart(
+        call, [&](const call_t& c) { run(c); },
+        [&](const buffer& like) {
+          buffer copy = buffer::view_of(held, offset, like.type(), like.numel());
+          offset += like.size_bytes();
+          return copy;
+        });
   }
   template <class T>
   static const T* typed(const buffer& b) {
@@ -1064,7 +1100,7 @@ class backend {
   template <class T>
   void flash_forward(const call_t& c, const attention_shape& a) {
     kernels::flash::forward<T>(typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
-                               static_cast<T*>(c.out->data()), nullptr, flash_shape_of(a), stream());
+                               static_cast<T*>(c.out->data()), nullptr, flash_shape_of(c, a), stream());
     check_cuda(cudaGetLastError(), "backend: flash attention (launch)");
   }
   template <class T>
@@ -1074,7 +1110,7 @@ class backend {
     float* statistics = state_->scratch.get<float>(scratch_use::attention_statistics, 2 * rows);
     kernels::flash::backward<T>(typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
                                 typed<T>(*c.in[3]), static_cast<T*>(dq), static_cast<T*>(dk),
-                                static_cast<T*>(dv), out, statistics, statistics + rows, flash_shape_of(a),
+                                static_cast<T*>(dv), out, statistics, statistics + rows, flash_shape_of(c, a),
                                 stream());
     check_cuda(cudaGetLastError(), "backend: flash attention gradient (launch)");
   }

@@ -6,6 +6,8 @@
 //
 //   q, dq, out, dout: (batch, heads, seq, 64); k, v, dk, dv: (batch, kv_heads, seq, 64)
 //   query head h reads kv head h / (heads / kv_heads)
+// or, with shape::token_major, all of them (batch, seq, heads or kv_heads, 64): the layout of the
+// products before split_heads and after merge_heads, read and written in place of those copies.
 //
 // Scores are kept in the log2 domain: x = (q . k) * scale * log2(e), so exp2 gives the softmax.
 // The forward writes lse = max + log2(sum) per query row (f32, (batch, heads, seq)); the backward
@@ -34,7 +36,19 @@ struct shape {
   int batch, heads, kv_heads, seq;
   float scale;       // 1 / sqrt(head_dim)
   float scale_log2;  // scale * log2(e)
+  bool token_major = false;
 };
+
+// Where head `head` of batch `batch` starts in a matrix of `heads` heads, and the elements from
+// one of its rows to the next.
+__host__ __device__ inline std::size_t matrix_offset(const shape& s, int batch, int heads, int head) {
+  return s.token_major
+             ? (static_cast<std::size_t>(batch) * s.seq * heads + head) * head_dim
+             : (static_cast<std::size_t>(batch) * heads + head) * static_cast<std::size_t>(s.seq) * head_dim;
+}
+__host__ __device__ inline int pitch_of(const shape& s, int heads) {
+  return s.token_major ? heads * head_dim : head_dim;
+}
 
 inline bool supports(dtype t, std::int64_t dim) {
   return (t == dtype::bf16 || t == dtype::f16) && dim == head_dim;
@@ -148,16 +162,15 @@ __device__ __forceinline__ void times_tile(const float (&p)[8][4], const T* tile
   }
 }
 
-// Rows [first, first + 64) of a (seq, head_dim) matrix into a shared tile, zeros past seq; 16-byte
-// loads, 4 per thread.
+// Rows [first, first + 64) of a (seq, head_dim) matrix, `pitch` elements from row to row, into a
+// shared tile, zeros past seq; 16-byte loads, 4 per thread.
 template <class T>
-__device__ __forceinline__ void load_tile(T* tile, const T* matrix, int first, int seq) {
+__device__ __forceinline__ void load_tile(T* tile, const T* matrix, int first, int seq, int pitch) {
   for (int i = threadIdx.x; i < tile_rows * head_dim / 8; i += threads) {
     const int row = i / (head_dim / 8), chunk = i % (head_dim / 8);
     uint4 v = make_uint4(0, 0, 0, 0);
     if (first + row < seq)
-      v = *reinterpret_cast<const uint4*>(matrix + static_cast<std::size_t>(first + row) * head_dim +
-                                          chunk * 8);
+      v = *reinterpret_cast<const uint4*>(matrix + static_cast<std::size_t>(first + row) * pitch + chunk * 8);
     *reinterpret_cast<uint4*>(tile + row * stride + chunk * 8) = v;
   }
 }
@@ -166,11 +179,11 @@ __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int first, i
 // source size of 0) while the block computes on the other buffer. commit() closes the group of
 // copies issued so far; arrived<N>() waits until at most the N newest groups are still in flight.
 template <class T>
-__device__ __forceinline__ void load_tile_async(T* tile, const T* matrix, int first, int seq) {
+__device__ __forceinline__ void load_tile_async(T* tile, const T* matrix, int first, int seq, int pitch) {
   for (int i = threadIdx.x; i < tile_rows * head_dim / 8; i += threads) {
     const int row = i / (head_dim / 8), chunk = i % (head_dim / 8);
     const bool inside = first + row < seq;
-    const T* from = inside ? matrix + static_cast<std::size_t>(first + row) * head_dim + chunk * 8 : matrix;
+    const T* from = inside ? matrix + static_cast<std::size_t>(first + row) * pitch + chunk * 8 : matrix;
     const auto to = static_cast<unsigned>(__cvta_generic_to_shared(tile + row * stride + chunk * 8));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(inside ? 16 : 0)
                  : "memory");
@@ -184,15 +197,15 @@ __device__ __forceinline__ void arrived() {
 
 // Writes a warp's 16 rows (from `row`) of C fragments times `factor`, rows past seq skipped.
 template <class T>
-__device__ __forceinline__ void store_rows(T* matrix, int row, int seq, const float (&c)[8][4], float factor0,
-                                           float factor1) {
+__device__ __forceinline__ void store_rows(T* matrix, int row, int seq, int pitch, const float (&c)[8][4],
+                                           float factor0, float factor1) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   for (int half = 0; half < 2; ++half) {
     const int r = row + g + 8 * half;
     if (r >= seq) continue;
     const float f = half == 0 ? factor0 : factor1;
     for (int dt = 0; dt < 8; ++dt)
-      *reinterpret_cast<std::uint32_t*>(matrix + static_cast<std::size_t>(r) * head_dim + dt * 8 + 2 * t) =
+      *reinterpret_cast<std::uint32_t*>(matrix + static_cast<std::size_t>(r) * pitch + dt * 8 + 2 * t) =
           pack<T>(c[dt][2 * half] * f, c[dt][2 * half + 1] * f);
   }
 }
@@ -214,10 +227,6 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-__device__ __forceinline__ std::size_t matrix_offset(int batch, int heads, int head, int seq) {
-  return (static_cast<std::size_t>(batch) * heads + head) * static_cast<std::size_t>(seq) * head_dim;
-}
-
 // ---- forward: grid (query blocks, heads, batch) -------------------------------------------------
 
 template <class T>
@@ -230,14 +239,15 @@ __global__ void __launch_bounds__(threads)
   const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / (s.heads / s.kv_heads);
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, warp_row = (threadIdx.x / 32) * 16;
   const int first = block * tile_rows;
-  const T* qm = q + matrix_offset(batch, s.heads, head, s.seq);
-  const T* km = k + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
-  const T* vm = v + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
+  const int q_pitch = pitch_of(s, s.heads), kv_pitch = pitch_of(s, s.kv_heads);
+  const T* qm = q + matrix_offset(s, batch, s.heads, head);
+  const T* km = k + matrix_offset(s, batch, s.kv_heads, kv_head);
+  const T* vm = v + matrix_offset(s, batch, s.kv_heads, kv_head);
 
-  load_tile_async(k_tiles[0], km, 0, s.seq);
-  load_tile_async(v_tiles[0], vm, 0, s.seq);
+  load_tile_async(k_tiles[0], km, 0, s.seq, kv_pitch);
+  load_tile_async(v_tiles[0], vm, 0, s.seq, kv_pitch);
   commit();
-  load_tile(q_tile, qm, first, s.seq);
+  load_tile(q_tile, qm, first, s.seq, q_pitch);
   __syncthreads();
   std::uint32_t qa[4][4];
   load_rows(q_tile, warp_row, qa);
@@ -248,8 +258,8 @@ __global__ void __launch_bounds__(threads)
   for (int kb = 0; kb <= block; ++kb) {  // causal: key tiles up to the diagonal
     const int key0 = kb * tile_rows, buffer = kb % 2;
     if (kb < block) {  // the next tiles, into the buffers read in the previous iteration
-      load_tile_async(k_tiles[1 - buffer], km, key0 + tile_rows, s.seq);
-      load_tile_async(v_tiles[1 - buffer], vm, key0 + tile_rows, s.seq);
+      load_tile_async(k_tiles[1 - buffer], km, key0 + tile_rows, s.seq, kv_pitch);
+      load_tile_async(v_tiles[1 - buffer], vm, key0 + tile_rows, s.seq, kv_pitch);
     }
     commit();  // (empty in the last iteration, so that one group is always the newest)
     arrived<1>();
@@ -294,19 +304,22 @@ __global__ void __launch_bounds__(threads)
       lse[(static_cast<std::size_t>(batch) * s.heads + head) * s.seq + rows[r]] =
           row_max[r] + log2f(row_sum[r]);
   }
-  store_rows(out + matrix_offset(batch, s.heads, head, s.seq), first + warp_row, s.seq, o, inverse[0],
+  store_rows(out + matrix_offset(s, batch, s.heads, head), first + warp_row, s.seq, q_pitch, o, inverse[0],
              inverse[1]);
 }
 
 // ---- backward -----------------------------------------------------------------------------------
 
-// delta[row] = dout[row] . out[row] over head_dim, f32: one warp per row, two elements per lane.
+// delta[row] = dout[row] . out[row] over head_dim, f32, rows in lse's order (batch, heads, seq):
+// one warp per row, two elements per lane.
 template <class T>
-__global__ void delta_kernel(const T* out, const T* dout, float* delta, std::int64_t rows) {
+__global__ void delta_kernel(const T* out, const T* dout, float* delta, shape s) {
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (row >= rows) return;
-  const int lane = threadIdx.x % 32;
-  const std::size_t i = static_cast<std::size_t>(row) * head_dim + 2 * lane;
+  if (row >= static_cast<std::int64_t>(s.batch) * s.heads * s.seq) return;
+  const int lane = threadIdx.x % 32, position = static_cast<int>(row % s.seq);
+  const int head = static_cast<int>(row / s.seq % s.heads), batch = static_cast<int>(row / s.seq / s.heads);
+  const std::size_t i = matrix_offset(s, batch, s.heads, head) +
+                        static_cast<std::size_t>(position) * pitch_of(s, s.heads) + 2 * lane;
   float d = to_float(out[i]) * to_float(dout[i]) + to_float(out[i + 1]) * to_float(dout[i + 1]);
   for (int w = 16; w > 0; w /= 2) d += __shfl_xor_sync(0xffffffffu, d, w);
   if (lane == 0) delta[row] = d;
@@ -323,16 +336,17 @@ __global__ void __launch_bounds__(threads)
   const int head = blockIdx.y, batch = blockIdx.z, kv_head = head / (s.heads / s.kv_heads);
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, warp_row = (threadIdx.x / 32) * 16;
   const int first = block * tile_rows;
-  const T* km = k + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
-  const T* vm = v + matrix_offset(batch, s.kv_heads, kv_head, s.seq);
+  const int q_pitch = pitch_of(s, s.heads), kv_pitch = pitch_of(s, s.kv_heads);
+  const T* km = k + matrix_offset(s, batch, s.kv_heads, kv_head);
+  const T* vm = v + matrix_offset(s, batch, s.kv_heads, kv_head);
 
   // The first key tiles on their way; q and dout's rows through the second buffers, into registers.
-  load_tile_async(k_tiles[0], km, 0, s.seq);
-  load_tile_async(v_tiles[0], vm, 0, s.seq);
+  load_tile_async(k_tiles[0], km, 0, s.seq, kv_pitch);
+  load_tile_async(v_tiles[0], vm, 0, s.seq, kv_pitch);
   commit();
   std::uint32_t qa[4][4], da[4][4];
-  load_tile(k_tiles[1], q + matrix_offset(batch, s.heads, head, s.seq), first, s.seq);
-  load_tile(v_tiles[1], dout + matrix_offset(batch, s.heads, head, s.seq), first, s.seq);
+  load_tile(k_tiles[1], q + matrix_offset(s, batch, s.heads, head), first, s.seq, q_pitch);
+  load_tile(v_tiles[1], dout + matrix_offset(s, batch, s.heads, head), first, s.seq, q_pitch);
   __syncthreads();
   load_rows(k_tiles[1], warp_row, qa);
   load_rows(v_tiles[1], warp_row, da);
@@ -349,8 +363,8 @@ __global__ void __launch_bounds__(threads)
   for (int kb = 0; kb <= block; ++kb) {
     const int key0 = kb * tile_rows, buffer = kb % 2;
     if (kb < block) {
-      load_tile_async(k_tiles[1 - buffer], km, key0 + tile_rows, s.seq);
-      load_tile_async(v_tiles[1 - buffer], vm, key0 + tile_rows, s.seq);
+      load_tile_async(k_tiles[1 - buffer], km, key0 + tile_rows, s.seq, kv_pitch);
+      load_tile_async(v_tiles[1 - buffer], vm, key0 + tile_rows, s.seq, kv_pitch);
     }
     commit();
     arrived<1>();
@@ -370,7 +384,7 @@ __global__ void __launch_bounds__(threads)
     times_tile(p, k_tile, dq_acc);
     __syncthreads();
   }
-  store_rows(dq + matrix_offset(batch, s.heads, head, s.seq), first + warp_row, s.seq, dq_acc, s.scale,
+  store_rows(dq + matrix_offset(s, batch, s.heads, head), first + warp_row, s.seq, q_pitch, dq_acc, s.scale,
              s.scale);
 }
 
@@ -389,11 +403,12 @@ __global__ void __launch_bounds__(threads)
   const int first = block * tile_rows;
   // The work, in order: for each query head of the group, the query tiles from the diagonal on.
   const int tiles_per_head = (s.seq + tile_rows - 1) / tile_rows - block, items = group * tiles_per_head;
+  const int q_pitch = pitch_of(s, s.heads), kv_pitch = pitch_of(s, s.kv_heads);
   // Item i's q and dout tiles (async) and its rows' lse and delta into buffer b.
   auto fetch = [&](int i, int b) {
     const int head = kv_head * group + i / tiles_per_head, query0 = (block + i % tiles_per_head) * tile_rows;
-    load_tile_async(q_tiles[b], q + matrix_offset(batch, s.heads, head, s.seq), query0, s.seq);
-    load_tile_async(d_tiles[b], dout + matrix_offset(batch, s.heads, head, s.seq), query0, s.seq);
+    load_tile_async(q_tiles[b], q + matrix_offset(s, batch, s.heads, head), query0, s.seq, q_pitch);
+    load_tile_async(d_tiles[b], dout + matrix_offset(s, batch, s.heads, head), query0, s.seq, q_pitch);
     if (threadIdx.x < tile_rows) {
       const std::size_t rows_of_head = (static_cast<std::size_t>(batch) * s.heads + head) * s.seq;
       const int row = query0 + threadIdx.x;
@@ -406,8 +421,8 @@ __global__ void __launch_bounds__(threads)
   fetch(0, 0);
   commit();
   std::uint32_t ka[4][4], va[4][4];
-  load_tile(q_tiles[1], k + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first, s.seq);
-  load_tile(d_tiles[1], v + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first, s.seq);
+  load_tile(q_tiles[1], k + matrix_offset(s, batch, s.kv_heads, kv_head), first, s.seq, kv_pitch);
+  load_tile(d_tiles[1], v + matrix_offset(s, batch, s.kv_heads, kv_head), first, s.seq, kv_pitch);
   __syncthreads();
   load_rows(q_tiles[1], warp_row, ka);
   load_rows(d_tiles[1], warp_row, va);
@@ -440,10 +455,10 @@ __global__ void __launch_bounds__(threads)
     times_tile(dp, q_tile, dk_acc);
     __syncthreads();
   }
-  store_rows(dk + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first + warp_row, s.seq, dk_acc, s.scale,
-             s.scale);
-  store_rows(dv + matrix_offset(batch, s.kv_heads, kv_head, s.seq), first + warp_row, s.seq, dv_acc, 1.f,
-             1.f);
+  store_rows(dk + matrix_offset(s, batch, s.kv_heads, kv_head), first + warp_row, s.seq, kv_pitch, dk_acc,
+             s.scale, s.scale);
+  store_rows(dv + matrix_offset(s, batch, s.kv_heads, kv_head), first + warp_row, s.seq, kv_pitch, dv_acc,
+             1.f, 1.f);
 }
 
 // ---- launches on a stream ------------------------------------------------------------------------
@@ -456,14 +471,14 @@ void forward(const T* q, const T* k, const T* v, T* out, float* lse, const shape
   forward_kernel<T><<<query_grid(s), threads, 0, stream>>>(q, k, v, out, lse, s);
 }
 
-// dq, dk, dv from q, k, v and dout. Work space: out (q's size), lse and delta ((batch, heads, seq)
-// f32 each); the forward runs again to fill out and lse.
+// dq, dk, dv from q, k, v and dout. Work space: out (q's size, in q's layout), lse and delta ((batch, heads,
+// seq) f32 each); the forward runs again to fill out and lse.
 template <class T>
 void backward(const T* q, const T* k, const T* v, const T* dout, T* dq, T* dk, T* dv, T* out, float* lse,
               float* delta, const shape& s, cudaStream_t stream) {
   forward<T>(q, k, v, out, lse, s, stream);
   const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
-  delta_kernel<T><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, stream>>>(out, dout, delta, rows);
+  delta_kernel<T><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, stream>>>(out, dout, delta, s);
   query_gradient_kernel<T><<<query_grid(s), threads, 0, stream>>>(q, k, v, dout, lse, delta, dq, s);
   const dim3 key_grid((s.seq + tile_rows - 1) / tile_rows, s.kv_heads, s.batch);
   key_value_gradient_kernel<T><<<key_grid, threads, 0, stream>>>(q, k, v, dout, lse, delta, dk, dv, s);

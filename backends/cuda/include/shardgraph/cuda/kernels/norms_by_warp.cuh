@@ -78,9 +78,9 @@ __device__ __forceinline__ void warp_norm_statistics(const warp_row<T, C, Vector
     inverse = warp_rms_inverse(x, vectors, cols, eps);
 }
 
-// Writes f(k, j) for each element the lane holds, as vectors of row.
+// Writes f(k, j) for each element the lane holds, as vectors of row, plus addend's row when given.
 template <class T, class C, int Vectors, class F>
-__device__ __forceinline__ void store_row(T* row, int vectors, F&& f) {
+__device__ __forceinline__ void store_row(T* row, int vectors, F&& f, const T* addend = nullptr) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int k = 0; k < Vectors; ++k) {
@@ -89,6 +89,12 @@ __device__ __forceinline__ void store_row(T* row, int vectors, F&& f) {
     C out[lanes<T>];
 #pragma unroll
     for (int j = 0; j < lanes<T>; ++j) out[j] = f(k, j, vec * lanes<T> + j);
+    if (addend != nullptr) {
+      C a[lanes<T>];
+      load_vector(addend + vec * lanes<T>, a);
+#pragma unroll
+      for (int j = 0; j < lanes<T>; ++j) out[j] += a[j];
+    }
     store_vector(row + vec * lanes<T>, out);
   }
 }
@@ -119,14 +125,16 @@ __global__ void norm_warp_kernel(const T* x, const T* w, const T* b, T* y, std::
   });
 }
 
-// layer norm: dx = (dy w - mean(dy w) - xhat mean(dy w xhat)) / std
-// rms norm:   dx = r (dy w - x r^2 mean(dy w x)),  r = 1 / rms
+// layer norm: dx = (dy w - mean(dy w) - xhat mean(dy w xhat)) / std  [+ addend]
+// rms norm:   dx = r (dy w - x r^2 mean(dy w x)),  r = 1 / rms      [+ addend]
+// addend (nullable, dx's shape): the residual stream's gradient, summed as dx is written.
 template <class T, class C, int Vectors, bool Layer>
-__global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, T* dx, std::int64_t rows,
-                                        int cols, double eps) {
+__global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, const T* addend, T* dx,
+                                        std::int64_t rows, int cols, double eps) {
   const std::int64_t row = warp_row_index();
   if (row >= rows) return;
   const int vectors = cols / lanes<T>;
+  const T* addend_row = addend != nullptr ? addend + row * cols : nullptr;  // dx += addend (nullable)
   warp_row<T, C, Vectors> xr, gr, wr;
   xr.load(x + row * cols, vectors);
   gr.load(dy + row * cols, vectors);
@@ -141,16 +149,20 @@ __global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, T* 
       gx_sum += g * (xr.v[k][j] - mean) * inverse_std;
     });
     const C g_mean = warp_sum(g_sum) / C(cols), gx_mean = warp_sum(gx_sum) / C(cols);
-    store_row<T, C, Vectors>(dx + row * cols, vectors, [&](int k, int j, int) {
-      return (gr.v[k][j] - g_mean - (xr.v[k][j] - mean) * inverse_std * gx_mean) * inverse_std;
-    });
+    store_row<T, C, Vectors>(
+        dx + row * cols, vectors,
+        [&](int k, int j, int) {
+          return (gr.v[k][j] - g_mean - (xr.v[k][j] - mean) * inverse_std * gx_mean) * inverse_std;
+        },
+        addend_row);
   } else {
     const C r = warp_rms_inverse(xr, vectors, cols, eps);
     C gx_sum = 0;
     gr.each(vectors, [&](int k, int j, C g) { gx_sum += g * xr.v[k][j]; });
     const C correction = warp_sum(gx_sum) / C(cols) * r * r;
-    store_row<T, C, Vectors>(dx + row * cols, vectors,
-                             [&](int k, int j, int) { return r * (gr.v[k][j] - xr.v[k][j] * correction); });
+    store_row<T, C, Vectors>(
+        dx + row * cols, vectors,
+        [&](int k, int j, int) { return r * (gr.v[k][j] - xr.v[k][j] * correction); }, addend_row);
   }
 }
 
