@@ -665,6 +665,61 @@ TEST_CASE("cuda backend: attention gradients asked one after another see the inp
   }
 }
 
+TEST_CASE(
+    "cuda backend: attention gradients that read the forward's kept result equal those that run the "
+    "forward again",
+    "[cuda][gpu]") {
+  // kernel_call::output_kept on the forward, its result as side on the gradients: flash attention's
+  // backward then reads that result and the log-sum-exp kept with it. Scaling the kept result after
+  // the forward must change the gradients (delta = rowsum(dout * out) is read from it).
+  using buffer = sg::cuda::backend::buffer;
+  sg::cuda::backend cuda;
+  const dtype t = dtype::bf16;
+  for (const attention_shape& a : {attention_shapes()[3], attention_shapes()[4]})
+    for (const bool token_major : {false, true}) {
+      SECTION(a.name + (token_major ? " token-major" : "")) {
+        const std::vector<host_tensor> inputs = attention_inputs(a, t);
+        buffer q = make_buffer(cuda, inputs[0]), k = make_buffer(cuda, inputs[1]),
+               v = make_buffer(cuda, inputs[2]), dout = make_buffer(cuda, inputs[3]);
+        buffer out = cuda.allocate(t, a.q_numel(t));
+        const auto call_of = [&](op kind, buffer& result) {
+          sg::compute::kernel_call<buffer> call;
+          call.kind = kind;
+          call.type = t;
+          call.out = &result;
+          call.in[0] = &q;
+          call.in[1] = &k;
+          call.in[2] = &v;
+          if (kind != op::attention) call.in[3] = &dout;
+          call.token_major = token_major;
+          set_dims(call, {a.batch, a.heads, a.kv_heads, a.seq(t), a.head_dim});
+          return call;
+        };
+        auto forward = call_of(op::attention, out);
+        forward.output_kept = true;
+        cuda.run(forward);
+        // dq, dk, dv, the first call making all three (the cache of attention_backward)
+        const auto gradients = [&](bool read_kept) {
+          std::vector<std::vector<double>> all;
+          for (const op kind : {op::attention_grad_q, op::attention_grad_k, op::attention_grad_v}) {
+            buffer d = cuda.allocate(t, kind == op::attention_grad_q ? a.q_numel(t) : a.kv_numel(t));
+            auto call = call_of(kind, d);
+            if (read_kept) call.side = &out;
+            cuda.run(call);
+            all.push_back(values_of(cuda, d));
+          }
+          return all;
+        };
+        const std::vector<std::vector<double>> kept = gradients(true);
+        const std::vector<std::vector<double>> again = gradients(false);
+        CHECK(kept == again);
+        cuda.scale(out, 0.5);
+        const std::vector<std::vector<double>> changed = gradients(true);
+        CHECK(changed != again);
+      }
+    }
+}
+
 TEST_CASE("cuda backend: cross_entropy and its gradient match the cpu backend", "[cuda][gpu]") {
   both_backends b;
   struct loss_size {

@@ -352,6 +352,7 @@ struct cpu_every_step_apart : sg::cpu::backend {
   static constexpr bool linear_epilogues = false;
   static constexpr bool norm_grad_add_epilogue = false;
   static constexpr bool attention_token_major = false;
+  static constexpr bool attention_output_reuse = false;
 };
 
 TEST_CASE(
@@ -404,6 +405,9 @@ struct cpu_counting_calls : sg::cpu::backend {
     if (call.epilogue == product_epilogue::gelu) ++(*calls)[then + "gelu"];
     if (call.epilogue == product_epilogue::gelu_grad) ++(*calls)[then + "gelu_grad"];
     if (call.epilogue == product_epilogue::add) ++(*calls)[then + "add"];
+    if (call.output_kept) ++(*calls)[then + "its gradients read its result"];
+    if (call.side != nullptr && call.kind != sg::op::linear && call.epilogue == product_epilogue::none)
+      ++(*calls)[std::string(sg::op_name(call.kind)) + " reading the forward's result"];
     sg::cpu::backend::run(call);
   }
 };
@@ -448,6 +452,12 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   CHECK(calls["merge_heads"] == 0);
   CHECK(calls["attention"] == config.layers);
   CHECK(calls["attention_grad_q"] == config.layers);
+  // The backward reads the forward's result where it is (the merge's buffer, kept for the
+  // projection's weight gradient) instead of running the forward again.
+  CHECK(calls["attention then its gradients read its result"] == config.layers);
+  CHECK(calls["attention_grad_q reading the forward's result"] == config.layers);
+  CHECK(calls["attention_grad_k reading the forward's result"] == config.layers);
+  CHECK(calls["attention_grad_v reading the forward's result"] == config.layers);
 }
 
 // One micro-batch reads the gradients directly (no sum); two sum them first: the same update.

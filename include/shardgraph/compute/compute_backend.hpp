@@ -76,6 +76,11 @@ struct kernel_call {
   // (batch, seq, heads, head_dim) (as before split_heads and after merge_heads, whose steps the
   // executor then skips) instead of (batch, heads, seq, head_dim); dims are the same.
   bool token_major = false;
+  // attention only, set when the backend declares `static constexpr bool attention_output_reuse =
+  // true`: the result stays unchanged until its gradients' calls, which receive it as `side` (the
+  // backend may keep what its backward needs with it: flash attention keeps the rows' log-sum-exp).
+  // attention_grad_q, _k, _v: side, when set, is that result, in the layout of the output gradient.
+  bool output_kept = false;
 
   elementwise_step chain[max_chain]{};
   int chain_length = 0;
@@ -176,6 +181,8 @@ void run_token_major_apart(const kernel_call<Buffer>& call, Run&& run, CopyOf&& 
   std::array<Buffer, 5> copies;
   kernel_call<Buffer> apart = call;
   apart.token_major = false;
+  apart.output_kept = false;  // (the kept output is token-major; the head-major call recomputes it)
+  apart.side = nullptr;
   for (int k = 0; k < inputs; ++k) {
     Buffer& copy = copies[static_cast<std::size_t>(k)];
     copy = copy_of(*call.in[k]);

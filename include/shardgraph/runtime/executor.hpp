@@ -93,6 +93,7 @@ class rank_program {
     plan_bias_grad_epilogues();
     plan_product_epilogues();
     plan_token_major_attention();
+    plan_attention_output_reuse();
     allocate();
     load_weights(weights, world.rank() == 0);
   }
@@ -1434,6 +1435,29 @@ class rank_program {
     }
   }
 
+  // For backends declaring attention_output_reuse: an attention gradient reads the forward's result
+  // (kernel_call::side) where that result stays in memory of its own until then: a token-major
+  // result held in its merge's per-layer buffer, which the backward keeps anyway (the projection's
+  // weight gradient reads it). No value is kept longer for it. The forward's call says output_kept.
+  void plan_attention_output_reuse() {
+    const graph& g = program_.nodes;
+    forward_output_of_.assign(index(g.size()), -1);
+    output_kept_.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::attention_output_reuse; }) {
+      for (int i = 0; i < g.size(); ++i) {
+        if (!token_major_[index(i)] || g[i].kind == op::attention) continue;  // a token-major gradient
+        for (int a : readers_[index(g[i].inputs[0])]) {  // its forward: the attention of these q, k, v
+          if (g[a].kind != op::attention || g[a].inputs[1] != g[i].inputs[1] ||
+              g[a].inputs[2] != g[i].inputs[2] || !token_major_[index(a)] || stored_in_[index(a)] < 0 ||
+              !per_layer(stored_in_[index(a)]))
+            continue;
+          forward_output_of_[index(i)] = a;
+          output_kept_[index(a)] = true;
+        }
+      }
+    }
+  }
+
   void allocate() {
     const graph& g = program_.nodes;
     for (std::size_t s = 0; s < program_.steps.size(); ++s)
@@ -1973,6 +1997,8 @@ class rank_program {
     }
     if (bias_grad_of_[index(i)] >= 0) call.bias_grad = &value(bias_grad_of_[index(i)]);
     call.token_major = token_major_[index(i)];
+    call.output_kept = output_kept_[index(i)];
+    if (forward_output_of_[index(i)] >= 0) call.side = &value(forward_output_of_[index(i)]);
     if (const planned_epilogue& e = epilogue_of_[index(i)]; e.out >= 0) {
       call.epilogue = e.kind;
       call.out = &value(e.out);
@@ -2223,6 +2249,9 @@ class rank_program {
   std::vector<int> stored_in_;     // node -> the split or merge of heads whose buffer holds it (-1: its own)
   std::vector<int> stored_from_;   // split or merge node -> the node it holds (-1: it is computed)
   std::vector<bool> token_major_;  // attention node -> its call is token-major (plan_token_major_attention)
+  std::vector<int>
+      forward_output_of_;          // attention gradient -> the attention whose result it reads (-1: none)
+  std::vector<bool> output_kept_;  // attention node -> its gradients read its result
 
   std::vector<bool> materialized_;       // per node: some step writes its value (plan_materialized)
   std::vector<bool> unread_;             // per node: only outputs left out read it (plan_materialized)

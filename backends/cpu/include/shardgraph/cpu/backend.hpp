@@ -41,6 +41,9 @@ class backend {
   // Attention calls may be token-major (kernel_call::token_major); here they run on head-major
   // copies, as the split_heads and merge_heads steps would make them.
   static constexpr bool attention_token_major = true;
+  // Attention's gradients may be handed the forward's result (kernel_call::side, output_kept): a
+  // GPU's backward reads it instead of running the forward again; here they compute as before.
+  static constexpr bool attention_output_reuse = true;
   backend() = default;
   backend(const backend&) {}  // scratch memory is per instance
   backend& operator=(const backend&) { return *this; }

@@ -86,7 +86,11 @@ struct backend_state {
   bool attention_cache_valid = false;
   const void* attention_inputs[4]{};
   bool attention_dq_cached = false;  // false: the last backward wrote dq straight into its call's output
-  tensor_buffer head_major;          // a token-major attention call run apart: its operands' copies
+  // A token-major attention call run apart: its operands' copies.
+  tensor_buffer head_major;
+  // Flash attention's outputs kept for their backward (kernel_call::output_kept), by address: the
+  // rows' log-sum-exp the forward wrote with them ((batch, heads, seq) f32).
+  std::map<const void*, device_buffer> kept_lse;
   pinned_staging staging;  // uploads
   explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
@@ -169,6 +173,9 @@ class backend {
   // kernel_call::token_major of attention and its gradients: flash attention reads and writes the
   // products' (batch, seq, heads, head_dim) rows in place; other attention runs on permuted copies
   static constexpr bool attention_token_major = true;
+  // kernel_call::output_kept / side of attention: the backward reads the forward's output and its
+  // log-sum-exp instead of running the forward again
+  static constexpr bool attention_output_reuse = true;
 
   explicit backend(backend_options options = {})
       : options_(options),
@@ -1097,21 +1104,42 @@ class backend {
     return reinterpret_cast<std::uintptr_t>(c.out->data()) % 16 == 0;
   }
 
+  // The log-sum-exp kept with a flash attention output for its backward (kernel_call::output_kept).
+  float* kept_lse(const void* out, const attention_shape& a, bool make) {
+    const std::size_t bytes = static_cast<std::size_t>(a.batch * a.heads * a.seq) * sizeof(float);
+    const auto found = state_->kept_lse.find(out);
+    if (found != state_->kept_lse.end() && found->second.size_bytes() == bytes)
+      return static_cast<float*>(found->second.data());
+    if (!make) return nullptr;
+    device_buffer& lse = state_->kept_lse[out];
+    lse = device_buffer();
+    lse = device_buffer(bytes);
+    return static_cast<float*>(lse.data());
+  }
+
   template <class T>
   void flash_forward(const call_t& c, const attention_shape& a) {
+    float* lse = c.output_kept ? kept_lse(c.out->data(), a, true) : nullptr;
+    if (lse == nullptr) state_->kept_lse.erase(c.out->data());
     kernels::flash::forward<T>(typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
-                               static_cast<T*>(c.out->data()), nullptr, flash_shape_of(c, a), stream());
+                               static_cast<T*>(c.out->data()), lse, flash_shape_of(c, a), stream());
     check_cuda(cudaGetLastError(), "backend: flash attention (launch)");
   }
+  // With the forward's output kept (kernel_call::side) and its log-sum-exp with it, the backward
+  // reads them; else it runs the forward again into scratch.
   template <class T>
   void flash_backward(const call_t& c, const attention_shape& a, void* dq, void* dk, void* dv) {
     const std::size_t rows = static_cast<std::size_t>(a.batch * a.heads * a.seq);
-    T* out = static_cast<T*>(state_->scratch.get(scratch_use::attention_output, c.in[0]->size_bytes()));
+    float* lse = c.side != nullptr ? kept_lse(c.side->data(), a, false) : nullptr;
+    const bool kept = lse != nullptr;
+    T* out = kept
+                 ? static_cast<T*>(c.side->data())
+                 : static_cast<T*>(state_->scratch.get(scratch_use::attention_output, c.in[0]->size_bytes()));
     float* statistics = state_->scratch.get<float>(scratch_use::attention_statistics, 2 * rows);
     kernels::flash::backward<T>(typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
                                 typed<T>(*c.in[3]), static_cast<T*>(dq), static_cast<T*>(dk),
-                                static_cast<T*>(dv), out, statistics, statistics + rows, flash_shape_of(c, a),
-                                stream());
+                                static_cast<T*>(dv), out, kept ? lse : statistics, statistics + rows,
+                                flash_shape_of(c, a), stream(), kept);
     check_cuda(cudaGetLastError(), "backend: flash attention gradient (launch)");
   }
 
@@ -1124,6 +1152,7 @@ class backend {
            "this is a bug in the executor; please report it");
     if (flash_applies(c, a))
       return q.type() == dtype::bf16 ? flash_forward<__nv_bfloat16>(c, a) : flash_forward<__half>(c, a);
+    state_->kept_lse.erase(c.out->data());  // (its backward runs the batched products again)
     const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
     void* scores =
         state_->scratch.get(scratch_use::scores, score_elements * dtype_size(score_type(q.type())));

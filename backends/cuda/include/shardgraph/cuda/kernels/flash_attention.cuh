@@ -471,12 +471,13 @@ void forward(const T* q, const T* k, const T* v, T* out, float* lse, const shape
   forward_kernel<T><<<query_grid(s), threads, 0, stream>>>(q, k, v, out, lse, s);
 }
 
-// dq, dk, dv from q, k, v and dout. Work space: out (q's size, in q's layout), lse and delta ((batch, heads,
-// seq) f32 each); the forward runs again to fill out and lse.
+// dq, dk, dv from q, k, v and dout, and the forward's out (in q's layout) and lse ((batch, heads,
+// seq) f32): with `forward_kept` those the forward wrote, else the forward runs again to write them
+// here. delta: (batch, heads, seq) f32 of work space.
 template <class T>
 void backward(const T* q, const T* k, const T* v, const T* dout, T* dq, T* dk, T* dv, T* out, float* lse,
-              float* delta, const shape& s, cudaStream_t stream) {
-  forward<T>(q, k, v, out, lse, s, stream);
+              float* delta, const shape& s, cudaStream_t stream, bool forward_kept = false) {
+  if (!forward_kept) forward<T>(q, k, v, out, lse, s, stream);
   const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.heads * s.seq;
   delta_kernel<T><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, stream>>>(out, dout, delta, s);
   query_gradient_kernel<T><<<query_grid(s), threads, 0, stream>>>(q, k, v, dout, lse, delta, dq, s);
