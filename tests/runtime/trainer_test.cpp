@@ -477,6 +477,38 @@ TEST_CASE("trainer: an inference program is refused with the fix", "[runtime][tr
   });
 }
 
+// A kernel that fails on the n-th call of one op, as a CUDA launch or a cuBLAS call may.
+struct cpu_failing_kernel : sg::cpu::backend {
+  std::shared_ptr<int> calls_left = std::make_shared<int>(0);  // (copies of the backend share it)
+  void run(const sg::compute::kernel_call<buffer>& call) {
+    if (call.kind == sg::op::layer_norm_grad_x && --*calls_left == 0)
+      sg::fail("cpu::backend: layer_norm_grad_x", "the kernel failed", "check the device");
+    sg::cpu::backend::run(call);
+  }
+};
+
+TEST_CASE("trainer: a failing kernel names the step, the op, its node and layer, and the rank",
+          "[runtime][training][threads]") {
+  cpu_failing_kernel backend;
+  // A step runs 2 layers + 1 norms' input gradients, the final norm's first, then the last
+  // layer's: fail at the second of step 2.
+  *backend.calls_left = (2 * static_cast<int>(config.layers) + 1) + 2;
+  const std::string message = sg::testing::error_of([&] {
+    sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+      auto rank = sg::bind(single, config.sizes(batch, seq), comm, backend, {}, sg::random_weights());
+      sg::trainer t(rank, options);
+      t.step(tokens(batch, 0, 0));
+      t.step(tokens(batch, 0, 1));
+    });
+  });
+  CAPTURE(message);
+  CHECK(sg::testing::contains(message,
+                              "shardgraph: trainer step 2, micro-batch 0: forward: layer_norm_grad_x '"));
+  CHECK(sg::testing::contains(message, " in layer " + std::to_string(config.layers - 1) + " on rank 0: "));
+  CHECK(
+      sg::testing::contains(message, "cpu::backend: layer_norm_grad_x: the kernel failed. check the device"));
+}
+
 TEST_CASE("trainer: with check_finite, a NaN stops training at the step and the first op that made it",
           "[runtime][training][threads]") {
   // One NaN in layer 1's MLP input weight: the first op to produce a non-finite value is that linear.

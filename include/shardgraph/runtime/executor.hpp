@@ -83,7 +83,8 @@ class rank_program {
         memory_options_(memory),
         sizes_(sizes),
         backend_(std::move(backend)),
-        layout_(program_, sizes, mesh, checked_coordinates(program_, mesh, world)) {
+        layout_(program_, sizes, mesh, checked_coordinates(program_, mesh, world)),
+        world_rank_(world.rank()) {
     const graph& g = program_.nodes;
     for (int a = 0; a < g.axes.size(); ++a) axis_sizes_.push_back(mesh.size(g.axes.name(a)));
     plan_pipeline(pipe);
@@ -833,8 +834,28 @@ class rank_program {
   }
   int index_of(const node& n) const { return static_cast<int>(&n - &program_.nodes[0]); }
 
-  // Every step but the loop markers.
+  // Every step but the loop markers. An error from the backend or the communicator (a failed
+  // kernel, a collective's timeout) leaves naming the op, its node, the layer and the rank; the
+  // trainer adds the step.
   void run_step(const step& st) {
+    try {
+      run_step_here(st);
+    } catch (const error& e) {
+      const std::string_view prefix = "shardgraph: ", message = e.what();
+      if (message.starts_with(std::string(prefix) + "forward: ")) throw;  // located already
+      throw error(std::string(prefix) + located(st.node) + ": " +
+                  std::string(message.starts_with(prefix) ? message.substr(prefix.size()) : message));
+    }
+  }
+  // "forward: <op> '<name>' [in layer L] on rank R": where in forward() (which runs the backward
+  // too) node i's step is.
+  std::string located(int i) const {
+    const node& n = program_.nodes[i];
+    std::string where = "forward: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
+    if (n.body() >= 0) where += " in layer " + std::to_string(layer_);
+    return where + " on rank " + std::to_string(world_rank_);
+  }
+  void run_step_here(const step& st) {
     const node& n = program_.nodes[st.node];
     if (unread_[index(st.node)]) return;  // only outputs forward() does not return read it
     switch (st.kind) {
@@ -904,11 +925,8 @@ class rank_program {
                     { b.all_finite(v) } -> std::convertible_to<bool>;
                   }) {
       if (backend_.all_finite(value(i))) return;
-      const node& n = program_.nodes[reported >= 0 ? reported : i];
-      std::string where =
-          "forward: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
-      if (n.body() >= 0) where += " in layer " + std::to_string(layer_);
-      fail(where, "produced a NaN or an infinity (the first op to do so on this rank)",
+      fail(located(reported >= 0 ? reported : i),
+           "produced a NaN or an infinity (the first op to do so on this rank)",
            "lower the learning rate, clip gradients, or check the inputs and weights feeding this op");
     }
   }
@@ -2221,6 +2239,7 @@ class rank_program {
   model_sizes sizes_;
   Backend backend_;
   local_layout layout_;
+  int world_rank_ = 0;  // errors name it
   std::vector<int> axis_sizes_;
   std::vector<Comm> axis_comms_;
   std::vector<buffer> values_;

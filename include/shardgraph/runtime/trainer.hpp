@@ -127,8 +127,7 @@ class trainer {
         tensor_map out;
         try {
           out = rank_.forward(micro_batches[k], "loss");
-        } catch (const error& e) {
-          if (!options_.check_finite) throw;
+        } catch (const error& e) {  // the op, layer and rank are named by forward(); the step here
           throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ", micro-batch " +
                       std::to_string(k) + ": " +
                       std::string(e.what()).substr(std::string("shardgraph: ").size()));
@@ -268,7 +267,6 @@ class trainer {
     try {
       losses = rank_.run_pipeline(micro_batches);
     } catch (const error& e) {
-      if (!options_.check_finite) throw;
       throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ": " +
                   std::string(e.what()).substr(std::string("shardgraph: ").size()));
     }
