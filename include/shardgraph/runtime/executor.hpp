@@ -51,6 +51,7 @@
 #include "shardgraph/runtime/memory_options.hpp"
 #include "shardgraph/runtime/memory_plan.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
+#include "shardgraph/runtime/step_fusion.hpp"
 #include "shardgraph/runtime/weights.hpp"
 
 namespace shardgraph {
@@ -90,11 +91,12 @@ class rank_program {
     plan_pipeline(pipe);
     split_axes(world);
     if (pipelined()) split_tied_group();
-    plan_bias_epilogues();
-    plan_bias_grad_epilogues();
-    plan_product_epilogues();
-    plan_token_major_attention();
-    plan_attention_output_reuse();
+    fused_ = plan_step_fusion<Backend>({.program = program_,
+                                        .readers = readers_,
+                                        .producer_step = producer_step_,
+                                        .layout = layout_,
+                                        .recomputed = [&](int i) { return recomputed(i); },
+                                        .per_layer = [&](int i) { return per_layer(i); }});
     allocate();
     load_weights(weights, world.rank() == 0);
   }
@@ -295,7 +297,8 @@ class rank_program {
 
   // How many bias gradients their weight product writes (plan_bias_grad_epilogues).
   int bias_gradients_from_products() const {
-    return static_cast<int>(std::count(bias_grad_by_product_.begin(), bias_grad_by_product_.end(), true));
+    return static_cast<int>(
+        std::count(fused_.bias_grad_by_product.begin(), fused_.bias_grad_by_product.end(), true));
   }
 
   Backend& backend() { return backend_; }
@@ -860,17 +863,19 @@ class rank_program {
     if (unread_[index(st.node)]) return;  // only outputs forward() does not return read it
     switch (st.kind) {
       case step_kind::compute:
-        if (bias_grad_by_product_[index(st.node)]) return;     // its weight product wrote it
-        if (written_by_product_[index(st.node)] >= 0) return;  // a linear's epilogue wrote it
-        if (stored_from_[index(st.node)] >= 0) return;         // a split or merge of heads, in place
+        if (fused_.bias_grad_by_product[index(st.node)]) return;     // its weight product wrote it
+        if (fused_.written_by_product[index(st.node)] >= 0) return;  // a linear's epilogue wrote it
+        if (fused_.stored_from[index(st.node)] >= 0) return;         // a split or merge of heads, in place
         run_compute(st.node);
-        if (bias_grad_of_[index(st.node)] >= 0) check_finite(bias_grad_of_[index(st.node)]);
+        if (fused_.bias_grad_of[index(st.node)] >= 0) check_finite(fused_.bias_grad_of[index(st.node)]);
         // What the product's epilogues wrote, reported as the product's
-        if (bias_epilogue_of_[index(st.node)] >= 0) check_finite(bias_epilogue_of_[index(st.node)], st.node);
-        if (epilogue_of_[index(st.node)].out >= 0) check_finite(epilogue_of_[index(st.node)].out, st.node);
+        if (fused_.bias_epilogue_of[index(st.node)] >= 0)
+          check_finite(fused_.bias_epilogue_of[index(st.node)], st.node);
+        if (fused_.epilogue_of[index(st.node)].out >= 0)
+          check_finite(fused_.epilogue_of[index(st.node)].out, st.node);
         return check_finite(st.node);
       case step_kind::fused:
-        if (written_by_product_[index(st.node)] >= 0) return;
+        if (fused_.written_by_product[index(st.node)] >= 0) return;
         run_fused(st.first, st.node);
         return check_finite(st.node);
       case step_kind::communicate:
@@ -1005,10 +1010,10 @@ class rank_program {
     for (const step& st : program_.steps)
       if (st.kind == step_kind::fused)
         for (int j = st.first; j < st.node; ++j)
-          if (!(j == st.first && bias_done_by_product_[index(j)])) materialized_[index(j)] = false;
+          if (!(j == st.first && fused_.bias_done_by_product[index(j)])) materialized_[index(j)] = false;
     for (int i = 0; i < g.size(); ++i)
-      if (bias_epilogue_of_[index(i)] >= 0 || held_in_epilogue_[index(i)] || unread_[index(i)] ||
-          stored_in_[index(i)] >= 0)
+      if (fused_.bias_epilogue_of[index(i)] >= 0 || fused_.held_in_epilogue[index(i)] || unread_[index(i)] ||
+          fused_.stored_in[index(i)] >= 0)
         materialized_[index(i)] = false;
   }
   // Whether forward() returns output i (memory_options::outputs; empty: every output).
@@ -1049,7 +1054,7 @@ class rank_program {
       if (s == no_step) continue;
       // The step's node: `from` itself, or the weight product that writes `from`, its bias gradient.
       const int writer = program_.steps[s].node;
-      if (writer != from && bias_grad_of_[index(writer)] != from) continue;
+      if (writer != from && fused_.bias_grad_of[index(writer)] != from) continue;
       const step_kind kind = program_.steps[s].kind;
       if (kind != step_kind::compute && kind != step_kind::fused) continue;
       if (readers_[index(from)].size() != 1 || g[from].region != g[p].region || g[from].type != g[p].type ||
@@ -1108,10 +1113,12 @@ class rank_program {
     const graph& g = program_.nodes;
     memory_plan::value v;
     v.bytes = static_cast<std::size_t>(layout_.of(i).numel()) * dtype_size(g[i].type);
-    const int held = stored_from_[index(i)] >= 0 ? stored_from_[index(i)] : i;  // whose writer writes it
-    const int writer = written_by_product_[index(held)] >= 0 ? written_by_product_[index(held)]
-                       : bias_done_by_product_[index(held)]  ? g[held].inputs[0]  // the epilogue writes it
-                                                             : held;
+    const int held =
+        fused_.stored_from[index(i)] >= 0 ? fused_.stored_from[index(i)] : i;  // whose writer writes it
+    const int writer = fused_.written_by_product[index(held)] >= 0 ? fused_.written_by_product[index(held)]
+                       : fused_.bias_done_by_product[index(held)]
+                           ? g[held].inputs[0]  // the epilogue writes it
+                           : held;
     memory_plan::steps first{producer_step_[index(writer)], producer_step_[index(writer)]};
     if (g[i].kind == op::param_grad && written_into_[index(g[i].inputs[0])] == i)
       first.first = producer_step_[index(g[i].inputs[0])];  // its producer writes it in place
@@ -1244,235 +1251,6 @@ class rank_program {
               std::to_string(numel) + " " + std::string(dtype_name(type)) + " elements)",
           std::string(e.what()).substr(std::string("shardgraph: ").size()),
           "bind fails before any step runs; memory() of a smaller configuration shows what each value takes");
-    }
-  }
-
-  // linear -> add_bias pairs whose bias the backend adds in the product's epilogue: the linear's
-  // plain product is read by nothing else, so the linear writes x w + b straight into the add_bias
-  // node's value, and the chain starting at that add_bias skips it (an add_bias step of its own,
-  // as before split_heads or gelu, runs no kernel at all).
-  void plan_bias_epilogues() {
-    const graph& g = program_.nodes;
-    bias_epilogue_of_.assign(index(g.size()), -1);
-    bias_done_by_product_.assign(index(g.size()), false);
-    if constexpr (requires { requires Backend::linear_bias_epilogue; }) {
-      for (const step& st : program_.steps) {
-        const bool chain = st.kind == step_kind::fused;
-        if (!chain && !(st.kind == step_kind::compute && g[st.node].kind == op::add_bias)) continue;
-        const int j = chain ? st.first : st.node;
-        const node& n = g[j];
-        if (n.kind != op::add_bias || n.input_count != 2) continue;
-        const int product = n.inputs[0];
-        if (g[product].kind != op::linear || readers_[index(product)].size() != 1) continue;
-        if (g[product].type != n.type || g[n.inputs[1]].type != n.type) continue;
-        bias_epilogue_of_[index(product)] = j;
-        bias_done_by_product_[index(j)] = true;
-      }
-    }
-  }
-
-  // bias_grad -> linear_weight_grad pairs reading the same output gradient dy, for backends declaring
-  // linear_bias_grad_epilogue: the weight product also writes the bias gradient (cuBLASLt sums dy's
-  // rows in its epilogue as it reads them), and the bias_grad step is skipped. The product's step
-  // comes later (autodiff emits the bias's gradient first), so the pair is taken only when nothing
-  // reads the bias gradient in between; its value is then written at the product's step.
-  void plan_bias_grad_epilogues() {
-    const graph& g = program_.nodes;
-    bias_grad_of_.assign(index(g.size()), -1);
-    bias_grad_by_product_.assign(index(g.size()), false);
-    if constexpr (requires { requires Backend::linear_bias_grad_epilogue; }) {
-      for (int j = 0; j < g.size(); ++j) {
-        if (g[j].kind != op::bias_grad || !computed_alone(j)) continue;
-        const int dy = g[j].inputs[0];
-        for (int k : readers_[index(dy)]) {
-          if (g[k].kind != op::linear_weight_grad || g[k].inputs[1] != dy || bias_grad_of_[index(k)] >= 0 ||
-              !computed_alone(k) || g[k].region != g[j].region || g[k].type != g[j].type)
-            continue;
-          const std::size_t product_step = producer_step_[index(k)];
-          if (product_step < producer_step_[index(j)]) continue;
-          bool read_between = false;
-          for (int r : readers_[index(j)])
-            read_between = read_between || producer_step_[index(r)] <= product_step;
-          if (read_between) continue;
-          bias_grad_of_[index(k)] = j;
-          bias_grad_by_product_[index(j)] = true;
-          producer_step_[index(j)] = product_step;  // its lifetime starts there (the memory plan)
-          break;
-        }
-      }
-    }
-  }
-
-  // Whether a compute step of its own writes node i (not a fused chain, a copy or a collective).
-  bool computed_alone(int i) const {
-    const std::size_t s = producer_step_[index(i)];
-    return s != no_step && program_.steps[s].kind == step_kind::compute && program_.steps[s].node == i;
-  }
-
-  // Elementwise steps that a linear's product does in its epilogue (compute::product_epilogue), for
-  // backends declaring linear_epilogues. The step is skipped: the product's call writes its value,
-  // which is live from the product's step on.
-  //   gelu       linear [-> add_bias] -> gelu; the pre-activation is written (as side) only when
-  //              something else reads it: gelu_grad, in training
-  //   gelu_grad  linear -> gelu_grad(x, dy = the product): the backward of the MLP's activation
-  //   add        linear [-> add_bias] -> add(product, v), v computed before the product: the residual
-  //              add after a projection, or a gradient summed from two branches (q's, k's and v's);
-  //              also after layer_norm_grad_x or rms_norm_grad_x (norm_grad_add_epilogue): the
-  //              residual stream's gradient, summed with the norm branch's
-  // The product's own value, and the add_bias's unless it is the kept pre-activation, is not kept.
-  void plan_product_epilogues() {
-    const graph& g = program_.nodes;
-    epilogue_of_.assign(index(g.size()), {});
-    written_by_product_.assign(index(g.size()), -1);
-    held_in_epilogue_.assign(index(g.size()), false);
-    constexpr bool linears = requires { requires Backend::linear_epilogues; };
-    constexpr bool norms = requires { requires Backend::norm_grad_add_epilogue; };
-    if constexpr (linears || norms) {
-      const auto adds_after = [&](op kind) {  // a producer whose call can add a value to its result
-        return (linears && kind == op::linear) ||
-               (norms && (kind == op::layer_norm_grad_x || kind == op::rms_norm_grad_x));
-      };
-      const auto only_reader = [&](int i, int r) {
-        return readers_[index(i)].size() == 1 && readers_[index(i)][0] == r;
-      };
-      const auto before = [&](int v, int step_node) {  // v is computed before step_node's step
-        const std::size_t s = producer_step_[index(v)];
-        return s != no_step && s < producer_step_[index(step_node)];
-      };
-      for (const step& st : program_.steps) {
-        if (st.kind != step_kind::compute && st.kind != step_kind::fused) continue;
-        const int k = st.node;
-        const node& n = g[k];
-        if (n.kind != op::gelu && n.kind != op::gelu_grad && n.kind != op::add) continue;
-        // pre: the value k reads that the product's call writes (an add_bias whose bias the product
-        // added, or the product itself); a fused step is that add_bias and k, nothing more.
-        int pre = -1;
-        if (st.kind == step_kind::fused) {
-          if (!linears || st.first + 1 != k || !bias_done_by_product_[index(st.first)]) continue;
-          pre = st.first;
-        } else {
-          // Of an add's two inputs, the one computed last (the other must be there before it).
-          for (int a = 0; a < n.input_count; ++a) {
-            const int v = n.inputs[a];
-            if (n.kind == op::gelu_grad && a != 1) continue;  // gelu_grad(x, dy): dy is the product
-            const bool candidate =
-                (linears && bias_done_by_product_[index(v)]) ||
-                ((n.kind == op::add ? adds_after(g[v].kind) : linears && g[v].kind == op::linear) &&
-                 computed_alone(v) && bias_epilogue_of_[index(v)] < 0 && only_reader(v, k));
-            if (candidate && (pre < 0 || producer_step_[index(v)] > producer_step_[index(pre)])) pre = v;
-          }
-          if (pre < 0) continue;
-        }
-        const int product = bias_done_by_product_[index(pre)] ? g[pre].inputs[0] : pre;
-        if (!computed_alone(product) || epilogue_of_[index(product)].out >= 0 ||
-            g[product].region != n.region || g[product].type != n.type || g[pre].type != n.type)
-          continue;
-        bool read_by_param_grad = false;  // (plan_gradients_in_place writes those at their own step)
-        for (int r : readers_[index(k)])
-          read_by_param_grad = read_by_param_grad || g[r].kind == op::param_grad;
-        if (read_by_param_grad) continue;
-        planned_epilogue e{.out = k};
-        if (n.kind == op::gelu) {
-          e.kind = compute::product_epilogue::gelu;
-          if (!only_reader(pre, k)) e.side = pre;  // the pre-activation, kept for gelu_grad
-        } else if (n.kind == op::gelu_grad) {
-          if (pre != product || !before(n.inputs[0], product)) continue;
-          e.kind = compute::product_epilogue::gelu_grad;
-          e.side = n.inputs[0];
-        } else {
-          const int other = n.inputs[0] == pre ? n.inputs[1] : n.inputs[0];
-          if (other == pre || !only_reader(pre, k) || !before(other, product) || g[other].type != n.type ||
-              layout_.of(other).numel() != layout_.of(k).numel())
-            continue;
-          e.kind = compute::product_epilogue::add;
-          e.side = other;
-        }
-        epilogue_of_[index(product)] = e;
-        written_by_product_[index(k)] = product;
-        if (e.side != pre) held_in_epilogue_[index(pre)] = true;
-      }
-    }
-  }
-
-  // Attention in the products' layout, for backends declaring attention_token_major: a split_heads
-  // whose readers are all attention (or its gradients) is skipped, its input's step writing the
-  // bytes straight into its buffer ((batch, seq, heads, head_dim) is the input's layout); an
-  // attention's (or gradient's) result read only by a merge_heads is written straight into the
-  // merge's buffer, and the merge skipped. The attention calls then say token_major. All or
-  // nothing per call: each of its q, k, v (and dout) must come so and its result leave so.
-  void plan_token_major_attention() {
-    const graph& g = program_.nodes;
-    stored_in_.assign(index(g.size()), -1);
-    stored_from_.assign(index(g.size()), -1);
-    token_major_.assign(index(g.size()), false);
-    if constexpr (requires { requires Backend::attention_token_major; }) {
-      const auto attention = [&](int i) {
-        const op k = g[i].kind;
-        return k == op::attention || k == op::attention_grad_q || k == op::attention_grad_k ||
-               k == op::attention_grad_v;
-      };
-      // Whether `from`'s value can live in `to`'s buffer, to being its one reader and a layout step.
-      const auto held_in = [&](int from, int to, op layout_op) {
-        const std::size_t s = producer_step_[index(from)];
-        return g[to].kind == layout_op && computed_alone(to) && readers_[index(from)].size() == 1 &&
-               readers_[index(from)][0] == to && s != no_step && program_.steps[s].node == from &&
-               (program_.steps[s].kind == step_kind::compute || program_.steps[s].kind == step_kind::fused) &&
-               g[from].type == g[to].type && g[from].region == g[to].region &&
-               layout_.of(from).numel() == layout_.of(to).numel() && recomputed(from) == recomputed(to);
-      };
-      for (int i = 0; i < g.size(); ++i) token_major_[index(i)] = attention(i) && computed_alone(i);
-      const auto split_in_place = [&](int s) {  // every reader of split s a token-major call
-        if (!held_in(g[s].inputs[0], s, op::split_heads)) return false;
-        for (int r : readers_[index(s)])
-          if (!token_major_[index(r)]) return false;
-        return true;
-      };
-      const auto takes = [&](int i) {
-        if (readers_[index(i)].size() != 1 || !held_in(i, readers_[index(i)][0], op::merge_heads))
-          return false;
-        for (int k = 0; k < (g[i].kind == op::attention ? 3 : 4); ++k)
-          if (!split_in_place(g[i].inputs[k])) return false;
-        return true;
-      };
-      for (bool changed = true; changed;) {  // dropping one call may leave a split another needs
-        changed = false;
-        for (int i = 0; i < g.size(); ++i)
-          if (token_major_[index(i)] && !takes(i)) token_major_[index(i)] = false, changed = true;
-      }
-      for (int i = 0; i < g.size(); ++i) {
-        if (!token_major_[index(i)]) continue;
-        for (int k = 0; k < (g[i].kind == op::attention ? 3 : 4); ++k) {
-          const int split = g[i].inputs[k];
-          stored_in_[index(g[split].inputs[0])] = split;
-          stored_from_[index(split)] = g[split].inputs[0];
-        }
-        const int merge = readers_[index(i)][0];
-        stored_in_[index(i)] = merge;
-        stored_from_[index(merge)] = i;
-      }
-    }
-  }
-
-  // For backends declaring attention_output_reuse: an attention gradient reads the forward's result
-  // (kernel_call::side) where that result stays in memory of its own until then: a token-major
-  // result held in its merge's per-layer buffer, which the backward keeps anyway (the projection's
-  // weight gradient reads it). No value is kept longer for it. The forward's call says output_kept.
-  void plan_attention_output_reuse() {
-    const graph& g = program_.nodes;
-    forward_output_of_.assign(index(g.size()), -1);
-    output_kept_.assign(index(g.size()), false);
-    if constexpr (requires { requires Backend::attention_output_reuse; }) {
-      for (int i = 0; i < g.size(); ++i) {
-        if (!token_major_[index(i)] || g[i].kind == op::attention) continue;  // a token-major gradient
-        for (int a : readers_[index(g[i].inputs[0])]) {  // its forward: the attention of these q, k, v
-          if (g[a].kind != op::attention || g[a].inputs[1] != g[i].inputs[1] ||
-              g[a].inputs[2] != g[i].inputs[2] || !token_major_[index(a)] || stored_in_[index(a)] < 0 ||
-              !per_layer(stored_in_[index(a)]))
-            continue;
-          forward_output_of_[index(i)] = a;
-          output_kept_[index(a)] = true;
-        }
-      }
     }
   }
 
@@ -1983,7 +1761,7 @@ class rank_program {
 
   buffer& value(int i) { return value_at(i, layer_); }
   buffer& value_at(int i, std::int64_t layer) {
-    if (stored_in_[index(i)] >= 0) return value_at(stored_in_[index(i)], layer);
+    if (fused_.stored_in[index(i)] >= 0) return value_at(fused_.stored_in[index(i)], layer);
     if (written_into_[index(i)] >= 0) return value_at(written_into_[index(i)], layer);
     if (!slots_[index(i)].empty())
       return slots_[index(i)][index(static_cast<int>(layer % 2))];  // ZeRO-3 block weights
@@ -2008,16 +1786,16 @@ class rank_program {
     call.scalar = n.scalar;
     call.transpose_b = n.transpose_b;
     for (int k = 0; k < n.input_count; ++k) call.in[k] = &value(n.inputs[k]);
-    if (n.kind == op::linear && bias_epilogue_of_[index(i)] >= 0) {
-      const int j = bias_epilogue_of_[index(i)];
+    if (n.kind == op::linear && fused_.bias_epilogue_of[index(i)] >= 0) {
+      const int j = fused_.bias_epilogue_of[index(i)];
       call.out = &value(j);
       call.bias = &value(program_.nodes[j].inputs[1]);
     }
-    if (bias_grad_of_[index(i)] >= 0) call.bias_grad = &value(bias_grad_of_[index(i)]);
-    call.token_major = token_major_[index(i)];
-    call.output_kept = output_kept_[index(i)];
-    if (forward_output_of_[index(i)] >= 0) call.side = &value(forward_output_of_[index(i)]);
-    if (const planned_epilogue& e = epilogue_of_[index(i)]; e.out >= 0) {
+    if (fused_.bias_grad_of[index(i)] >= 0) call.bias_grad = &value(fused_.bias_grad_of[index(i)]);
+    call.token_major = fused_.token_major[index(i)];
+    call.output_kept = fused_.output_kept[index(i)];
+    if (fused_.forward_output_of[index(i)] >= 0) call.side = &value(fused_.forward_output_of[index(i)]);
+    if (const step_fusion::epilogue& e = fused_.epilogue_of[index(i)]; e.out >= 0) {
       call.epilogue = e.kind;
       call.out = &value(e.out);
       call.side = e.side >= 0 ? &value(e.side) : nullptr;
@@ -2128,7 +1906,7 @@ class rank_program {
     call.dims[0] = layout_.of(last).numel();
     // The chain's start: its first node's input, or that node's own value when the product before
     // it has added the bias (plan_bias_epilogues).
-    const bool bias_done = bias_done_by_product_[index(first)];
+    const bool bias_done = fused_.bias_done_by_product[index(first)];
     if (bias_done && first == last) return;
     call.operands[call.operand_count++] = bias_done ? &value(first) : &value(g[first].inputs[0]);
     for (int j = bias_done ? first + 1 : first; j <= last; ++j) {
@@ -2252,25 +2030,7 @@ class rank_program {
   bool in_backward_ = false;                  // forward() has run the seed of backward
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
-  std::vector<int> bias_epilogue_of_;         // linear node -> the add_bias it absorbs (-1: none)
-  std::vector<bool> bias_done_by_product_;    // add_bias node -> its linear added the bias
-  std::vector<int> bias_grad_of_;             // linear_weight_grad node -> the bias_grad it writes (-1: none)
-  std::vector<bool> bias_grad_by_product_;    // bias_grad node -> a linear_weight_grad writes it
-  struct planned_epilogue {
-    compute::product_epilogue kind = compute::product_epilogue::none;
-    int out = -1;   // the node whose value the product's call writes (-1: no epilogue)
-    int side = -1;  // kernel_call::side (-1: none)
-  };
-  std::vector<planned_epilogue> epilogue_of_;  // linear node -> its epilogue (plan_product_epilogues)
-  std::vector<int> written_by_product_;        // node -> the linear whose epilogue writes it (-1: its step)
-  std::vector<bool> held_in_epilogue_;         // node -> its value stays inside a product's epilogue
-
-  std::vector<int> stored_in_;     // node -> the split or merge of heads whose buffer holds it (-1: its own)
-  std::vector<int> stored_from_;   // split or merge node -> the node it holds (-1: it is computed)
-  std::vector<bool> token_major_;  // attention node -> its call is token-major (plan_token_major_attention)
-  std::vector<int>
-      forward_output_of_;          // attention gradient -> the attention whose result it reads (-1: none)
-  std::vector<bool> output_kept_;  // attention node -> its gradients read its result
+  step_fusion fused_;                         // the steps the backend's calls take over (plan_step_fusion)
 
   std::vector<bool> materialized_;       // per node: some step writes its value (plan_materialized)
   std::vector<bool> unread_;             // per node: only outputs left out read it (plan_materialized)
@@ -2309,7 +2069,7 @@ class rank_program {
   std::vector<Comm> tied_comm_;  // the first and last stage (empty: none)
   std::vector<bank> banks_;
   std::vector<bool> banked_;  // per node: one copy per micro-batch in flight (plan_banks)
-  static constexpr std::size_t no_step = static_cast<std::size_t>(-1);
+  static constexpr std::size_t no_step = step_graph::no_step;
   std::vector<std::size_t> producer_step_;  // per node: the step computing it (no_step: none)
   std::vector<std::vector<int>> readers_;   // per node: the nodes reading it
   int active_bank_ = 0;

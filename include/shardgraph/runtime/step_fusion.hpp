@@ -1,0 +1,317 @@
+#pragma once
+// Which steps of a rank's program the backend's calls take over, planned by bind from the step
+// list and the backend's declared abilities (compute/compute_backend.hpp): a bias, a bias gradient
+// or an elementwise step after a product done in the product's epilogue, the add after a norm's
+// input gradient done by the norm's kernel, attention reading and writing the products' layout
+// (no split or merge of heads) and its backward reading the forward's result. The executor skips
+// the steps taken over and hands their values to the calls that write them.
+#include <cstddef>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/program/program.hpp"
+#include "shardgraph/runtime/local_layout.hpp"
+
+namespace shardgraph {
+
+// What the planning reads of a rank's program.
+struct step_graph {
+  static constexpr std::size_t no_step = static_cast<std::size_t>(-1);
+  const shardgraph::program& program;
+  const std::vector<std::vector<int>>& readers;  // per node: the nodes reading it
+  // per node: the step computing it (no_step: none); a bias gradient that its weight product
+  // writes moves to the product's step (its lifetime starts there)
+  std::vector<std::size_t>& producer_step;
+  const local_layout& layout;
+  std::function<bool(int)> recomputed;  // the node is computed again inside the backward
+  std::function<bool(int)> per_layer;   // the node's value is kept per layer for a later phase
+};
+
+// The plan, per node.
+struct step_fusion {
+  struct epilogue {
+    compute::product_epilogue kind = compute::product_epilogue::none;
+    int out = -1;   // the node whose value the product's call writes (-1: no epilogue)
+    int side = -1;  // kernel_call::side (-1: none)
+  };
+  std::vector<int> bias_epilogue_of;       // linear node -> the add_bias it absorbs (-1: none)
+  std::vector<bool> bias_done_by_product;  // add_bias node -> its linear added the bias
+  std::vector<int> bias_grad_of;           // linear_weight_grad node -> the bias_grad it writes (-1: none)
+  std::vector<bool> bias_grad_by_product;  // bias_grad node -> a linear_weight_grad writes it
+  std::vector<epilogue> epilogue_of;       // linear or norm gradient node -> its epilogue
+  std::vector<int> written_by_product;     // node -> the product whose epilogue writes it (-1: its step)
+  std::vector<bool> held_in_epilogue;      // node -> its value stays inside a product's epilogue
+  std::vector<int> stored_in;     // node -> the split or merge of heads whose buffer holds it (-1: its own)
+  std::vector<int> stored_from;   // split or merge node -> the node it holds (-1: it is computed)
+  std::vector<bool> token_major;  // attention node -> its call is token-major
+  std::vector<int> forward_output_of;  // attention gradient -> the attention whose result it reads (-1: none)
+  std::vector<bool> output_kept;       // attention node -> its gradients read its result
+};
+
+namespace detail {
+
+template <class Backend>
+class step_fusion_planner {
+ public:
+  explicit step_fusion_planner(step_graph in) : in_(std::move(in)) {}
+  step_fusion plan() {
+    plan_bias_epilogues();
+    plan_bias_grad_epilogues();
+    plan_product_epilogues();
+    plan_token_major_attention();
+    plan_attention_output_reuse();
+    return std::move(fused_);
+  }
+
+ private:
+  static constexpr std::size_t no_step = step_graph::no_step;
+  static std::size_t index(int i) { return static_cast<std::size_t>(i); }
+
+  // linear -> add_bias pairs whose bias the backend adds in the product's epilogue: the linear's
+  // plain product is read by nothing else, so the linear writes x w + b straight into the add_bias
+  // node's value, and the chain starting at that add_bias skips it (an add_bias step of its own,
+  // as before split_heads or gelu, runs no kernel at all).
+  void plan_bias_epilogues() {
+    const graph& g = in_.program.nodes;
+    fused_.bias_epilogue_of.assign(index(g.size()), -1);
+    fused_.bias_done_by_product.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::linear_bias_epilogue; }) {
+      for (const step& st : in_.program.steps) {
+        const bool chain = st.kind == step_kind::fused;
+        if (!chain && !(st.kind == step_kind::compute && g[st.node].kind == op::add_bias)) continue;
+        const int j = chain ? st.first : st.node;
+        const node& n = g[j];
+        if (n.kind != op::add_bias || n.input_count != 2) continue;
+        const int product = n.inputs[0];
+        if (g[product].kind != op::linear || in_.readers[index(product)].size() != 1) continue;
+        if (g[product].type != n.type || g[n.inputs[1]].type != n.type) continue;
+        fused_.bias_epilogue_of[index(product)] = j;
+        fused_.bias_done_by_product[index(j)] = true;
+      }
+    }
+  }
+
+  // bias_grad -> linear_weight_grad pairs reading the same output gradient dy, for backends declaring
+  // linear_bias_grad_epilogue: the weight product also writes the bias gradient (cuBLASLt sums dy's
+  // rows in its epilogue as it reads them), and the bias_grad step is skipped. The product's step
+  // comes later (autodiff emits the bias's gradient first), so the pair is taken only when nothing
+  // reads the bias gradient in between; its value is then written at the product's step.
+  void plan_bias_grad_epilogues() {
+    const graph& g = in_.program.nodes;
+    fused_.bias_grad_of.assign(index(g.size()), -1);
+    fused_.bias_grad_by_product.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::linear_bias_grad_epilogue; }) {
+      for (int j = 0; j < g.size(); ++j) {
+        if (g[j].kind != op::bias_grad || !computed_alone(j)) continue;
+        const int dy = g[j].inputs[0];
+        for (int k : in_.readers[index(dy)]) {
+          if (g[k].kind != op::linear_weight_grad || g[k].inputs[1] != dy ||
+              fused_.bias_grad_of[index(k)] >= 0 || !computed_alone(k) || g[k].region != g[j].region ||
+              g[k].type != g[j].type)
+            continue;
+          const std::size_t product_step = in_.producer_step[index(k)];
+          if (product_step < in_.producer_step[index(j)]) continue;
+          bool read_between = false;
+          for (int r : in_.readers[index(j)])
+            read_between = read_between || in_.producer_step[index(r)] <= product_step;
+          if (read_between) continue;
+          fused_.bias_grad_of[index(k)] = j;
+          fused_.bias_grad_by_product[index(j)] = true;
+          in_.producer_step[index(j)] = product_step;  // its lifetime starts there (the memory plan)
+          break;
+        }
+      }
+    }
+  }
+
+  // Whether a compute step of its own writes node i (not a fused chain, a copy or a collective).
+  bool computed_alone(int i) const {
+    const std::size_t s = in_.producer_step[index(i)];
+    return s != no_step && in_.program.steps[s].kind == step_kind::compute && in_.program.steps[s].node == i;
+  }
+
+  // Elementwise steps that a linear's product does in its epilogue (compute::product_epilogue), for
+  // backends declaring linear_epilogues. The step is skipped: the product's call writes its value,
+  // which is live from the product's step on.
+  //   gelu       linear [-> add_bias] -> gelu; the pre-activation is written (as side) only when
+  //              something else reads it: gelu_grad, in training
+  //   gelu_grad  linear -> gelu_grad(x, dy = the product): the backward of the MLP's activation
+  //   add        linear [-> add_bias] -> add(product, v), v computed before the product: the residual
+  //              add after a projection, or a gradient summed from two branches (q's, k's and v's);
+  //              also after layer_norm_grad_x or rms_norm_grad_x (norm_grad_add_epilogue): the
+  //              residual stream's gradient, summed with the norm branch's
+  // The product's own value, and the add_bias's unless it is the kept pre-activation, is not kept.
+  void plan_product_epilogues() {
+    const graph& g = in_.program.nodes;
+    fused_.epilogue_of.assign(index(g.size()), {});
+    fused_.written_by_product.assign(index(g.size()), -1);
+    fused_.held_in_epilogue.assign(index(g.size()), false);
+    constexpr bool linears = requires { requires Backend::linear_epilogues; };
+    constexpr bool norms = requires { requires Backend::norm_grad_add_epilogue; };
+    if constexpr (linears || norms) {
+      const auto adds_after = [&](op kind) {  // a producer whose call can add a value to its result
+        return (linears && kind == op::linear) ||
+               (norms && (kind == op::layer_norm_grad_x || kind == op::rms_norm_grad_x));
+      };
+      const auto only_reader = [&](int i, int r) {
+        return in_.readers[index(i)].size() == 1 && in_.readers[index(i)][0] == r;
+      };
+      const auto before = [&](int v, int step_node) {  // v is computed before step_node's step
+        const std::size_t s = in_.producer_step[index(v)];
+        return s != no_step && s < in_.producer_step[index(step_node)];
+      };
+      for (const step& st : in_.program.steps) {
+        if (st.kind != step_kind::compute && st.kind != step_kind::fused) continue;
+        const int k = st.node;
+        const node& n = g[k];
+        if (n.kind != op::gelu && n.kind != op::gelu_grad && n.kind != op::add) continue;
+        // pre: the value k reads that the product's call writes (an add_bias whose bias the product
+        // added, or the product itself); a fused step is that add_bias and k, nothing more.
+        int pre = -1;
+        if (st.kind == step_kind::fused) {
+          if (!linears || st.first + 1 != k || !fused_.bias_done_by_product[index(st.first)]) continue;
+          pre = st.first;
+        } else {
+          // Of an add's two inputs, the one computed last (the other must be there before it).
+          for (int a = 0; a < n.input_count; ++a) {
+            const int v = n.inputs[a];
+            if (n.kind == op::gelu_grad && a != 1) continue;  // gelu_grad(x, dy): dy is the product
+            const bool candidate =
+                (linears && fused_.bias_done_by_product[index(v)]) ||
+                ((n.kind == op::add ? adds_after(g[v].kind) : linears && g[v].kind == op::linear) &&
+                 computed_alone(v) && fused_.bias_epilogue_of[index(v)] < 0 && only_reader(v, k));
+            if (candidate && (pre < 0 || in_.producer_step[index(v)] > in_.producer_step[index(pre)]))
+              pre = v;
+          }
+          if (pre < 0) continue;
+        }
+        const int product = fused_.bias_done_by_product[index(pre)] ? g[pre].inputs[0] : pre;
+        if (!computed_alone(product) || fused_.epilogue_of[index(product)].out >= 0 ||
+            g[product].region != n.region || g[product].type != n.type || g[pre].type != n.type)
+          continue;
+        bool read_by_param_grad = false;  // (plan_gradients_in_place writes those at their own step)
+        for (int r : in_.readers[index(k)])
+          read_by_param_grad = read_by_param_grad || g[r].kind == op::param_grad;
+        if (read_by_param_grad) continue;
+        step_fusion::epilogue e{.out = k};
+        if (n.kind == op::gelu) {
+          e.kind = compute::product_epilogue::gelu;
+          if (!only_reader(pre, k)) e.side = pre;  // the pre-activation, kept for gelu_grad
+        } else if (n.kind == op::gelu_grad) {
+          if (pre != product || !before(n.inputs[0], product)) continue;
+          e.kind = compute::product_epilogue::gelu_grad;
+          e.side = n.inputs[0];
+        } else {
+          const int other = n.inputs[0] == pre ? n.inputs[1] : n.inputs[0];
+          if (other == pre || !only_reader(pre, k) || !before(other, product) || g[other].type != n.type ||
+              in_.layout.of(other).numel() != in_.layout.of(k).numel())
+            continue;
+          e.kind = compute::product_epilogue::add;
+          e.side = other;
+        }
+        fused_.epilogue_of[index(product)] = e;
+        fused_.written_by_product[index(k)] = product;
+        if (e.side != pre) fused_.held_in_epilogue[index(pre)] = true;
+      }
+    }
+  }
+
+  // Attention in the products' layout, for backends declaring attention_token_major: a split_heads
+  // whose readers are all attention (or its gradients) is skipped, its input's step writing the
+  // bytes straight into its buffer ((batch, seq, heads, head_dim) is the input's layout); an
+  // attention's (or gradient's) result read only by a merge_heads is written straight into the
+  // merge's buffer, and the merge skipped. The attention calls then say token_major. All or
+  // nothing per call: each of its q, k, v (and dout) must come so and its result leave so.
+  void plan_token_major_attention() {
+    const graph& g = in_.program.nodes;
+    fused_.stored_in.assign(index(g.size()), -1);
+    fused_.stored_from.assign(index(g.size()), -1);
+    fused_.token_major.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::attention_token_major; }) {
+      const auto attention = [&](int i) {
+        const op k = g[i].kind;
+        return k == op::attention || k == op::attention_grad_q || k == op::attention_grad_k ||
+               k == op::attention_grad_v;
+      };
+      // Whether `from`'s value can live in `to`'s buffer, to being its one reader and a layout step.
+      const auto held_in = [&](int from, int to, op layout_op) {
+        const std::size_t s = in_.producer_step[index(from)];
+        return g[to].kind == layout_op && computed_alone(to) && in_.readers[index(from)].size() == 1 &&
+               in_.readers[index(from)][0] == to && s != no_step && in_.program.steps[s].node == from &&
+               (in_.program.steps[s].kind == step_kind::compute ||
+                in_.program.steps[s].kind == step_kind::fused) &&
+               g[from].type == g[to].type && g[from].region == g[to].region &&
+               in_.layout.of(from).numel() == in_.layout.of(to).numel() &&
+               in_.recomputed(from) == in_.recomputed(to);
+      };
+      for (int i = 0; i < g.size(); ++i) fused_.token_major[index(i)] = attention(i) && computed_alone(i);
+      const auto split_in_place = [&](int s) {  // every reader of split s a token-major call
+        if (!held_in(g[s].inputs[0], s, op::split_heads)) return false;
+        for (int r : in_.readers[index(s)])
+          if (!fused_.token_major[index(r)]) return false;
+        return true;
+      };
+      const auto takes = [&](int i) {
+        if (in_.readers[index(i)].size() != 1 || !held_in(i, in_.readers[index(i)][0], op::merge_heads))
+          return false;
+        for (int k = 0; k < (g[i].kind == op::attention ? 3 : 4); ++k)
+          if (!split_in_place(g[i].inputs[k])) return false;
+        return true;
+      };
+      for (bool changed = true; changed;) {  // dropping one call may leave a split another needs
+        changed = false;
+        for (int i = 0; i < g.size(); ++i)
+          if (fused_.token_major[index(i)] && !takes(i)) fused_.token_major[index(i)] = false, changed = true;
+      }
+      for (int i = 0; i < g.size(); ++i) {
+        if (!fused_.token_major[index(i)]) continue;
+        for (int k = 0; k < (g[i].kind == op::attention ? 3 : 4); ++k) {
+          const int split = g[i].inputs[k];
+          fused_.stored_in[index(g[split].inputs[0])] = split;
+          fused_.stored_from[index(split)] = g[split].inputs[0];
+        }
+        const int merge = in_.readers[index(i)][0];
+        fused_.stored_in[index(i)] = merge;
+        fused_.stored_from[index(merge)] = i;
+      }
+    }
+  }
+
+  // For backends declaring attention_output_reuse: an attention gradient reads the forward's result
+  // (kernel_call::side) where that result stays in memory of its own until then: a token-major
+  // result held in its merge's per-layer buffer, which the backward keeps anyway (the projection's
+  // weight gradient reads it). No value is kept longer for it. The forward's call says output_kept.
+  void plan_attention_output_reuse() {
+    const graph& g = in_.program.nodes;
+    fused_.forward_output_of.assign(index(g.size()), -1);
+    fused_.output_kept.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::attention_output_reuse; }) {
+      for (int i = 0; i < g.size(); ++i) {
+        if (!fused_.token_major[index(i)] || g[i].kind == op::attention) continue;  // a token-major gradient
+        for (int a : in_.readers[index(g[i].inputs[0])]) {  // its forward: the attention of these q, k, v
+          if (g[a].kind != op::attention || g[a].inputs[1] != g[i].inputs[1] ||
+              g[a].inputs[2] != g[i].inputs[2] || !fused_.token_major[index(a)] ||
+              fused_.stored_in[index(a)] < 0 || !in_.per_layer(fused_.stored_in[index(a)]))
+            continue;
+          fused_.forward_output_of[index(i)] = a;
+          fused_.output_kept[index(a)] = true;
+        }
+      }
+    }
+  }
+
+  step_graph in_;
+  step_fusion fused_;
+};
+
+}  // namespace detail
+
+// The plan for Backend's declared abilities (none declared: nothing fused).
+template <class Backend>
+step_fusion plan_step_fusion(step_graph in) {
+  return detail::step_fusion_planner<Backend>(std::move(in)).plan();
+}
+
+}  // namespace shardgraph
