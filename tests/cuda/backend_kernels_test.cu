@@ -602,6 +602,23 @@ TEST_CASE("cuda backend: causal attention and its gradients match the cpu backen
 
 namespace {
 
+// An attention call of shape a into `out`: the forward reads q, k, v, a gradient also dout.
+template <class Buffer>
+sg::compute::kernel_call<Buffer> attention_call(op kind, const attention_shape& a, dtype t, const Buffer& q,
+                                                const Buffer& k, const Buffer& v, const Buffer& dout,
+                                                Buffer& out) {
+  sg::compute::kernel_call<Buffer> call;
+  call.kind = kind;
+  call.type = t;
+  call.out = &out;
+  call.in[0] = &q;
+  call.in[1] = &k;
+  call.in[2] = &v;
+  if (kind != op::attention) call.in[3] = &dout;
+  set_dims(call, {a.batch, a.heads, a.kv_heads, a.seq(t), a.head_dim});
+  return call;
+}
+
 // The three attention gradients of one set of inputs, asked for in the order k, v, q (the cuda
 // backend makes all three on the first call and serves the next two from them), then dk after q
 // changed through upload, and after q changed through scale: each must be that of the q it has then.
@@ -615,16 +632,7 @@ std::vector<std::vector<double>> attention_gradients_in_sequence(Backend& backen
   buffer dq = backend.allocate(t, a.q_numel(t)), dk = backend.allocate(t, a.kv_numel(t)),
          dv = backend.allocate(t, a.kv_numel(t));
   auto gradient = [&](op kind, buffer& out) {
-    sg::compute::kernel_call<buffer> call;
-    call.kind = kind;
-    call.type = t;
-    call.out = &out;
-    call.in[0] = &q;
-    call.in[1] = &k;
-    call.in[2] = &v;
-    call.in[3] = &dout;
-    set_dims(call, {a.batch, a.heads, a.kv_heads, a.seq(t), a.head_dim});
-    backend.run(call);
+    backend.run(attention_call(kind, a, t, q, k, v, dout, out));
     return values_of(backend, out);
   };
   std::vector<std::vector<double>> results;
@@ -683,16 +691,8 @@ TEST_CASE(
                v = make_buffer(cuda, inputs[2]), dout = make_buffer(cuda, inputs[3]);
         buffer out = cuda.allocate(t, a.q_numel(t));
         const auto call_of = [&](op kind, buffer& result) {
-          sg::compute::kernel_call<buffer> call;
-          call.kind = kind;
-          call.type = t;
-          call.out = &result;
-          call.in[0] = &q;
-          call.in[1] = &k;
-          call.in[2] = &v;
-          if (kind != op::attention) call.in[3] = &dout;
+          auto call = attention_call(kind, a, t, q, k, v, dout, result);
           call.token_major = token_major;
-          set_dims(call, {a.batch, a.heads, a.kv_heads, a.seq(t), a.head_dim});
           return call;
         };
         auto forward = call_of(op::attention, out);

@@ -1073,7 +1073,9 @@ class backend {
 
   // A token-major attention call that flash attention does not take (f32, f64, another head_dim):
   // on head-major copies of its operands (compute::run_token_major_apart), in one scratch buffer.
+  // Its backward runs the batched products again: no log-sum-exp stays kept with its result.
   void run_token_major_apart(const call_t& call) {
+    if (call.kind == op::attention) state_->kept_lse.erase(call.out->data());
     std::int64_t numel = call.out->numel();
     for (const buffer* b : call.in)
       if (b != nullptr) numel += b->numel();
