@@ -139,8 +139,8 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "{\"bench\": \"step_calls\", \"model\": \"%s\", \"op\": \"total\", \"calls\": %d, \"loss\": %.6f, "
-        "\"gradient_sums_bytes\": %lld, \"gradients_in_place\": %d, \"bias_gradients_from_products\": %d}\n",
+        "\"gradient_sums_bytes\": %lld, \"gradients_in_place\": %d, \"bias_gradients_with_weights\": %d}\n",
         model.c_str(), total, report.loss, static_cast<long long>(trainer.memory().gradient_sums),
-        rank.memory().gradients_in_place, rank.bias_gradients_from_products());
+        rank.memory().gradients_in_place, rank.bias_gradients_with_weights());
   });
 }

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "catch.hpp"
@@ -308,41 +309,60 @@ TEST_CASE("trainer: activation recomputation (full, attention) trains like one r
   CHECK(attention < kept);
 }
 
-// The cpu backend runs a weight product's bias gradient as its own column sums, whether the
-// executor hands it to the product (linear_bias_grad_epilogue, as a GPU's GEMM epilogue takes it)
-// or runs the bias_grad step: the same bytes either way.
+// The cpu backend runs a weight product's or a layer norm's bias gradient as its own column sums,
+// whether the executor hands it to the weight gradient (linear_bias_grad_epilogue, as a GPU's GEMM
+// epilogue takes it; norm_bias_grad_fused, as a GPU's column sums take it) or runs the bias_grad
+// step: the same bytes either way.
 struct cpu_without_bias_grad_epilogue : sg::cpu::backend {
   static constexpr bool linear_bias_grad_epilogue = false;
+  static constexpr bool norm_bias_grad_fused = false;
 };
 
-TEST_CASE("trainer: bias gradients written by their weight products train exactly as apart",
+TEST_CASE("trainer: bias gradients written with their weight gradients train exactly as apart",
           "[runtime][training][threads]") {
-  for (auto [dp, tp] : {std::pair{1, 1}, {2, 2}}) {
-    CAPTURE(dp, tp);
-    const weights fused = train_on([] { return sg::cpu::backend{}; }, sharded, dp, tp, 2, 1, nullptr);
+  for (auto [p, dp, tp] : {std::tuple{&sharded, 1, 1}, {&sharded, 2, 2}, {&single, 2, 1}}) {
+    CAPTURE(p == &single, dp, tp);
+    const weights fused = train_on([] { return sg::cpu::backend{}; }, *p, dp, tp, 2, 1, nullptr);
     const weights apart =
-        train_on([] { return cpu_without_bias_grad_epilogue{}; }, sharded, dp, tp, 2, 1, nullptr);
+        train_on([] { return cpu_without_bias_grad_epilogue{}; }, *p, dp, tp, 2, 1, nullptr);
     CHECK(fused == apart);
   }
-  // Every bias gradient whose dy a weight product also reads is paired with it: per block the
-  // q, k, v, attention output, MLP in and MLP out linears.
-  int biased_linears = 0;
-  const sg::graph& g = sharded.nodes;
-  for (int j = 0; j < g.size(); ++j) {
-    if (g[j].kind != sg::op::bias_grad) continue;
-    bool product = false;
-    for (int k = 0; k < g.size(); ++k)
-      product = product || (g[k].kind == sg::op::linear_weight_grad && g[k].inputs[1] == g[j].inputs[0]);
-    biased_linears += product;
-  }
-  CHECK(biased_linears == 6);
+  // Every bias gradient whose dy a weight product or a layer norm's weight gradient also reads is
+  // paired with it: per block the q, k, v, attention output, MLP in and MLP out linears, and
+  // without tensor parallelism the two layer norms and the final one. With it, a norm's bias
+  // gradient sums the partial dy before its all-reduce, its weight gradient the reduced one.
+  struct pairs {
+    int linears = 0, norms = 0;
+  };
+  const auto pairs_in = [](const sg::program& p) {
+    pairs found;
+    const sg::graph& g = p.nodes;
+    for (int j = 0; j < g.size(); ++j) {
+      if (g[j].kind != sg::op::bias_grad) continue;
+      bool product = false, norm = false;
+      for (int k = 0; k < g.size(); ++k) {
+        product = product || (g[k].kind == sg::op::linear_weight_grad && g[k].inputs[1] == g[j].inputs[0]);
+        norm = norm || (g[k].kind == sg::op::layer_norm_grad_w && g[k].inputs[1] == g[j].inputs[0]);
+      }
+      found.linears += product;
+      found.norms += norm;
+    }
+    return found;
+  };
+  const pairs in_sharded = pairs_in(sharded), in_single = pairs_in(single);
+  CHECK(in_sharded.linears == 6);
+  CHECK(in_sharded.norms == 0);
+  CHECK(in_single.linears == 6);
+  CHECK(in_single.norms == 3);
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
-    auto paired =
-        sg::bind(sharded, config.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights());
-    auto apart = sg::bind(sharded, config.sizes(batch, seq), comm, cpu_without_bias_grad_epilogue{}, {},
-                          sg::random_weights());
-    CHECK(paired.bias_gradients_from_products() == biased_linears);
-    CHECK(apart.bias_gradients_from_products() == 0);
+    for (const auto& [p, want] : {std::pair{&sharded, in_sharded}, {&single, in_single}}) {
+      auto paired =
+          sg::bind(*p, config.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights());
+      auto apart = sg::bind(*p, config.sizes(batch, seq), comm, cpu_without_bias_grad_epilogue{}, {},
+                            sg::random_weights());
+      CHECK(paired.bias_gradients_with_weights() == want.linears + want.norms);
+      CHECK(apart.bias_gradients_with_weights() == 0);
+    }
   });
 }
 
@@ -431,8 +451,10 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   CHECK(calls["add_scaled"] == 0);
   CHECK(calls["scale"] == 0);
   CHECK(calls["adamw_many"] == 1);
-  // Column sums of the layer norms' biases; the linears' come with their weight products.
-  CHECK(calls["bias_grad"] == 2 * config.layers + 1);
+  // Column sums of the layer norms' biases come with the norms' weight gradients, the linears'
+  // with their weight products.
+  CHECK(calls["bias_grad"] == 0);
+  CHECK(calls["layer_norm_grad_w"] == 2 * config.layers + 1);
   CHECK(calls["linear_weight_grad"] == 6 * config.layers + 1);  // and the tied head's
   // Every bias is added by its product, the MLP's GELU and its gradient too; the residual adds
   // after the two projections and the sums of q's, k's and v's input gradients (two a layer) are

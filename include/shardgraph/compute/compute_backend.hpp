@@ -64,9 +64,10 @@ struct kernel_call {
   // linear only: out = x w + bias (n, broadcast over rows), set when the backend declares
   // `static constexpr bool linear_bias_epilogue = true` (a GEMM that adds it in its epilogue).
   const Buffer* bias = nullptr;
-  // linear_weight_grad only: also the bias gradient, the column sums of dy = in[1] ((n), as a
-  // bias_grad call would write them), set when the backend declares
-  // `static constexpr bool linear_bias_grad_epilogue = true` (a GEMM that sums them in its epilogue).
+  // linear_weight_grad and layer_norm_grad_w only: also the bias gradient, the column sums of
+  // dy = in[1] ((n), as a bias_grad call would write them), set when the backend declares
+  // `static constexpr bool linear_bias_grad_epilogue = true` (a GEMM that sums them in its epilogue)
+  // or, for the norm's, `norm_bias_grad_fused = true` (one pass over dy for both sums).
   Buffer* bias_grad = nullptr;
   // linear (and layer_norm_grad_x, rms_norm_grad_x: add): see product_epilogue.
   product_epilogue epilogue = product_epilogue::none;
@@ -98,8 +99,9 @@ struct block_layout {
   std::int64_t element_bytes = 4;
 };
 
-// A linear_weight_grad call carrying bias_grad, as the two calls it stands for: the product alone,
-// and the bias_grad call (dy's column sums over its rows), for a backend that runs them apart.
+// A linear_weight_grad or layer_norm_grad_w call carrying bias_grad, as the two calls it stands
+// for: the weight gradient alone, and the bias_grad call (dy's column sums over its rows), for a
+// backend that runs them apart.
 template <class Buffer>
 struct weight_and_bias_grad {
   kernel_call<Buffer> product, bias_grad;
@@ -111,9 +113,10 @@ weight_and_bias_grad<Buffer> split_bias_grad(const kernel_call<Buffer>& c) {
   apart.bias_grad.kind = op::bias_grad;
   apart.bias_grad.type = c.bias_grad->type();
   apart.bias_grad.out = c.bias_grad;
-  apart.bias_grad.in[0] = c.in[1];      // dy (rows, n)
+  apart.bias_grad.in[0] = c.in[1];      // dy (rows, n) of both
   apart.bias_grad.dims[0] = c.dims[0];  // rows
-  apart.bias_grad.dims[1] = c.dims[2];  // n
+  // n: a product's dims are (rows, k, n), a norm's (rows, n)
+  apart.bias_grad.dims[1] = c.kind == op::layer_norm_grad_w ? c.dims[1] : c.dims[2];
   return apart;
 }
 

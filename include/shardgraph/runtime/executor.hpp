@@ -295,8 +295,9 @@ class rank_program {
   // or a ZeRO-3 gather to run).
   bool overlaps_communication() const { return overlapping_; }
 
-  // How many bias gradients their weight product writes (plan_bias_grad_epilogues).
-  int bias_gradients_from_products() const {
+  // How many bias gradients their weight product or layer norm weight gradient writes
+  // (plan_bias_grad_epilogues).
+  int bias_gradients_with_weights() const {
     return static_cast<int>(
         std::count(fused_.bias_grad_by_product.begin(), fused_.bias_grad_by_product.end(), true));
   }

@@ -98,28 +98,34 @@ class step_fusion_planner {
   // rows in its epilogue as it reads them), and the bias_grad step is skipped. The product's step
   // comes later (autodiff emits the bias's gradient first), so the pair is taken only when nothing
   // reads the bias gradient in between; its value is then written at the product's step.
+  // Likewise bias_grad -> layer_norm_grad_w pairs (a layer norm's bias and weight gradients), for
+  // backends declaring norm_bias_grad_fused: the norm's weight gradient comes first, so the bias
+  // gradient is written earlier than its own step, where nothing can have read it yet.
   void plan_bias_grad_epilogues() {
     const graph& g = in_.program.nodes;
     fused_.bias_grad_of.assign(index(g.size()), -1);
     fused_.bias_grad_by_product.assign(index(g.size()), false);
-    if constexpr (requires { requires Backend::linear_bias_grad_epilogue; }) {
+    constexpr bool products = requires { requires Backend::linear_bias_grad_epilogue; };
+    constexpr bool norms = requires { requires Backend::norm_bias_grad_fused; };
+    if constexpr (products || norms) {
       for (int j = 0; j < g.size(); ++j) {
         if (g[j].kind != op::bias_grad || !computed_alone(j)) continue;
         const int dy = g[j].inputs[0];
         for (int k : in_.readers[index(dy)]) {
-          if (g[k].kind != op::linear_weight_grad || g[k].inputs[1] != dy ||
-              fused_.bias_grad_of[index(k)] >= 0 || !computed_alone(k) || g[k].region != g[j].region ||
-              g[k].type != g[j].type)
+          const bool product = products && g[k].kind == op::linear_weight_grad;
+          const bool norm = norms && g[k].kind == op::layer_norm_grad_w;
+          if ((!product && !norm) || g[k].inputs[1] != dy || fused_.bias_grad_of[index(k)] >= 0 ||
+              !computed_alone(k) || g[k].region != g[j].region || g[k].type != g[j].type)
             continue;
-          const std::size_t product_step = in_.producer_step[index(k)];
-          if (product_step < in_.producer_step[index(j)]) continue;
+          const std::size_t weight_step = in_.producer_step[index(k)];
+          if (product && weight_step < in_.producer_step[index(j)]) continue;
           bool read_between = false;
           for (int r : in_.readers[index(j)])
-            read_between = read_between || in_.producer_step[index(r)] <= product_step;
+            read_between = read_between || in_.producer_step[index(r)] <= weight_step;
           if (read_between) continue;
           fused_.bias_grad_of[index(k)] = j;
           fused_.bias_grad_by_product[index(j)] = true;
-          in_.producer_step[index(j)] = product_step;  // its lifetime starts there (the memory plan)
+          in_.producer_step[index(j)] = weight_step;  // its lifetime starts there (the memory plan)
           break;
         }
       }

@@ -33,6 +33,9 @@ class backend {
   // A linear_weight_grad's kernel_call may carry its bias gradient (the executor then skips the
   // bias_grad step), as a GPU backend's GEMM sums it in its epilogue; here the two run in turn.
   static constexpr bool linear_bias_grad_epilogue = true;
+  // A layer_norm_grad_w's kernel_call may carry the norm's bias gradient likewise (one pass over dy
+  // on a GPU); here the two run in turn.
+  static constexpr bool norm_bias_grad_fused = true;
   // A linear's kernel_call may carry an epilogue (compute::product_epilogue: gelu, gelu_grad or a
   // residual add; the executor then skips that step); here the two run in turn, rounded as apart.
   static constexpr bool linear_epilogues = true;

@@ -165,6 +165,8 @@ class backend {
   static constexpr bool linear_bias_epilogue = true;  // kernel_call::bias of a linear: the GEMM adds it
   // kernel_call::bias_grad of a linear_weight_grad: the GEMM sums dy's columns in its epilogue
   static constexpr bool linear_bias_grad_epilogue = true;
+  // kernel_call::bias_grad of a layer_norm_grad_w: its column sums take dy's in the same pass
+  static constexpr bool norm_bias_grad_fused = true;
   // kernel_call::epilogue of a linear (GELU keeping its input, GELU's gradient, a residual add): in
   // the GEMM's epilogue where cuBLASLt has one, else by the elementwise kernel after it
   static constexpr bool linear_epilogues = true;
@@ -449,10 +451,12 @@ class backend {
            detail::text(cudaGetErrorString(status), " (", cudaGetErrorName(status), ")"), how_to_fix(status));
   }
 
-  // A weight product with its bias gradient that run_typed takes in one call: no empty dimension.
+  // A weight gradient with its bias gradient that run_typed takes in one call: a product's or a
+  // layer norm's, with no empty dimension.
   static bool bias_grad_epilogue_fits(const call_t& c) {
-    return c.kind == op::linear_weight_grad && c.out->numel() > 0 && c.bias_grad->numel() > 0 &&
-           c.dims[0] > 0 && c.dims[1] > 0 && c.dims[2] > 0;
+    if (c.out->numel() == 0 || c.bias_grad->numel() == 0 || c.dims[0] == 0 || c.dims[1] == 0) return false;
+    if (c.kind == op::layer_norm_grad_w) return c.bias_grad->type() == c.out->type();
+    return c.kind == op::linear_weight_grad && c.dims[2] > 0;
   }
 
   static bool large(const call_t& c) {
@@ -552,32 +556,57 @@ class backend {
                                 true);
   }
 
+  // to[j] = sum over rows of source's term (i, j); with `values` (normalized_product only), also
+  // values[j] = sum of dy's column j, in the same pass where the vector kernel takes the call.
   template <class C>
-  void column_sums(kernels::mut_ref to, std::int64_t rows, std::int64_t n, auto source) {
+  void column_sums(kernels::mut_ref to, std::int64_t rows, std::int64_t n, auto source,
+                   const kernels::mut_ref* values = nullptr) {
     if (n == 0) return;
+    constexpr kernels::column_term term = decltype(source)::term;
+    constexpr bool normalized = term == kernels::column_term::normalized_product;
+    const auto values_apart = [&] {
+      if (values != nullptr)
+        column_sums<C>(*values, rows, n,
+                       kernels::column_source<C, kernels::column_term::value>{
+                           .dy = source.dy, .x = {}, .stats = nullptr});
+    };
     const std::int64_t splits = std::max<std::int64_t>(
         1, (rows + kernels::column_rows_per_split - 1) / kernels::column_rows_per_split);
-    C* partial = state_->scratch.get<C>(scratch_use::partials, static_cast<std::size_t>(splits * n));
+    const bool both = normalized && values != nullptr;
+    C* partial =
+        state_->scratch.get<C>(scratch_use::partials, static_cast<std::size_t>((both ? 2 : 1) * splits * n));
     const dim3 grid(static_cast<unsigned>((n + kernels::column_block_x - 1) / kernels::column_block_x),
                     static_cast<unsigned>(splits));
     const dim3 block(kernels::column_block_x, kernels::column_block_y);
-    constexpr kernels::column_term term = decltype(source)::term;
-    constexpr bool normalized = term == kernels::column_term::normalized_product;
     const dtype t = source.dy.type;
     if (compute_type_is<C>(t) && vector_ready(t, n, {source.dy, normalized ? source.x : source.dy})) {
       const std::int64_t columns_per_block = kernels::column_block_x * vector_lanes(t);
       const dim3 vector_grid(static_cast<unsigned>((n + columns_per_block - 1) / columns_per_block),
                              static_cast<unsigned>(splits));
       with_vector_types(t, [&]<class T, class V>() {
-        if constexpr (std::is_same_v<V, C>)
-          kernels::column_partial_vector_kernel<T, C, term><<<vector_grid, block, 0, stream()>>>(
-              static_cast<const T*>(source.dy.data), static_cast<const T*>(source.x.data), source.stats,
-              partial, rows, n);
+        if constexpr (std::is_same_v<V, C>) {
+          if (both)
+            kernels::column_partial_vector_kernel<T, C, term, normalized>
+                <<<vector_grid, block, 0, stream()>>>(static_cast<const T*>(source.dy.data),
+                                                      static_cast<const T*>(source.x.data), source.stats,
+                                                      partial, rows, n);
+          else
+            kernels::column_partial_vector_kernel<T, C, term><<<vector_grid, block, 0, stream()>>>(
+                static_cast<const T*>(source.dy.data), static_cast<const T*>(source.x.data), source.stats,
+                partial, rows, n);
+        }
       });
+      if (both) {
+        kernels::column_total_kernel<C>
+            <<<kernels::blocks_for(n), 256, 0, stream()>>>(partial + splits * n, splits, *values, n);
+        kernels::column_total_kernel<C><<<kernels::blocks_for(n), 256, 0, stream()>>>(partial, splits, to, n);
+        return;
+      }
     } else {
       kernels::column_partial_kernel<C><<<grid, block, 0, stream()>>>(source, partial, rows, n);
     }
     kernels::column_total_kernel<C><<<kernels::blocks_for(n), 256, 0, stream()>>>(partial, splits, to, n);
+    values_apart();
   }
 
   // The vector kernels (kernels/vectorized.cuh) take calls whose buffers all hold one floating dtype t,
@@ -971,9 +1000,12 @@ class backend {
           norm_statistics<C, true>(c, stats);
         else
           norm_statistics<C, false>(c, stats);
+        // kernel_call::bias_grad (a layer norm's): dy's column sums in the same pass
+        const kernels::mut_ref bias_sums = c.bias_grad != nullptr ? out(*c.bias_grad) : kernels::mut_ref{};
         return column_sums<C>(out(o), d[0], d[1],
                               kernels::column_source<C, kernels::column_term::normalized_product>{
-                                  .dy = in(c, 1), .x = in(c, 0), .stats = stats});
+                                  .dy = in(c, 1), .x = in(c, 0), .stats = stats},
+                              c.bias_grad != nullptr ? &bias_sums : nullptr);
       }
       case op::softmax_grad:
         return kernels::softmax_grad_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(

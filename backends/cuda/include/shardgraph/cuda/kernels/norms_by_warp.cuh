@@ -184,35 +184,42 @@ __global__ void norm_statistics_warp_kernel(const T* x, C* stats, std::int64_t r
 
 // column_partial_kernel on 16-byte vectors: each thread sums lanes<T> adjacent columns, so a warp
 // reads 512 contiguous bytes of a row. dy and x (normalized_product) hold T; n is whole vectors.
-template <class T, class C, column_term Term>
+// With AlsoValues (normalized_product only), dy's own column sums go to partial + splits * n in the
+// same pass: a layer norm's weight and bias gradients from one read of dy.
+template <class T, class C, column_term Term, bool AlsoValues = false>
 __global__ void column_partial_vector_kernel(const T* dy, const T* x, const C* stats, C* partial,
                                              std::int64_t rows, std::int64_t n) {
-  constexpr int L = lanes<T>;
-  __shared__ C sums[column_block_y][column_block_x * L];
+  static_assert(!AlsoValues || Term == column_term::normalized_product, "values are the term already");
+  constexpr int L = lanes<T>, Sums = AlsoValues ? 2 : 1;
+  __shared__ C sums[Sums][column_block_y][column_block_x * L];
   const std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * column_block_x + threadIdx.x) * L;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * column_rows_per_split;
   const std::int64_t end = min(rows, begin + column_rows_per_split);
-  C acc[L] = {};
+  C acc[Sums][L] = {};
   if (first < n)
     for (std::int64_t i = begin + threadIdx.y; i < end; i += column_block_y) {
       C g[L];
       load_vector(dy + i * n + first, g);
+      if constexpr (AlsoValues)
+        for (int l = 0; l < L; ++l) acc[1][l] += g[l];
       if constexpr (Term == column_term::normalized_product) {
         C xv[L];
         load_vector(x + i * n + first, xv);
         const C mean = stats[2 * i], inverse = stats[2 * i + 1];
         for (int l = 0; l < L; ++l) g[l] *= (xv[l] - mean) * inverse;
       }
-      for (int l = 0; l < L; ++l) acc[l] += g[l];
+      for (int l = 0; l < L; ++l) acc[0][l] += g[l];
     }
-  for (int l = 0; l < L; ++l) sums[threadIdx.y][threadIdx.x * L + l] = acc[l];
+  for (int k = 0; k < Sums; ++k)
+    for (int l = 0; l < L; ++l) sums[k][threadIdx.y][threadIdx.x * L + l] = acc[k][l];
   __syncthreads();
   if (threadIdx.y == 0 && first < n)
-    for (int l = 0; l < L; ++l) {
-      C total = 0;
-      for (unsigned y = 0; y < column_block_y; ++y) total += sums[y][threadIdx.x * L + l];
-      partial[blockIdx.y * n + first + l] = total;
-    }
+    for (int k = 0; k < Sums; ++k)
+      for (int l = 0; l < L; ++l) {
+        C total = 0;
+        for (unsigned y = 0; y < column_block_y; ++y) total += sums[k][y][threadIdx.x * L + l];
+        partial[(k * gridDim.y + blockIdx.y) * n + first + l] = total;
+      }
 }
 
 }  // namespace shardgraph::cuda::kernels
