@@ -8,6 +8,7 @@
 #   build        configure build-gpu (Release, sm_90a) and build the GPU tests, benches and the converter
 #   test         ctest -L gpu
 #   train        bench/train_gpt2 for 124M (median of 10 steps) and its per-op profile
+#   attention    bench/attention_cuda (flash attention alone, each tiling) and bench/attention_pytorch.py
 #   compare      bench/compare_pytorch.py for 124M and 350M, eager and torch.compile, in one run
 #   load-1b      random llama-1b (bf16) checkpoint, bench/load_hf/compare_hf.py against from_pretrained
 #   load-7b      the same for llama-7b
@@ -38,7 +39,7 @@ stage_build() {
   timed configure cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DSHARDGRAPH_FUZZ_SECONDS=0 || { tail -30 "$out/configure.log"; return 1; }
   local targets
-  targets=$(cmake --build build-gpu --target help | awk '/^\.\.\. ((cuda|nccl|mpi_nccl)[a-z_]*|bench_train_gpt2|bench_load_hf|shardgraph_convert|bench_gemm_cuda)$/ {print $2}' | tr '\n' ' ')
+  targets=$(cmake --build build-gpu --target help | awk '/^\.\.\. ((cuda|nccl|mpi_nccl)[a-z_]*|bench_train_gpt2|bench_attention_cuda|bench_load_hf|shardgraph_convert|bench_gemm_cuda)$/ {print $2}' | tr '\n' ' ')
   timed build cmake --build build-gpu -j "$jobs" --target $targets || { grep -m20 -B2 -A10 "error" "$out/build.log"; return 1; }
 }
 
@@ -52,6 +53,12 @@ stage_train() {
   grep RESULT "$out/train.log" | tee -a "$summary"
   timed profile build-gpu/bench/train_gpt2 --model 124M --steps 3 --warmup 2 --profile 1
   grep -E "KERNEL|RESULT" "$out/profile.log" | head -40 | tee -a "$summary"
+}
+
+stage_attention() {
+  timed attention build-gpu/bench/attention_cuda --repeat 20
+  PYTHONUNBUFFERED=1 timed attention-pytorch python3 bench/attention_pytorch.py --repeat 20
+  cat "$out/attention.log" "$out/attention-pytorch.log" | grep '^{' | tee -a "$summary"
 }
 
 stage_compare() {
@@ -75,6 +82,7 @@ for stage in "$@"; do
     build) stage_build || exit 1 ;;
     test) stage_test ;;
     train) stage_train ;;
+    attention) stage_attention ;;
     compare) stage_compare ;;
     load-1b) load_stage llama-1b 3 ;;
     load-7b) load_stage llama-7b 2 ;;

@@ -249,9 +249,11 @@ void in_each_dtype(const std::string& what, tolerance allowed, Compare&& compare
 
 // The sizes of one attention call: q (batch, heads, seq, head_dim), k and v (batch, kv_heads, seq,
 // head_dim). seq is odd in f64 and f32, a multiple of 8 in bf16 (16-bit GEMM strides), unless the
-// shape names its own: head_dim 64 runs bf16 through flash attention, which takes any seq (150 is
-// two 64-row tiles and a partial one, so the causal mask, the diagonal tiles and the rows past seq
-// are all exercised).
+// shape names its own: head_dim 64 runs bf16 through flash attention, which takes any seq: 150 is
+// a 128-row block and a partial one (two 64-row tiles and a partial one on the streamed side), so
+// the causal mask, the diagonal tiles, the warps past the diagonal and the rows past seq are all
+// exercised; 40 is less than one tile; 300 is three blocks, the key gradients over several query
+// tiles each.
 struct attention_shape {
   std::string name;
   std::int64_t batch, heads, kv_heads, head_dim;
@@ -270,7 +272,9 @@ const std::vector<attention_shape>& attention_shapes() {
       {"GQA (heads 4, kv_heads 2)", 2, 4, 2, 8},
       {"MQA (heads 4, kv_heads 1)", 2, 4, 1, 16},
       {"flash MHA (heads 2, head_dim 64, seq 150)", 2, 2, 2, 64, 150},
-      {"flash GQA (heads 4, kv_heads 2, head_dim 64, seq 131)", 1, 4, 2, 64, 131}};
+      {"flash GQA (heads 4, kv_heads 2, head_dim 64, seq 131)", 1, 4, 2, 64, 131},
+      {"flash MHA (heads 1, head_dim 64, seq 40)", 2, 1, 1, 64, 40},
+      {"flash GQA (heads 2, kv_heads 1, head_dim 64, seq 300)", 1, 2, 1, 64, 300}};
   return shapes;
 }
 
@@ -953,6 +957,30 @@ TEST_CASE("cuda backend: the norms' gradients match the cpu backend", "[cuda][gp
           call.scalar = 1e-5;
         });
       });
+    // With kernel_call::bias_grad the norm's weight gradient also writes dy's column sums (in the
+    // same pass where the columns are whole 16-byte vectors): both outputs checked, each poisoned.
+    in_each_dtype("layer_norm_grad_w with bias_grad" + name, long_sums, [&](dtype t) {
+      const host_tensor xs = x(t), dys = dy(t);
+      const host_tensor poison{t, std::vector<double>(static_cast<std::size_t>(cols), not_a_number)};
+      return b.difference_of([&](auto& backend) {
+        using buffer = typename std::decay_t<decltype(backend)>::buffer;
+        buffer x_buffer = make_buffer(backend, xs), dy_buffer = make_buffer(backend, dys);
+        buffer dw = make_buffer(backend, poison), db = make_buffer(backend, poison);
+        sg::compute::kernel_call<buffer> call;
+        call.kind = op::layer_norm_grad_w;
+        call.type = t;
+        call.out = &dw;
+        call.in[0] = &x_buffer;
+        call.in[1] = &dy_buffer;
+        call.bias_grad = &db;
+        call.scalar = 1e-5;
+        set_dims(call, {rows, cols});
+        backend.run(call);
+        std::vector<double> both = values_of(backend, dw);
+        for (double v : values_of(backend, db)) both.push_back(v);
+        return both;
+      });
+    });
   }
 }
 

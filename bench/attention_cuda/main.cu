@@ -1,0 +1,160 @@
+// attention_cuda: flash attention (kernels/flash_attention.cuh) alone, causal, bf16, head_dim 64, on
+// the token-major layout the trainer uses, for each tiling (1 or 2 row tiles per warp): median
+// forward and backward times over --repeat runs (CUDA events), TFLOP/s, and the largest difference
+// of each tiling's results from those of 1 row tile per warp. One JSON line per shape and tiling;
+// bench/attention_pytorch.py times torch's scaled_dot_product_attention on the same shapes.
+//
+//   attention_cuda [--repeat 20]
+//
+// FLOPs counted: 4 B H T^2 d / 2 for the causal forward (two products over half the scores), 2.5x
+// that for the backward (five products), as FlashAttention's papers count them.
+#include <shardgraph/cuda/check.hpp>
+#include <shardgraph/cuda/kernels/flash_attention.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace sg = shardgraph;
+namespace flash = sg::cuda::kernels::flash;
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+struct problem {
+  const char* model;
+  int batch, heads, seq;
+};
+
+template <class T>
+struct device_array {
+  T* data = nullptr;
+  std::size_t size = 0;
+  explicit device_array(std::size_t n) : size(n) {
+    sg::cuda::check_cuda(cudaMalloc(&data, n * sizeof(T)), "attention_cuda (cudaMalloc)");
+  }
+  device_array(device_array&& other) noexcept : data(std::exchange(other.data, nullptr)), size(other.size) {}
+  device_array(const device_array&) = delete;
+  device_array& operator=(const device_array&) = delete;
+  ~device_array() { cudaFree(data); }
+  std::vector<float> to_host() const requires std::is_same_v<T, bf16> {
+    std::vector<T> host(size);
+    sg::cuda::check_cuda(cudaMemcpy(host.data(), data, size * sizeof(T), cudaMemcpyDeviceToHost),
+                         "attention_cuda (cudaMemcpy)");
+    std::vector<float> values(size);
+    for (std::size_t i = 0; i < size; ++i) values[i] = __bfloat162float(host[i]);
+    return values;
+  }
+};
+
+device_array<bf16> random_array(std::size_t n, std::uint32_t seed) {
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<float> uniform(-1.5f, 1.5f);
+  std::vector<bf16> host(n);
+  for (bf16& x : host) x = __float2bfloat16(uniform(engine));
+  device_array<bf16> array(n);
+  sg::cuda::check_cuda(cudaMemcpy(array.data, host.data(), n * sizeof(bf16), cudaMemcpyHostToDevice),
+                       "attention_cuda (cudaMemcpy)");
+  return array;
+}
+
+double median_ms(const std::function<void()>& run, int repeat) {
+  cudaEvent_t start, stop;
+  sg::cuda::check_cuda(cudaEventCreate(&start), "attention_cuda (cudaEventCreate)");
+  sg::cuda::check_cuda(cudaEventCreate(&stop), "attention_cuda (cudaEventCreate)");
+  for (int i = 0; i < 3; ++i) run();  // warm up: clocks, caches
+  std::vector<double> times;
+  for (int i = 0; i < repeat; ++i) {
+    sg::cuda::check_cuda(cudaEventRecord(start), "attention_cuda (cudaEventRecord)");
+    run();
+    sg::cuda::check_cuda(cudaEventRecord(stop), "attention_cuda (cudaEventRecord)");
+    sg::cuda::check_cuda(cudaEventSynchronize(stop), "attention_cuda (cudaEventSynchronize)");
+    float ms = 0;
+    sg::cuda::check_cuda(cudaEventElapsedTime(&ms, start, stop), "attention_cuda (cudaEventElapsedTime)");
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+double largest_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double largest = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) largest = std::max(largest, std::fabs(double(a[i]) - b[i]));
+  return largest;
+}
+
+void run_problem(const problem& p, int repeat) {
+  const std::size_t numel = static_cast<std::size_t>(p.batch) * p.heads * p.seq * flash::head_dim;
+  const std::size_t rows = static_cast<std::size_t>(p.batch) * p.heads * p.seq;
+  const auto q = random_array(numel, 1), k = random_array(numel, 2), v = random_array(numel, 3),
+             dout = random_array(numel, 4);
+  device_array<bf16> out(numel), dq(numel), dk(numel), dv(numel);
+  device_array<float> lse(rows), delta(rows);
+  const double scale = 1 / std::sqrt(double(flash::head_dim));
+  const flash::shape s{.batch = p.batch,
+                       .heads = p.heads,
+                       .kv_heads = p.heads,
+                       .seq = p.seq,
+                       .scale = static_cast<float>(scale),
+                       .scale_log2 = static_cast<float>(scale * 1.4426950408889634),
+                       .token_major = true};
+  const double forward_flop = 4.0 * p.batch * p.heads * double(p.seq) * p.seq * flash::head_dim / 2;
+  std::vector<std::vector<float>> reference;  // out, dq, dk, dv with 1 row tile per warp
+  for (const int tiles : {1, 2}) {
+    const auto forward = [&] {
+      flash::forward(q.data, k.data, v.data, out.data, lse.data, s, nullptr, tiles);
+    };
+    const auto backward = [&] {
+      flash::backward(q.data, k.data, v.data, dout.data, dq.data, dk.data, dv.data, out.data, lse.data,
+                      delta.data, s, nullptr, true, tiles);
+    };
+    const double forward_ms = median_ms(forward, repeat);
+    forward();
+    const double backward_ms = median_ms(backward, repeat);
+    sg::cuda::check_cuda(cudaDeviceSynchronize(), "attention_cuda (flash attention)");
+    const std::vector<std::vector<float>> results{out.to_host(), dq.to_host(), dk.to_host(), dv.to_host()};
+    double difference = 0;
+    if (reference.empty())
+      reference = results;
+    else
+      for (std::size_t i = 0; i < results.size(); ++i)
+        difference = std::max(difference, largest_difference(results[i], reference[i]));
+    std::printf(
+        "{\"bench\": \"attention\", \"impl\": \"shardgraph\", \"model\": \"%s\", \"warp_tiles\": %d, "
+        "\"batch\": %d, \"heads\": %d, \"seq\": %d, \"head_dim\": %d, \"forward_ms\": %.4f, "
+        "\"forward_tflops\": %.1f, \"backward_ms\": %.4f, \"backward_tflops\": %.1f, "
+        "\"largest_difference_from_1\": %.3g}\n",
+        p.model, tiles, p.batch, p.heads, p.seq, flash::head_dim, forward_ms, forward_flop / forward_ms / 1e9,
+        backward_ms, 2.5 * forward_flop / backward_ms / 1e9, difference);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeat = 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string_view a = argv[i];
+    if (a == "--repeat") {
+      repeat = std::max(1, std::stoi(argv[i + 1]));
+    } else {
+      std::fprintf(stderr, "shardgraph: attention_cuda: unknown option '%s'. Use --repeat N\n", argv[i]);
+      return 2;
+    }
+  }
+  // GPT-2 124M and 350M at B=16, T=1024
+  for (const problem& p : {problem{"124M", 16, 12, 1024}, problem{"350M", 16, 16, 1024}})
+    run_problem(p, repeat);
+  return 0;
+}
