@@ -250,10 +250,9 @@ void in_each_dtype(const std::string& what, tolerance allowed, Compare&& compare
 // The sizes of one attention call: q (batch, heads, seq, head_dim), k and v (batch, kv_heads, seq,
 // head_dim). seq is odd in f64 and f32, a multiple of 8 in bf16 (16-bit GEMM strides), unless the
 // shape names its own: head_dim 64 runs bf16 through flash attention, which takes any seq: 150 is
-// a 128-row block and a partial one (two 64-row tiles and a partial one on the streamed side), so
-// the causal mask, the diagonal tiles, the warps past the diagonal and the rows past seq are all
-// exercised; 40 is less than one tile; 300 is three blocks, the key gradients over several query
-// tiles each.
+// two 64-row tiles and a partial one, so the causal mask, the diagonal tiles and the rows past seq
+// are all exercised; 40 is less than one tile; 300 is five tiles, the key gradients over several
+// query tiles each.
 struct attention_shape {
   std::string name;
   std::int64_t batch, heads, kv_heads, head_dim;
