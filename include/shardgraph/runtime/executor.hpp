@@ -610,7 +610,8 @@ class rank_program {
             layer_ += reverse ? -1 : 1;
             if (zero3_) wait_for_layer_parameters(layer_);
             if (zero3_) prefetch_block_parameters(n.region, layer_ + (reverse ? -1 : 1));
-            backend_.copy(result, value(n.region));
+            buffer& next_input = value(n.region);
+            if (&next_input != &result) backend_.copy(result, next_input);  // else written there already
             s = loop_start;
             if (reverse) recompute_layer();
           } else {
@@ -1039,6 +1040,30 @@ class rank_program {
     }
   }
 
+  // A forward block's result (the value its repeat_end carries to the next layer) is written
+  // straight into the next layer's input, which training keeps per layer anyway: the copy between
+  // layers goes. Only where nothing but the block reads the result and nothing reads it after its
+  // layer (not kept per layer, not recomputed), outside pipelines (their stages receive inputs).
+  // The last layer's result is written into its own value and copied out by the loop's end.
+  void plan_carried_results() {
+    const graph& g = program_.nodes;
+    carried_into_.assign(index(g.size()), -1);
+    if (!program_.is_training() || pipelined()) return;
+    for (int e = 0; e < g.size(); ++e) {
+      if (g[e].kind != op::repeat_end) continue;
+      const int block = g[e].region, result = g[e].inputs[0];
+      if (g[block].reverse || !per_layer(block) || result == block || g[result].region != block) continue;
+      if (g[result].kind == op::parameter || per_layer(result) || recomputed(result) ||
+          !materialized_[index(result)] || fused_.stored_in[index(result)] >= 0 ||
+          written_into_[index(result)] >= 0 || g[result].type != g[block].type ||
+          layout_.of(result).numel() != layout_.of(block).numel())
+        continue;
+      bool read_in_block = true;
+      for (int r : readers_[index(result)]) read_in_block = read_in_block && g[r].region == block;
+      if (read_in_block) carried_into_[index(result)] = block;
+    }
+  }
+
   // A parameter gradient computed by one step and read only by its param_grad (the weight product
   // of a linear, a bias's column sum, a norm weight's gradient) is written by that step straight
   // into the param_grad's memory, for the layer running, instead of into a value of its own that a
@@ -1272,6 +1297,7 @@ class rank_program {
     check_output_names();
     plan_materialized();
     plan_gradients_in_place();
+    plan_carried_results();
     plan_buckets();  // before the allocations: a reduce-scattered gradient needs one buffer, not one per
                      // layer
     chunk_.assign(index(g.size()), 0);
@@ -1764,6 +1790,8 @@ class rank_program {
   buffer& value_at(int i, std::int64_t layer) {
     if (fused_.stored_in[index(i)] >= 0) return value_at(fused_.stored_in[index(i)], layer);
     if (written_into_[index(i)] >= 0) return value_at(written_into_[index(i)], layer);
+    if (carried_into_[index(i)] >= 0 && layer + 1 < layers_)  // the next layer's input (plan_carried_results)
+      return per_layer_[index(carried_into_[index(i)])][index(static_cast<int>(layer + 1))];
     if (!slots_[index(i)].empty())
       return slots_[index(i)][index(static_cast<int>(layer % 2))];  // ZeRO-3 block weights
     std::vector<buffer>& layered = per_layer_[index(i)];
@@ -2036,6 +2064,7 @@ class rank_program {
   std::vector<bool> materialized_;       // per node: some step writes its value (plan_materialized)
   std::vector<bool> unread_;             // per node: only outputs left out read it (plan_materialized)
   std::vector<bool> in_arena_;           // per node: its value is a view into arena_ (plan_arena)
+  std::vector<int> carried_into_;        // per node: the forward block whose next layer's input it is (-1)
   std::vector<int> written_into_;        // per node: the param_grad whose memory it is (-1: its own)
   buffer arena_;                         // the values that share memory by lifetime
   std::int64_t arena_values_bytes_ = 0;  // what those values would take apart
