@@ -1040,19 +1040,24 @@ class rank_program {
     }
   }
 
-  // A forward block's result (the value its repeat_end carries to the next layer) is written
-  // straight into the next layer's input, which training keeps per layer anyway: the copy between
-  // layers goes. Only where nothing but the block reads the result and nothing reads it after its
-  // layer (not kept per layer, not recomputed), outside pipelines (their stages receive inputs).
-  // The last layer's result is written into its own value and copied out by the loop's end.
+  // A block's result (the value its repeat_end carries to the next layer) is written where the
+  // next layer reads its input, so that the copy between layers goes. A forward block's inputs are
+  // kept per layer for the backward: layer l writes into layer l + 1's. A backward block's input
+  // (the gradient, running from the last layer down) alternates between two buffers, its own and
+  // the result's, both live through the whole loop: layer l reads one and writes the other
+  // (carried_input_at). Only where nothing but the block reads the result and nothing reads it
+  // after its layer (not kept per layer, not recomputed), outside pipelines (their stages receive
+  // inputs). The loop's end still copies the last layer's result out.
   void plan_carried_results() {
     const graph& g = program_.nodes;
     carried_into_.assign(index(g.size()), -1);
+    carry_partner_.assign(index(g.size()), -1);
     if (!program_.is_training() || pipelined()) return;
     for (int e = 0; e < g.size(); ++e) {
       if (g[e].kind != op::repeat_end) continue;
       const int block = g[e].region, result = g[e].inputs[0];
-      if (g[block].reverse || !per_layer(block) || result == block || g[result].region != block) continue;
+      if (per_layer(block) == g[block].reverse || result == block || g[result].region != block) continue;
+      if (g[block].reverse && fused_.stored_in[index(block)] >= 0) continue;
       if (g[result].kind == op::parameter || per_layer(result) || recomputed(result) ||
           !materialized_[index(result)] || fused_.stored_in[index(result)] >= 0 ||
           written_into_[index(result)] >= 0 || g[result].type != g[block].type ||
@@ -1060,8 +1065,16 @@ class rank_program {
         continue;
       bool read_in_block = true;
       for (int r : readers_[index(result)]) read_in_block = read_in_block && g[r].region == block;
-      if (read_in_block) carried_into_[index(result)] = block;
+      if (!read_in_block) continue;
+      carried_into_[index(result)] = block;
+      if (g[block].reverse) carry_partner_[index(block)] = result;
     }
+  }
+  // The buffer a backward block reads its input from at layer `layer`: its own at the last layer
+  // and every second one below, the result's at the others (plan_carried_results).
+  buffer& carried_input_at(int block, std::int64_t layer) {
+    const int partner = carry_partner_[index(block)];
+    return (layers_ - 1 - layer) % 2 == 0 ? values_[index(block)] : values_[index(partner)];
   }
 
   // A parameter gradient computed by one step and read only by its param_grad (the weight product
@@ -1165,6 +1178,10 @@ class rank_program {
           if (g[b].kind == op::repeat_begin && g[b].reverse)
             v.live.push_back({loop_begin_step(b), loop_end_step(b)});
     }
+    // A backward block's input and its result alternate as the loop's carry: live through the loop.
+    if (const int block = carry_partner_[index(i)] >= 0 ? i : carried_into_[index(i)];
+        block >= 0 && g[block].reverse)
+      v.live.push_back({loop_begin_step(block), loop_end_step(block)});
     if (rerun)  // written and read by the recomputation at each backward iteration's start
       for (int b = 0; b < g.size(); ++b)
         if (g[b].kind == op::repeat_begin && g[b].reverse)
@@ -1790,8 +1807,12 @@ class rank_program {
   buffer& value_at(int i, std::int64_t layer) {
     if (fused_.stored_in[index(i)] >= 0) return value_at(fused_.stored_in[index(i)], layer);
     if (written_into_[index(i)] >= 0) return value_at(written_into_[index(i)], layer);
-    if (carried_into_[index(i)] >= 0 && layer + 1 < layers_)  // the next layer's input (plan_carried_results)
-      return per_layer_[index(carried_into_[index(i)])][index(static_cast<int>(layer + 1))];
+    if (const int block = carried_into_[index(i)];
+        block >= 0) {  // the next layer's input (plan_carried_results)
+      if (program_.nodes[block].reverse) return carried_input_at(block, layer - 1);
+      if (layer + 1 < layers_) return per_layer_[index(block)][index(static_cast<int>(layer + 1))];
+    }
+    if (carry_partner_[index(i)] >= 0) return carried_input_at(i, layer);
     if (!slots_[index(i)].empty())
       return slots_[index(i)][index(static_cast<int>(layer % 2))];  // ZeRO-3 block weights
     std::vector<buffer>& layered = per_layer_[index(i)];
@@ -2064,7 +2085,8 @@ class rank_program {
   std::vector<bool> materialized_;       // per node: some step writes its value (plan_materialized)
   std::vector<bool> unread_;             // per node: only outputs left out read it (plan_materialized)
   std::vector<bool> in_arena_;           // per node: its value is a view into arena_ (plan_arena)
-  std::vector<int> carried_into_;        // per node: the forward block whose next layer's input it is (-1)
+  std::vector<int> carried_into_;        // per node: the block whose next layer's input it is (-1)
+  std::vector<int> carry_partner_;       // per backward block: the result it alternates with (-1)
   std::vector<int> written_into_;        // per node: the param_grad whose memory it is (-1: its own)
   buffer arena_;                         // the values that share memory by lifetime
   std::int64_t arena_values_bytes_ = 0;  // what those values would take apart
