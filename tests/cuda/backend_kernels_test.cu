@@ -723,6 +723,47 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("cuda backend: an attention_grad_q call writing dk and dv too equals the three calls",
+          "[cuda][gpu]") {
+  // kernel_call::key_grad, value_grad: one backward writes dq, dk and dv where they belong, in every
+  // dtype and layout (bf16 with head_dim 64 through flash attention; token-major f32 on head-major
+  // copies, three calls apart). The outputs are poisoned first.
+  using buffer = sg::cuda::backend::buffer;
+  sg::cuda::backend cuda;
+  for (const attention_shape& a : {attention_shapes()[1], attention_shapes()[4]})
+    for (const dtype t : every_dtype)
+      for (const bool token_major : {false, true}) {
+        SECTION(a.name + " " + std::string(sg::dtype_name(t)) + (token_major ? " token-major" : "")) {
+          const std::vector<host_tensor> inputs = attention_inputs(a, t);
+          buffer q = make_buffer(cuda, inputs[0]), k = make_buffer(cuda, inputs[1]),
+                 v = make_buffer(cuda, inputs[2]), dout = make_buffer(cuda, inputs[3]);
+          const auto poisoned = [&](std::int64_t numel) {
+            return make_buffer(
+                cuda, host_tensor{t, std::vector<double>(static_cast<std::size_t>(numel), not_a_number)});
+          };
+          const auto call_of = [&](op kind, buffer& result) {
+            auto call = attention_call(kind, a, t, q, k, v, dout, result);
+            call.token_major = token_major;
+            return call;
+          };
+          std::vector<std::vector<double>> apart;
+          for (const op kind : {op::attention_grad_q, op::attention_grad_k, op::attention_grad_v}) {
+            buffer d = poisoned(kind == op::attention_grad_q ? a.q_numel(t) : a.kv_numel(t));
+            cuda.run(call_of(kind, d));
+            apart.push_back(values_of(cuda, d));
+          }
+          buffer dq = poisoned(a.q_numel(t)), dk = poisoned(a.kv_numel(t)), dv = poisoned(a.kv_numel(t));
+          auto together = call_of(op::attention_grad_q, dq);
+          together.key_grad = &dk;
+          together.value_grad = &dv;
+          cuda.run(together);
+          CHECK(values_of(cuda, dq) == apart[0]);
+          CHECK(values_of(cuda, dk) == apart[1]);
+          CHECK(values_of(cuda, dv) == apart[2]);
+        }
+      }
+}
+
 TEST_CASE("cuda backend: cross_entropy and its gradient match the cpu backend", "[cuda][gpu]") {
   both_backends b;
   struct loss_size {

@@ -373,11 +373,13 @@ struct cpu_every_step_apart : sg::cpu::backend {
   static constexpr bool norm_grad_add_epilogue = false;
   static constexpr bool attention_token_major = false;
   static constexpr bool attention_output_reuse = false;
+  static constexpr bool attention_gradients_together = false;
 };
 
 TEST_CASE(
     "trainer: GELU, its gradient and the adds after products and norm gradients, done in their "
-    "epilogues, and attention on the products' layout train exactly as apart",
+    "epilogues, attention on the products' layout and its three gradients in one call train exactly as "
+    "apart",
     "[runtime][training][threads]") {
   // The values a product's epilogue writes are live from the product's step, and so are q, k, v
   // written by their products into the skipped split_heads' memory: a wrong lifetime lets the
@@ -420,6 +422,7 @@ struct cpu_counting_calls : sg::cpu::backend {
   }
   void run(const sg::compute::kernel_call<buffer>& call) {
     ++(*calls)[std::string(sg::op_name(call.kind))];
+    if (call.key_grad != nullptr) ++(*calls)[std::string(sg::op_name(call.kind)) + " with dk and dv"];
     using sg::compute::product_epilogue;
     const std::string then = std::string(sg::op_name(call.kind)) + " then ";
     if (call.epilogue == product_epilogue::gelu) ++(*calls)[then + "gelu"];
@@ -476,12 +479,14 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   CHECK(calls["merge_heads"] == 0);
   CHECK(calls["attention"] == config.layers);
   CHECK(calls["attention_grad_q"] == config.layers);
+  // dk and dv come with dq from one backward: no calls of their own.
+  CHECK(calls["attention_grad_q with dk and dv"] == config.layers);
+  CHECK(calls["attention_grad_k"] == 0);
+  CHECK(calls["attention_grad_v"] == 0);
   // The backward reads the forward's result where it is (the merge's buffer, kept for the
   // projection's weight gradient) instead of running the forward again.
   CHECK(calls["attention then its gradients read its result"] == config.layers);
   CHECK(calls["attention_grad_q reading the forward's result"] == config.layers);
-  CHECK(calls["attention_grad_k reading the forward's result"] == config.layers);
-  CHECK(calls["attention_grad_v reading the forward's result"] == config.layers);
 }
 
 // One micro-batch reads the gradients directly (no sum); two sum them first: the same update.

@@ -82,6 +82,11 @@ struct kernel_call {
   // backend may keep what its backward needs with it: flash attention keeps the rows' log-sum-exp).
   // attention_grad_q, _k, _v: side, when set, is that result, in the layout of the output gradient.
   bool output_kept = false;
+  // attention_grad_q only: also dk and dv, the results the attention_grad_k and _v calls of the same
+  // operands would write, set when the backend declares `static constexpr bool
+  // attention_gradients_together = true` (one backward makes all three).
+  Buffer* key_grad = nullptr;
+  Buffer* value_grad = nullptr;
 
   elementwise_step chain[max_chain]{};
   int chain_length = 0;
@@ -117,6 +122,19 @@ weight_and_bias_grad<Buffer> split_bias_grad(const kernel_call<Buffer>& c) {
   apart.bias_grad.dims[0] = c.dims[0];  // rows
   // n: a product's dims are (rows, k, n), a norm's (rows, n)
   apart.bias_grad.dims[1] = c.kind == op::layer_norm_grad_w ? c.dims[1] : c.dims[2];
+  return apart;
+}
+
+// An attention_grad_q call carrying key_grad and value_grad, as the three calls it stands for: dq,
+// dk and dv of the same operands, for a backend that runs them apart.
+template <class Buffer>
+std::array<kernel_call<Buffer>, 3> split_attention_gradients(const kernel_call<Buffer>& c) {
+  std::array<kernel_call<Buffer>, 3> apart{c, c, c};
+  for (kernel_call<Buffer>& a : apart) a.key_grad = a.value_grad = nullptr;
+  apart[1].kind = op::attention_grad_k;
+  apart[1].out = c.key_grad;
+  apart[2].kind = op::attention_grad_v;
+  apart[2].out = c.value_grad;
   return apart;
 }
 

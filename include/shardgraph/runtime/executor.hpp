@@ -866,10 +866,15 @@ class rank_program {
     switch (st.kind) {
       case step_kind::compute:
         if (fused_.bias_grad_by_product[index(st.node)]) return;     // its weight product wrote it
+        if (fused_.made_with_query[index(st.node)]) return;          // its attention_grad_q wrote it
         if (fused_.written_by_product[index(st.node)] >= 0) return;  // a linear's epilogue wrote it
         if (fused_.stored_from[index(st.node)] >= 0) return;         // a split or merge of heads, in place
         run_compute(st.node);
         if (fused_.bias_grad_of[index(st.node)] >= 0) check_finite(fused_.bias_grad_of[index(st.node)]);
+        if (fused_.key_grad_of[index(st.node)] >= 0) {
+          check_finite(fused_.key_grad_of[index(st.node)]);
+          check_finite(fused_.value_grad_of[index(st.node)]);
+        }
         // What the product's epilogues wrote, reported as the product's
         if (fused_.bias_epilogue_of[index(st.node)] >= 0)
           check_finite(fused_.bias_epilogue_of[index(st.node)], st.node);
@@ -1842,6 +1847,10 @@ class rank_program {
       call.bias = &value(program_.nodes[j].inputs[1]);
     }
     if (fused_.bias_grad_of[index(i)] >= 0) call.bias_grad = &value(fused_.bias_grad_of[index(i)]);
+    if (fused_.key_grad_of[index(i)] >= 0) {
+      call.key_grad = &value(fused_.key_grad_of[index(i)]);
+      call.value_grad = &value(fused_.value_grad_of[index(i)]);
+    }
     call.token_major = fused_.token_major[index(i)];
     call.output_kept = fused_.output_kept[index(i)];
     if (fused_.forward_output_of[index(i)] >= 0) call.side = &value(fused_.forward_output_of[index(i)]);

@@ -48,6 +48,9 @@ struct step_fusion {
   std::vector<bool> token_major;  // attention node -> its call is token-major
   std::vector<int> forward_output_of;  // attention gradient -> the attention whose result it reads (-1: none)
   std::vector<bool> output_kept;       // attention node -> its gradients read its result
+  std::vector<int> key_grad_of;        // attention_grad_q -> the attention_grad_k it writes (-1: none)
+  std::vector<int> value_grad_of;      // attention_grad_q -> the attention_grad_v it writes (-1: none)
+  std::vector<bool> made_with_query;   // attention_grad_k or _v -> its attention_grad_q writes it
 };
 
 namespace detail {
@@ -62,6 +65,7 @@ class step_fusion_planner {
     plan_product_epilogues();
     plan_token_major_attention();
     plan_attention_output_reuse();
+    plan_attention_gradients_together();
     return std::move(fused_);
   }
 
@@ -303,6 +307,45 @@ class step_fusion_planner {
             continue;
           fused_.forward_output_of[index(i)] = a;
           fused_.output_kept[index(a)] = true;
+        }
+      }
+    }
+  }
+
+  // For backends declaring attention_gradients_together: an attention_grad_q call also writes the
+  // attention_grad_k and _v of the same operands (a flash backward makes all three at once), whose
+  // steps are then skipped. They come after it (autodiff emits q, k, v in turn), so dk and dv are
+  // written before their own steps, where nothing can have read them yet: their lifetimes then
+  // start at the query gradient's step (the memory plan).
+  void plan_attention_gradients_together() {
+    const graph& g = in_.program.nodes;
+    fused_.key_grad_of.assign(index(g.size()), -1);
+    fused_.value_grad_of.assign(index(g.size()), -1);
+    fused_.made_with_query.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::attention_gradients_together; }) {
+      for (int i = 0; i < g.size(); ++i) {
+        if (g[i].kind != op::attention_grad_q || !computed_alone(i)) continue;
+        const std::size_t query_step = in_.producer_step[index(i)];
+        const auto sibling = [&](op kind) {
+          for (int j : in_.readers[index(g[i].inputs[0])]) {
+            if (g[j].kind != kind || !computed_alone(j) || g[j].region != g[i].region ||
+                g[j].type != g[i].type || fused_.token_major[index(j)] != fused_.token_major[index(i)] ||
+                fused_.forward_output_of[index(j)] != fused_.forward_output_of[index(i)] ||
+                in_.producer_step[index(j)] < query_step)
+              continue;
+            bool same_operands = true;
+            for (int k = 0; k < 4; ++k) same_operands = same_operands && g[j].inputs[k] == g[i].inputs[k];
+            if (same_operands) return j;
+          }
+          return -1;
+        };
+        const int k = sibling(op::attention_grad_k), v = sibling(op::attention_grad_v);
+        if (k < 0 || v < 0) continue;
+        fused_.key_grad_of[index(i)] = k;
+        fused_.value_grad_of[index(i)] = v;
+        for (int j : {k, v}) {
+          fused_.made_with_query[index(j)] = true;
+          in_.producer_step[index(j)] = query_step;  // its lifetime starts there (the memory plan)
         }
       }
     }

@@ -47,6 +47,9 @@ class backend {
   // Attention's gradients may be handed the forward's result (kernel_call::side, output_kept): a
   // GPU's backward reads it instead of running the forward again; here they compute as before.
   static constexpr bool attention_output_reuse = true;
+  // An attention_grad_q call may carry dk and dv (kernel_call::key_grad, value_grad), as a GPU's
+  // flash backward makes all three at once; here the three run in turn.
+  static constexpr bool attention_gradients_together = true;
   backend() = default;
   backend(const backend&) {}  // scratch memory is per instance
   backend& operator=(const backend&) { return *this; }
@@ -160,6 +163,10 @@ class backend {
   }
 
   void run(const compute::kernel_call<buffer>& call) {
+    if (call.key_grad != nullptr) {
+      for (const compute::kernel_call<buffer>& apart : compute::split_attention_gradients(call)) run(apart);
+      return;
+    }
     if (call.bias_grad != nullptr) {
       const auto apart = compute::split_bias_grad(call);
       run(apart.product);

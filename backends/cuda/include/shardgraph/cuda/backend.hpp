@@ -167,6 +167,8 @@ class backend {
   static constexpr bool linear_bias_grad_epilogue = true;
   // kernel_call::bias_grad of a layer_norm_grad_w: its column sums take dy's in the same pass
   static constexpr bool norm_bias_grad_fused = true;
+  // kernel_call::key_grad and value_grad of an attention_grad_q: one backward writes dq, dk and dv
+  static constexpr bool attention_gradients_together = true;
   // kernel_call::epilogue of a linear (GELU keeping its input, GELU's gradient, a residual add): in
   // the GEMM's epilogue where cuBLASLt has one, else by the elementwise kernel after it
   static constexpr bool linear_epilogues = true;
@@ -422,6 +424,11 @@ class backend {
     const bool attention_gradient = call.kind == op::attention_grad_q || call.kind == op::attention_grad_k ||
                                     call.kind == op::attention_grad_v;
     if (!attention_gradient) state_->attention_cache_valid = false;
+    // dk and dv with dq where the backward writes them in place: not on head-major copies
+    if (call.key_grad != nullptr && call.token_major && !flash_applies(call, attention_of(call))) {
+      for (const call_t& apart : compute::split_attention_gradients(call)) run(apart);
+      return;
+    }
     if (call.token_major && !flash_applies(call, attention_of(call))) return run_token_major_apart(call);
     if (call.bias_grad != nullptr && !bias_grad_epilogue_fits(call)) {  // an empty product: apart
       const auto apart = compute::split_bias_grad(call);
@@ -1133,9 +1140,10 @@ class backend {
   // Flash attention takes 16-bit inputs with head_dim 64, in 16-byte aligned buffers (its vector loads).
   static bool flash_applies(const call_t& c, const attention_shape& a) {
     if (!kernels::flash::supports(c.in[0]->type(), a.head_dim) || a.seq > (1 << 30)) return false;
-    for (const buffer* b : c.in)
+    for (const buffer* b : {c.in[0], c.in[1], c.in[2], c.in[3], static_cast<const buffer*>(c.out),
+                            static_cast<const buffer*>(c.key_grad), static_cast<const buffer*>(c.value_grad)})
       if (b != nullptr && reinterpret_cast<std::uintptr_t>(b->data()) % 16 != 0) return false;
-    return reinterpret_cast<std::uintptr_t>(c.out->data()) % 16 == 0;
+    return true;
   }
 
   // The log-sum-exp kept with a flash attention output for its backward (kernel_call::output_kept).
@@ -1219,7 +1227,8 @@ class backend {
     product(p, t, dout.data(), t, dv, t, transposed_product(a), "attention dV");
   }
 
-  // dq, dk and dv are made together on the first of the three calls and kept until another op runs.
+  // dq, dk and dv are made together on the first of the three calls and kept until another op runs;
+  // an attention_grad_q call carrying key_grad and value_grad gets all three written in place.
   template <class C>
   void attention_backward(const call_t& c) {
     const attention_shape a = attention_of(c);
@@ -1230,6 +1239,20 @@ class backend {
         fail("cuda::backend: attention gradient",
              "q, k, v, the output gradient and the result must share a dtype",
              "this is a bug in the executor; please report it");
+    if (c.key_grad != nullptr) {
+      state_->attention_cache_valid = false;  // nothing kept: the three results are where they belong
+      void *dk = c.key_grad->data(), *dv = c.value_grad->data();
+      if (c.key_grad->type() != t || c.value_grad->type() != t)
+        fail("cuda::backend: attention gradient", "dk and dv must share q's dtype",
+             "this is a bug in the executor; please report it");
+      if (!flash_applies(c, a))
+        batched_attention_backward<C>(c, a, c.out->data(), dk, dv);
+      else if (t == dtype::bf16)
+        flash_backward<__nv_bfloat16>(c, a, c.out->data(), dk, dv);
+      else
+        flash_backward<__half>(c, a, c.out->data(), dk, dv);
+      return;
+    }
     const std::size_t q_bytes = q.size_bytes(), kv_bytes = k.size_bytes();
     const auto dq_scratch = [&] { return state_->scratch.get(scratch_use::attention_dq, q_bytes); };
     void* dk = state_->scratch.get(scratch_use::attention_dk, kv_bytes);
