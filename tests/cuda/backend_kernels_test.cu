@@ -857,6 +857,33 @@ TEST_CASE("cuda backend: a target outside the vocabulary is an error at the next
 
 // ---- gradient ops ---------------------------------------------------------------------------------
 
+// A weight gradient's call on x (in 0) and dy (in 1) that also writes the bias gradient
+// (kernel_call::bias_grad), `describe` setting its kind and dims: dw then db, each poisoned first,
+// on both backends.
+template <class Describe>
+double weight_and_bias_difference(both_backends& b, dtype t, const host_tensor& x, const host_tensor& dy,
+                                  std::int64_t weight_numel, std::int64_t bias_numel, Describe&& describe) {
+  const auto poison = [&](std::int64_t numel) {
+    return host_tensor{t, std::vector<double>(static_cast<std::size_t>(numel), not_a_number)};
+  };
+  return b.difference_of([&](auto& backend) {
+    using buffer = typename std::decay_t<decltype(backend)>::buffer;
+    buffer xs = make_buffer(backend, x), dys = make_buffer(backend, dy);
+    buffer dw = make_buffer(backend, poison(weight_numel)), db = make_buffer(backend, poison(bias_numel));
+    sg::compute::kernel_call<buffer> call;
+    call.type = t;
+    call.out = &dw;
+    call.in[0] = &xs;
+    call.in[1] = &dys;
+    call.bias_grad = &db;
+    describe(call);
+    backend.run(call);
+    std::vector<double> both = values_of(backend, dw);
+    for (double v : values_of(backend, db)) both.push_back(v);
+    return both;
+  });
+}
+
 TEST_CASE("cuda backend: linear_weight_grad and bias_grad match the cpu backend", "[cuda][gpu]") {
   both_backends b;
   struct weight_size {
@@ -895,29 +922,13 @@ TEST_CASE("cuda backend: linear_weight_grad and bias_grad match the cpu backend"
       in_each_dtype(
           name, long_sums,
           [&](dtype t) {
-            const host_tensor x = random_tensor(t, s.rows * s.k, 1), dy = random_tensor(t, s.rows * s.n, 2);
-            const host_tensor poison{t,
-                                     std::vector<double>(static_cast<std::size_t>(s.k * s.n), not_a_number)};
-            const host_tensor poison_bias{t,
-                                          std::vector<double>(static_cast<std::size_t>(s.n), not_a_number)};
-            return b.difference_of([&](auto& backend) {
-              using buffer = typename std::decay_t<decltype(backend)>::buffer;
-              buffer xs = make_buffer(backend, x), dys = make_buffer(backend, dy);
-              buffer dw = make_buffer(backend, poison), db = make_buffer(backend, poison_bias);
-              sg::compute::kernel_call<buffer> call;
-              call.kind = op::linear_weight_grad;
-              call.type = t;
-              call.out = &dw;
-              call.in[0] = &xs;
-              call.in[1] = &dys;
-              call.bias_grad = &db;
-              call.transpose_b = transposed;
-              set_dims(call, {s.rows, s.k, s.n});
-              backend.run(call);
-              std::vector<double> both = values_of(backend, dw);
-              for (double v : values_of(backend, db)) both.push_back(v);
-              return both;
-            });
+            return weight_and_bias_difference(b, t, random_tensor(t, s.rows * s.k, 1),
+                                              random_tensor(t, s.rows * s.n, 2), s.k * s.n, s.n,
+                                              [&](auto& call) {
+                                                call.kind = op::linear_weight_grad;
+                                                call.transpose_b = transposed;
+                                                set_dims(call, {s.rows, s.k, s.n});
+                                              });
           },
           s.types);
     }
@@ -1000,25 +1011,10 @@ TEST_CASE("cuda backend: the norms' gradients match the cpu backend", "[cuda][gp
     // With kernel_call::bias_grad the norm's weight gradient also writes dy's column sums (in the
     // same pass where the columns are whole 16-byte vectors): both outputs checked, each poisoned.
     in_each_dtype("layer_norm_grad_w with bias_grad" + name, long_sums, [&](dtype t) {
-      const host_tensor xs = x(t), dys = dy(t);
-      const host_tensor poison{t, std::vector<double>(static_cast<std::size_t>(cols), not_a_number)};
-      return b.difference_of([&](auto& backend) {
-        using buffer = typename std::decay_t<decltype(backend)>::buffer;
-        buffer x_buffer = make_buffer(backend, xs), dy_buffer = make_buffer(backend, dys);
-        buffer dw = make_buffer(backend, poison), db = make_buffer(backend, poison);
-        sg::compute::kernel_call<buffer> call;
+      return weight_and_bias_difference(b, t, x(t), dy(t), cols, cols, [&](auto& call) {
         call.kind = op::layer_norm_grad_w;
-        call.type = t;
-        call.out = &dw;
-        call.in[0] = &x_buffer;
-        call.in[1] = &dy_buffer;
-        call.bias_grad = &db;
         call.scalar = 1e-5;
         set_dims(call, {rows, cols});
-        backend.run(call);
-        std::vector<double> both = values_of(backend, dw);
-        for (double v : values_of(backend, db)) both.push_back(v);
-        return both;
       });
     });
   }

@@ -424,12 +424,12 @@ class backend {
     const bool attention_gradient = call.kind == op::attention_grad_q || call.kind == op::attention_grad_k ||
                                     call.kind == op::attention_grad_v;
     if (!attention_gradient) state_->attention_cache_valid = false;
-    // dk and dv with dq where the backward writes them in place: not on head-major copies
-    if (call.key_grad != nullptr && call.token_major && !flash_applies(call, attention_of(call))) {
+    if (call.token_major && !flash_applies(call, attention_of(call))) {
+      if (call.key_grad == nullptr) return run_token_major_apart(call);
+      // dk and dv with dq only where the backward writes them in place, not on head-major copies
       for (const call_t& apart : compute::split_attention_gradients(call)) run(apart);
       return;
     }
-    if (call.token_major && !flash_applies(call, attention_of(call))) return run_token_major_apart(call);
     if (call.bias_grad != nullptr && !bias_grad_epilogue_fits(call)) {  // an empty product: apart
       const auto apart = compute::split_bias_grad(call);
       run(apart.product);
@@ -563,57 +563,54 @@ class backend {
                                 true);
   }
 
-  // to[j] = sum over rows of source's term (i, j); with `values` (normalized_product only), also
-  // values[j] = sum of dy's column j, in the same pass where the vector kernel takes the call.
+  // to[j] = sum over rows of source's term (i, j); with `values`, also values[j] = sum of dy's
+  // column j: in the same pass where the vector kernel takes a normalized_product, else apart.
   template <class C>
   void column_sums(kernels::mut_ref to, std::int64_t rows, std::int64_t n, auto source,
                    const kernels::mut_ref* values = nullptr) {
     if (n == 0) return;
     constexpr kernels::column_term term = decltype(source)::term;
     constexpr bool normalized = term == kernels::column_term::normalized_product;
-    const auto values_apart = [&] {
-      if (values != nullptr)
-        column_sums<C>(*values, rows, n,
-                       kernels::column_source<C, kernels::column_term::value>{
-                           .dy = source.dy, .x = {}, .stats = nullptr});
-    };
     const std::int64_t splits = std::max<std::int64_t>(
         1, (rows + kernels::column_rows_per_split - 1) / kernels::column_rows_per_split);
-    const bool both = normalized && values != nullptr;
-    C* partial =
-        state_->scratch.get<C>(scratch_use::partials, static_cast<std::size_t>((both ? 2 : 1) * splits * n));
+    const std::int64_t sums = normalized && values != nullptr ? 2 : 1;  // (splits, n) partials each
+    C* partial = state_->scratch.get<C>(scratch_use::partials, static_cast<std::size_t>(sums * splits * n));
     const dim3 grid(static_cast<unsigned>((n + kernels::column_block_x - 1) / kernels::column_block_x),
                     static_cast<unsigned>(splits));
     const dim3 block(kernels::column_block_x, kernels::column_block_y);
     const dtype t = source.dy.type;
+    bool values_summed = false;
     if (compute_type_is<C>(t) && vector_ready(t, n, {source.dy, normalized ? source.x : source.dy})) {
       const std::int64_t columns_per_block = kernels::column_block_x * vector_lanes(t);
       const dim3 vector_grid(static_cast<unsigned>((n + columns_per_block - 1) / columns_per_block),
                              static_cast<unsigned>(splits));
       with_vector_types(t, [&]<class T, class V>() {
         if constexpr (std::is_same_v<V, C>) {
-          if (both)
-            kernels::column_partial_vector_kernel<T, C, term, normalized>
+          const auto launch = [&]<bool AlsoValues>() {
+            kernels::column_partial_vector_kernel<T, C, term, AlsoValues>
                 <<<vector_grid, block, 0, stream()>>>(static_cast<const T*>(source.dy.data),
                                                       static_cast<const T*>(source.x.data), source.stats,
                                                       partial, rows, n);
-          else
-            kernels::column_partial_vector_kernel<T, C, term><<<vector_grid, block, 0, stream()>>>(
-                static_cast<const T*>(source.dy.data), static_cast<const T*>(source.x.data), source.stats,
-                partial, rows, n);
+          };
+          if constexpr (normalized)
+            if (values != nullptr) {
+              values_summed = true;
+              return launch.template operator()<true>();
+            }
+          launch.template operator()<false>();
         }
       });
-      if (both) {
+      if (values_summed)
         kernels::column_total_kernel<C>
             <<<kernels::blocks_for(n), 256, 0, stream()>>>(partial + splits * n, splits, *values, n);
-        kernels::column_total_kernel<C><<<kernels::blocks_for(n), 256, 0, stream()>>>(partial, splits, to, n);
-        return;
-      }
     } else {
       kernels::column_partial_kernel<C><<<grid, block, 0, stream()>>>(source, partial, rows, n);
     }
     kernels::column_total_kernel<C><<<kernels::blocks_for(n), 256, 0, stream()>>>(partial, splits, to, n);
-    values_apart();
+    if (values != nullptr && !values_summed)
+      column_sums<C>(
+          *values, rows, n,
+          kernels::column_source<C, kernels::column_term::value>{.dy = source.dy, .x = {}, .stats = nullptr});
   }
 
   // The vector kernels (kernels/vectorized.cuh) take calls whose buffers all hold one floating dtype t,
@@ -1140,10 +1137,12 @@ class backend {
   // Flash attention takes 16-bit inputs with head_dim 64, in 16-byte aligned buffers (its vector loads).
   static bool flash_applies(const call_t& c, const attention_shape& a) {
     if (!kernels::flash::supports(c.in[0]->type(), a.head_dim) || a.seq > (1 << 30)) return false;
-    for (const buffer* b : {c.in[0], c.in[1], c.in[2], c.in[3], static_cast<const buffer*>(c.out),
-                            static_cast<const buffer*>(c.key_grad), static_cast<const buffer*>(c.value_grad)})
-      if (b != nullptr && reinterpret_cast<std::uintptr_t>(b->data()) % 16 != 0) return false;
-    return true;
+    const auto aligned = [](const buffer* b) {
+      return b == nullptr || reinterpret_cast<std::uintptr_t>(b->data()) % 16 == 0;
+    };
+    for (const buffer* b : c.in)
+      if (!aligned(b)) return false;
+    return aligned(c.out) && aligned(c.key_grad) && aligned(c.value_grad);
   }
 
   // The log-sum-exp kept with a flash attention output for its backward (kernel_call::output_kept).
@@ -1227,6 +1226,15 @@ class backend {
     product(p, t, dout.data(), t, dv, t, transposed_product(a), "attention dV");
   }
 
+  // dq, dk and dv of an attention gradient call's operands into the given memory: flash attention
+  // where it applies, else the batched products.
+  template <class C>
+  void attention_gradients(const call_t& c, const attention_shape& a, void* dq, void* dk, void* dv) {
+    if (!flash_applies(c, a)) return batched_attention_backward<C>(c, a, dq, dk, dv);
+    if (c.in[0]->type() == dtype::bf16) return flash_backward<__nv_bfloat16>(c, a, dq, dk, dv);
+    flash_backward<__half>(c, a, dq, dk, dv);
+  }
+
   // dq, dk and dv are made together on the first of the three calls and kept until another op runs;
   // an attention_grad_q call carrying key_grad and value_grad gets all three written in place.
   template <class C>
@@ -1241,17 +1249,10 @@ class backend {
              "this is a bug in the executor; please report it");
     if (c.key_grad != nullptr) {
       state_->attention_cache_valid = false;  // nothing kept: the three results are where they belong
-      void *dk = c.key_grad->data(), *dv = c.value_grad->data();
       if (c.key_grad->type() != t || c.value_grad->type() != t)
         fail("cuda::backend: attention gradient", "dk and dv must share q's dtype",
              "this is a bug in the executor; please report it");
-      if (!flash_applies(c, a))
-        batched_attention_backward<C>(c, a, c.out->data(), dk, dv);
-      else if (t == dtype::bf16)
-        flash_backward<__nv_bfloat16>(c, a, c.out->data(), dk, dv);
-      else
-        flash_backward<__half>(c, a, c.out->data(), dk, dv);
-      return;
+      return attention_gradients<C>(c, a, c.out->data(), c.key_grad->data(), c.value_grad->data());
     }
     const std::size_t q_bytes = q.size_bytes(), kv_bytes = k.size_bytes();
     const auto dq_scratch = [&] { return state_->scratch.get(scratch_use::attention_dq, q_bytes); };
@@ -1265,13 +1266,7 @@ class backend {
     if (!cached) {
       // The call asking for dq (the first of the three, in the order autodiff emits them) gets it
       // written straight into its output: one copy fewer.
-      void* dq_to = wants_dq ? c.out->data() : dq_scratch();
-      if (!flash_applies(c, a))
-        batched_attention_backward<C>(c, a, dq_to, dk, dv);
-      else if (t == dtype::bf16)
-        flash_backward<__nv_bfloat16>(c, a, dq_to, dk, dv);
-      else
-        flash_backward<__half>(c, a, dq_to, dk, dv);
+      attention_gradients<C>(c, a, wants_dq ? c.out->data() : dq_scratch(), dk, dv);
       state_->attention_inputs[0] = q.data();
       state_->attention_inputs[1] = k.data();
       state_->attention_inputs[2] = v.data();
