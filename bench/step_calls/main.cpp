@@ -39,7 +39,8 @@ struct counting_backend : sg::cpu::backend {
   std::map<std::string, int>* calls = nullptr;
   void count(const std::string& what) { ++(*calls)[what]; }
   void run(const sg::compute::kernel_call<buffer>& c) {
-    count(std::string(sg::op_name(c.kind)) + (c.bias_grad != nullptr ? " with bias_grad" : "") +
+    count(std::string(sg::op_name(c.kind)) + (c.weight_grad != nullptr ? " with weight_grad" : "") +
+          (c.bias_grad != nullptr ? " with bias_grad" : "") +
           (c.key_grad != nullptr ? " with dk and dv" : ""));
     sg::cpu::backend::run(c);
   }

@@ -5,11 +5,13 @@
 // which bench/compare_pytorch.py reads (--shardgraph build-gpu/bench/train_gpt2).
 //
 //   train_gpt2 [--model 124M|350M] [--batch 16] [--seq 1024] [--steps 20] [--warmup 5] [--precision bf16|f32]
-//              [--profile 1]
+//              [--profile 1] [--graphs 0|1]
 //
 // --profile 1 times every op on the GPU (the backend's profile mode, which waits for each op) and
 // prints one line per op, largest first: KERNEL {"op": "linear bf16", "calls_per_step": 74,
 // "ms_per_step": 9.1}. Its step times include the waiting; take the speed figures from a run without it.
+// --graphs 0 launches every op of every step (by default the second step's forward and backward are
+// recorded as one CUDA graph and the later ones replay it: "replayed_steps" in the RESULT line).
 //
 // MFU counts 6 N + 12 L H Q T FLOPs per token (N parameters without the position table, the tied
 // table once; L layers, H heads, Q head size, T tokens per sequence) against 989.4 TFLOP/s, the
@@ -46,13 +48,13 @@ struct options {
   std::string model = "124M", precision = "bf16";
   std::int64_t batch = 16, seq = 1024;
   int steps = 20, warmup = 5;
-  bool profile = false;
+  bool profile = false, graphs = true;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "shardgraph: train_gpt2: %s. usage: train_gpt2 [--model 124M|350M] [--batch B] [--seq T] "
-               "[--steps S] [--warmup W] [--precision bf16|f32] [--profile 1]\n",
+               "[--steps S] [--warmup W] [--precision bf16|f32] [--profile 1] [--graphs 0|1]\n",
                why.c_str());
   std::exit(2);
 }
@@ -78,6 +80,8 @@ options parse(int argc, char** argv) {
         o.warmup = std::stoi(v);
       else if (a == "--profile")
         o.profile = std::stoi(v) != 0;
+      else if (a == "--graphs")
+        o.graphs = std::stoi(v) != 0;
       else
         usage("unknown option " + a);
     } catch (const std::logic_error&) {
@@ -127,7 +131,7 @@ int main(int argc, char** argv) {
       std::size_t free_before = 0, total = 0;
       sg::cuda::check_cuda(cudaMemGetInfo(&free_before, &total), "train_gpt2 (cudaMemGetInfo)");
       const auto bind_start = std::chrono::steady_clock::now();
-      sg::cuda::backend gpu({.profile = o.profile});
+      sg::cuda::backend gpu({.profile = o.profile, .graphs = o.graphs});
       auto rank = sg::bind(program, config.sizes(o.batch, o.seq), comm, gpu,
                            sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights(1, 0.02), {},
                            {.outputs = {"loss"}});  // the step reads the loss only: the logits are reused
@@ -182,12 +186,13 @@ int main(int argc, char** argv) {
           "\"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"tokens_per_s\": %.1f, \"mfu\": %.4f, "
           "\"peak_allocated_gib\": %.3f, \"values_peak_gib\": %.3f, \"scratch_gib\": %.3f, "
           "\"device_used_gib\": %.3f, "
-          "\"params\": %.0f, \"loss_first\": %.4f, \"loss_last\": %.4f, \"bind_s\": %.2f}\n",
+          "\"params\": %.0f, \"loss_first\": %.4f, \"loss_last\": %.4f, \"bind_s\": %.2f, "
+          "\"replayed_steps\": %d}\n",
           o.model.c_str(), o.precision.c_str(), static_cast<long long>(o.batch),
           static_cast<long long>(o.seq), med, best, tokens_per_s, flops_per_token * tokens_per_s / peak_flops,
           allocated, static_cast<double>(gpu.peak_bytes()) / gib,
           static_cast<double>(gpu.scratch_bytes()) / gib, static_cast<double>(device_used_peak) / gib, params,
-          first_loss, last_loss, bind_s);
+          first_loss, last_loss, bind_s, rank.replayed_runs());
       double profiled = 0;
       for (const sg::cuda::op_time& t : gpu.profile()) {
         profiled += t.ms / o.steps;

@@ -764,6 +764,58 @@ TEST_CASE("cuda backend: an attention_grad_q call writing dk and dv too equals t
       }
 }
 
+TEST_CASE(
+    "cuda backend: the cross-entropy gradient reading the statistics its loss kept equals the one "
+    "computing them",
+    "[cuda][gpu]") {
+  // kernel_call::output_kept on the loss, the loss as side on the gradient: the gradient reads each
+  // row's log-sum-exp kept with the logits instead of a pass over them. Halving the logits after
+  // the loss must change that gradient (the kept statistics are of the old logits).
+  using buffer = sg::cuda::backend::buffer;
+  sg::cuda::backend cuda;
+  const std::int64_t rows = 37, vocab = 96, global_rows = 2 * rows;  // vocab: whole 16-byte vectors
+  for (const dtype t : every_dtype) {
+    SECTION(std::string(sg::dtype_name(t))) {
+      const dtype loss_type = t == dtype::bf16 ? dtype::f32 : t;
+      buffer logits = make_buffer(cuda, random_tensor(t, rows * vocab, 4, -3, 3));
+      buffer targets = make_buffer(cuda, id_tensor(targets_for(rows, vocab)));
+      buffer loss = cuda.allocate(loss_type, 1);
+      buffer loss_gradient = make_buffer(cuda, host_tensor{loss_type, {2.5}});
+      sg::compute::kernel_call<buffer> forward;
+      forward.kind = op::cross_entropy;
+      forward.type = loss_type;
+      forward.out = &loss;
+      forward.in[0] = &logits;
+      forward.in[1] = &targets;
+      forward.output_kept = true;
+      set_dims(forward, {rows, vocab, global_rows});
+      cuda.run(forward);
+      const auto gradient = [&](bool read_kept) {
+        buffer d = cuda.allocate(t, rows * vocab);
+        sg::compute::kernel_call<buffer> call;
+        call.kind = op::cross_entropy_grad;
+        call.type = t;
+        call.out = &d;
+        call.in[0] = &logits;
+        call.in[1] = &targets;
+        call.in[2] = &loss_gradient;
+        if (read_kept) call.side = &loss;
+        set_dims(call, {rows, vocab, global_rows});
+        cuda.run(call);
+        return values_of(cuda, d);
+      };
+      const std::vector<double> kept = gradient(true), again = gradient(false);
+      const double difference = relative_difference(kept, again), limit = elementwise.of(t);
+      CAPTURE(difference, limit);
+      CHECK(difference <= limit);
+      // Halved logits keep their old log-sum-exp: each probability but the target's comes out about
+      // 0.43 times its value, 0.036 of the largest gradient here (rounding differs by under 1e-3).
+      cuda.scale(logits, 0.5);
+      CHECK(relative_difference(gradient(true), gradient(false)) > 1e-2);
+    }
+  }
+}
+
 TEST_CASE("cuda backend: cross_entropy and its gradient match the cpu backend", "[cuda][gpu]") {
   both_backends b;
   struct loss_size {
@@ -979,11 +1031,12 @@ TEST_CASE("cuda backend: gelu_grad, silu_grad and softmax_grad match the cpu bac
 TEST_CASE("cuda backend: the norms' gradients match the cpu backend", "[cuda][gpu]") {
   both_backends b;
   // (37, 96): a warp per row in every dtype; (6, 1000): a warp per row (8 vectors per lane) in bf16
-  // and f32, a block per row in f64; (7, 100): a block per row in bf16.
+  // and f32, a block per row in f64; (7, 100): a block per row in bf16; (300, 64): a warp per row,
+  // and the three gradients together over three blocks of 16 rows a warp.
   struct row_size {
     std::int64_t rows, cols;
   };
-  for (const row_size size : {row_size{37, 96}, row_size{6, 1000}, row_size{7, 100}}) {
+  for (const row_size size : {row_size{37, 96}, row_size{6, 1000}, row_size{7, 100}, row_size{300, 64}}) {
     const std::int64_t rows = size.rows, cols = size.cols, numel = rows * cols;
     const std::string name = " (" + std::to_string(rows) + ", " + std::to_string(cols) + ")";
     // x (rows, cols) off zero, w (cols), dy (rows, cols)
@@ -1017,6 +1070,54 @@ TEST_CASE("cuda backend: the norms' gradients match the cpu backend", "[cuda][gp
         set_dims(call, {rows, cols});
       });
     });
+    // With kernel_call::weight_grad the input gradient also writes the weight gradient (and the
+    // layer norm's bias gradient), in one pass where rows hold at most 4 vectors a lane, and adds
+    // the residual's gradient: dx, dw, db against the cpu's, each poisoned first.
+    for (const op kind : {op::layer_norm_grad_x, op::rms_norm_grad_x})
+      for (dtype t : every_dtype) {
+        SECTION(std::string(sg::op_name(kind)) + " with weight_grad" + name + " " +
+                std::string(sg::dtype_name(t))) {
+          const bool layer = kind == op::layer_norm_grad_x;
+          const host_tensor residual = random_tensor(t, numel, 4);
+          const auto three_gradients = [&](auto& backend) {
+            using buffer = typename std::decay_t<decltype(backend)>::buffer;
+            const auto poisoned = [&](std::int64_t n) {
+              return make_buffer(
+                  backend, host_tensor{t, std::vector<double>(static_cast<std::size_t>(n), not_a_number)});
+            };
+            buffer xs = make_buffer(backend, x(t)), ws = make_buffer(backend, w(t)),
+                   dys = make_buffer(backend, dy(t)), adds = make_buffer(backend, residual);
+            buffer dx = poisoned(numel), dw = poisoned(cols), db = poisoned(cols);
+            sg::compute::kernel_call<buffer> call;
+            call.kind = kind;
+            call.type = t;
+            call.out = &dx;
+            call.in[0] = &xs;
+            call.in[1] = &ws;
+            call.in[2] = &dys;
+            call.scalar = 1e-5;
+            call.epilogue = sg::compute::product_epilogue::add;
+            call.side = &adds;
+            call.weight_grad = &dw;
+            if (layer) call.bias_grad = &db;
+            set_dims(call, {rows, cols});
+            backend.run(call);
+            std::vector<std::vector<double>> all{values_of(backend, dx), values_of(backend, dw)};
+            if (layer) all.push_back(values_of(backend, db));
+            return all;
+          };
+          const auto want = three_gradients(b.cpu), got = three_gradients(b.cuda);
+          REQUIRE(got.size() == want.size());
+          const double dx_difference = relative_difference(got[0], want[0]);
+          CAPTURE(dx_difference);
+          CHECK(dx_difference <= elementwise.of(t));
+          for (std::size_t k = 1; k < got.size(); ++k) {
+            const double sum_difference = relative_difference(got[k], want[k]);
+            CAPTURE(k, sum_difference);
+            CHECK(sum_difference <= long_sums.of(t));
+          }
+        }
+      }
   }
 }
 

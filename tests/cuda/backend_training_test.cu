@@ -6,6 +6,7 @@
 //  - f32: gradients within 1e-4 relative of the cpu's f32 (different summation orders).
 //  - bf16 (f32 master weights): the loss curve of 8 steps follows the cpu's bf16 run within 1e-2.
 //  - A model too large for the GPU fails at bind with the value's name and the free memory.
+//  - The step recorded as a CUDA graph and replayed (the default) trains as launching op by op does.
 // A GPU test (label gpu): skipped without a CUDA device.
 #include <shardgraph/cpu.hpp>
 #include <shardgraph/cuda/backend.hpp>
@@ -220,4 +221,53 @@ TEST_CASE("cuda backend: profile mode times every op it runs", "[cuda][gpu]") {
   profiled.reset_profile();
   CHECK(profiled.profile().empty());
   CHECK(!sg::cuda::backend{}.profiling());
+}
+
+namespace {
+
+// One rank's bf16 training, 6 steps of 2 micro-batches: the losses, the weights, and how many
+// forward() runs replayed a recording.
+struct recorded_training {
+  std::vector<double> losses;
+  tiny_gpt2::weights weights;
+  int replays = 0, recordings = 0;
+};
+recorded_training train_recorded(bool graphs) {
+  using namespace tiny_gpt2;
+  recorded_training out;
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(gpt2_bf16, config.sizes(batch / 2, seq), comm, sg::cuda::backend({.graphs = graphs}),
+                         sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights(3, 0.3));
+    sg::trainer t(rank, options);
+    for (int s = 0; s < 6; ++s) {
+      const std::vector<sg::tensor_map> parts{tokens(batch / 2, 0, s), tokens(batch / 2, batch / 2, s)};
+      out.losses.push_back(t.step(parts).loss);
+    }
+    add_slices(rank.parameters(), out.weights);
+    out.replays = rank.replayed_runs();
+    out.recordings = rank.recordings();
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cuda backend: the step recorded as one CUDA graph trains as op by op does", "[cuda][gpu]") {
+  const recorded_training replayed = train_recorded(true), launched = train_recorded(false);
+  // 12 runs: the first op by op, the second recorded, and from it on every one replayed
+  CHECK(replayed.recordings == 1);
+  CHECK(replayed.replays == 11);
+  CHECK(launched.replays == 0);
+  REQUIRE(replayed.losses.size() == launched.losses.size());
+  for (std::size_t s = 0; s < launched.losses.size(); ++s) {
+    CAPTURE(s, replayed.losses[s], launched.losses[s]);
+    CHECK(std::abs(replayed.losses[s] - launched.losses[s]) <= 1e-6 * launched.losses[s]);
+  }
+  CHECK(launched.losses.back() < launched.losses.front());  // it trains, on fresh tokens every step
+  CHECK(tiny_gpt2::max_relative_difference(replayed.weights, launched.weights) < 1e-6);
+  // profile mode times each op apart: nothing is recorded
+  sg::cuda::backend profiled({.profile = true});
+  CHECK(!profiled.records());
+  CHECK(sg::cuda::backend{}.records());
+  CHECK(!sg::cuda::backend({.graphs = false}).records());
 }

@@ -374,12 +374,13 @@ struct cpu_every_step_apart : sg::cpu::backend {
   static constexpr bool attention_token_major = false;
   static constexpr bool attention_output_reuse = false;
   static constexpr bool attention_gradients_together = false;
+  static constexpr bool norm_gradients_together = false;
 };
 
 TEST_CASE(
     "trainer: GELU, its gradient and the adds after products and norm gradients, done in their "
-    "epilogues, attention on the products' layout and its three gradients in one call train exactly as "
-    "apart",
+    "epilogues, attention on the products' layout, its three gradients in one call and a norm's three "
+    "in one call train exactly as apart",
     "[runtime][training][threads]") {
   // The values a product's epilogue writes are live from the product's step, and so are q, k, v
   // written by their products into the skipped split_heads' memory: a wrong lifetime lets the
@@ -423,6 +424,7 @@ struct cpu_counting_calls : sg::cpu::backend {
   void run(const sg::compute::kernel_call<buffer>& call) {
     ++(*calls)[std::string(sg::op_name(call.kind))];
     if (call.key_grad != nullptr) ++(*calls)[std::string(sg::op_name(call.kind)) + " with dk and dv"];
+    if (call.weight_grad != nullptr) ++(*calls)[std::string(sg::op_name(call.kind)) + " with dw"];
     using sg::compute::product_epilogue;
     const std::string then = std::string(sg::op_name(call.kind)) + " then ";
     if (call.epilogue == product_epilogue::gelu) ++(*calls)[then + "gelu"];
@@ -456,10 +458,11 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   CHECK(calls["add_scaled"] == 0);
   CHECK(calls["scale"] == 0);
   CHECK(calls["adamw_many"] == 1);
-  // Column sums of the layer norms' biases come with the norms' weight gradients, the linears'
-  // with their weight products.
+  // Column sums of the layer norms' weights and biases come with the norms' input gradients, the
+  // linears' biases' with their weight products.
   CHECK(calls["bias_grad"] == 0);
-  CHECK(calls["layer_norm_grad_w"] == 2 * config.layers + 1);
+  CHECK(calls["layer_norm_grad_w"] == 0);
+  CHECK(calls["layer_norm_grad_x with dw"] == 2 * config.layers + 1);
   CHECK(calls["linear_weight_grad"] == 6 * config.layers + 1);  // and the tied head's
   // Every bias is added by its product, the MLP's GELU and its gradient too; the residual adds
   // after the two projections and the sums of q's, k's and v's input gradients (two a layer) are

@@ -81,12 +81,20 @@ struct kernel_call {
   // true`: the result stays unchanged until its gradients' calls, which receive it as `side` (the
   // backend may keep what its backward needs with it: flash attention keeps the rows' log-sum-exp).
   // attention_grad_q, _k, _v: side, when set, is that result, in the layout of the output gradient.
+  // cross_entropy, set when the backend declares `static constexpr bool cross_entropy_statistics_kept
+  // = true`: the logits stay unchanged until the cross_entropy_grad call of the same logits and
+  // targets, whose side is then this call's loss (the backend may keep each row's log-sum-exp).
   bool output_kept = false;
   // attention_grad_q only: also dk and dv, the results the attention_grad_k and _v calls of the same
   // operands would write, set when the backend declares `static constexpr bool
   // attention_gradients_together = true` (one backward makes all three).
   Buffer* key_grad = nullptr;
   Buffer* value_grad = nullptr;
+  // layer_norm_grad_x and rms_norm_grad_x only: also the weight gradient, what the layer_norm_grad_w
+  // (rms_norm_grad_w) call of the same x = in[0] and dy = in[2] would write, and with it bias_grad
+  // when that call carried one; set when the backend declares `static constexpr bool
+  // norm_gradients_together = true` (one pass over x and dy for the three).
+  Buffer* weight_grad = nullptr;
 
   elementwise_step chain[max_chain]{};
   int chain_length = 0;
@@ -135,6 +143,30 @@ std::array<kernel_call<Buffer>, 3> split_attention_gradients(const kernel_call<B
   apart[1].out = c.key_grad;
   apart[2].kind = op::attention_grad_v;
   apart[2].out = c.value_grad;
+  return apart;
+}
+
+// A layer_norm_grad_x or rms_norm_grad_x call carrying weight_grad (and bias_grad), as the two calls
+// it stands for: the input gradient alone, and the weight gradient of the same x and dy (with the
+// bias gradient, as split_bias_grad splits it further), for a backend that runs them apart.
+template <class Buffer>
+struct input_and_weight_grad {
+  kernel_call<Buffer> input_grad, weight_grad;
+};
+template <class Buffer>
+input_and_weight_grad<Buffer> split_norm_gradients(const kernel_call<Buffer>& c) {
+  input_and_weight_grad<Buffer> apart{.input_grad = c, .weight_grad = {}};
+  apart.input_grad.weight_grad = apart.input_grad.bias_grad = nullptr;
+  kernel_call<Buffer>& w = apart.weight_grad;
+  w.kind = c.kind == op::layer_norm_grad_x ? op::layer_norm_grad_w : op::rms_norm_grad_w;
+  w.type = c.weight_grad->type();
+  w.out = c.weight_grad;
+  w.bias_grad = c.bias_grad;
+  w.in[0] = c.in[0];      // x
+  w.in[1] = c.in[2];      // dy
+  w.dims[0] = c.dims[0];  // rows
+  w.dims[1] = c.dims[1];  // cols
+  w.scalar = c.scalar;    // eps
   return apart;
 }
 

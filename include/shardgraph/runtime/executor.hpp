@@ -52,6 +52,7 @@
 #include "shardgraph/runtime/memory_plan.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
 #include "shardgraph/runtime/step_fusion.hpp"
+#include "shardgraph/runtime/step_recording.hpp"
 #include "shardgraph/runtime/weights.hpp"
 
 namespace shardgraph {
@@ -317,8 +318,12 @@ class rank_program {
   tensor_map forward(const tensor_map& inputs, std::string_view only = {}) {
     if (pipelined()) return forward_through_stages(inputs, only);
     upload_inputs(inputs);
-    run_segment(segment{});
-    finish_buckets();
+    // On a backend that records (cuda::backend), every op of the run is one CUDA graph from the
+    // second run on, where nothing between the ops needs the host (runtime/step_recording.hpp).
+    recorder_.run(backend_, recordable(), loss_scale_, [&] {
+      run_segment(segment{});
+      finish_buckets();
+    });
     for (const gradient_bucket& b : buckets_)
       if (b.arrived != 0)
         fail("executor", "a gradient bucket was left half full after backward",
@@ -326,6 +331,11 @@ class rank_program {
              "buckets)");
     return outputs(only);
   }
+
+  // Runs of forward() that replayed a recording of the previous ones, and the recordings made
+  // (runtime/step_recording.hpp; 0 on a backend that does not record).
+  int replayed_runs() const { return recorder_.replays(); }
+  int recordings() const { return recorder_.recordings(); }
 
   // ---- pipeline stages (pipeline_options at bind) ----
   bool pipelined() const { return pipeline_axis_ >= 0; }
@@ -548,6 +558,13 @@ class rank_program {
         return sg.tail;
     }
     return false;
+  }
+
+  // A run whose ops need nothing from the host between them: one rank alone (no collective but
+  // copies, no communication thread), no finite check reading values back, no ZeRO-3 gathers.
+  bool recordable() const {
+    const bool alone = std::all_of(axis_sizes_.begin(), axis_sizes_.end(), [](int n) { return n == 1; });
+    return alone && !finite_check_ && !zero3_ && !overlapping_ && buckets_.empty();
   }
 
   void upload_inputs(const tensor_map& inputs) {
@@ -867,6 +884,7 @@ class rank_program {
       case step_kind::compute:
         if (fused_.bias_grad_by_product[index(st.node)]) return;     // its weight product wrote it
         if (fused_.made_with_query[index(st.node)]) return;          // its attention_grad_q wrote it
+        if (fused_.made_with_input_grad[index(st.node)]) return;     // its norm's input gradient wrote it
         if (fused_.written_by_product[index(st.node)] >= 0) return;  // a linear's epilogue wrote it
         if (fused_.stored_from[index(st.node)] >= 0) return;         // a split or merge of heads, in place
         run_compute(st.node);
@@ -874,6 +892,10 @@ class rank_program {
         if (fused_.key_grad_of[index(st.node)] >= 0) {
           check_finite(fused_.key_grad_of[index(st.node)]);
           check_finite(fused_.value_grad_of[index(st.node)]);
+        }
+        if (const int w = fused_.weight_grad_of[index(st.node)]; w >= 0) {
+          check_finite(w);
+          if (fused_.bias_grad_of[index(w)] >= 0) check_finite(fused_.bias_grad_of[index(w)]);
         }
         // What the product's epilogues wrote, reported as the product's
         if (fused_.bias_epilogue_of[index(st.node)] >= 0)
@@ -1096,9 +1118,12 @@ class rank_program {
       const int from = g[p].inputs[0];
       const std::size_t s = producer_step_[index(from)];
       if (s == no_step) continue;
-      // The step's node: `from` itself, or the weight product that writes `from`, its bias gradient.
-      const int writer = program_.steps[s].node;
-      if (writer != from && fused_.bias_grad_of[index(writer)] != from) continue;
+      // The step's node: `from` itself, or the weight product that writes `from`, its bias gradient,
+      // or the norm's input gradient that writes `from`, its weight gradient (or that one's bias's).
+      const int writer = program_.steps[s].node, weight = fused_.weight_grad_of[index(writer)];
+      const bool by_input_grad =
+          weight >= 0 && (weight == from || fused_.bias_grad_of[index(weight)] == from);
+      if (writer != from && fused_.bias_grad_of[index(writer)] != from && !by_input_grad) continue;
       const step_kind kind = program_.steps[s].kind;
       if (kind != step_kind::compute && kind != step_kind::fused) continue;
       if (readers_[index(from)].size() != 1 || g[from].region != g[p].region || g[from].type != g[p].type ||
@@ -1851,6 +1876,10 @@ class rank_program {
       call.key_grad = &value(fused_.key_grad_of[index(i)]);
       call.value_grad = &value(fused_.value_grad_of[index(i)]);
     }
+    if (const int w = fused_.weight_grad_of[index(i)]; w >= 0) {  // and its bias gradient, if paired
+      call.weight_grad = &value(w);
+      if (fused_.bias_grad_of[index(w)] >= 0) call.bias_grad = &value(fused_.bias_grad_of[index(w)]);
+    }
     call.token_major = fused_.token_major[index(i)];
     call.output_kept = fused_.output_kept[index(i)];
     if (fused_.forward_output_of[index(i)] >= 0) call.side = &value(fused_.forward_output_of[index(i)]);
@@ -2141,6 +2170,7 @@ class rank_program {
   // Last, so that they stop before the buffers their jobs read are freed: per mesh axis, the
   // communication thread of its buckets and ZeRO-3 gathers (null: none).
   std::vector<std::unique_ptr<comm::comm_worker<Comm>>> comm_workers_;
+  step_recorder<Backend> recorder_;  // (its recording reads the buffers above: it goes first)
 };
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>

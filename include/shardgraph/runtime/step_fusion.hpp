@@ -46,11 +46,15 @@ struct step_fusion {
   std::vector<int> stored_in;     // node -> the split or merge of heads whose buffer holds it (-1: its own)
   std::vector<int> stored_from;   // split or merge node -> the node it holds (-1: it is computed)
   std::vector<bool> token_major;  // attention node -> its call is token-major
-  std::vector<int> forward_output_of;  // attention gradient -> the attention whose result it reads (-1: none)
-  std::vector<bool> output_kept;       // attention node -> its gradients read its result
+  // attention gradient -> the attention whose result it reads; cross_entropy_grad -> the
+  // cross_entropy whose row statistics it reads (-1: none)
+  std::vector<int> forward_output_of;
+  std::vector<bool> output_kept;       // attention or cross_entropy node -> its gradients read what it kept
   std::vector<int> key_grad_of;        // attention_grad_q -> the attention_grad_k it writes (-1: none)
   std::vector<int> value_grad_of;      // attention_grad_q -> the attention_grad_v it writes (-1: none)
   std::vector<bool> made_with_query;   // attention_grad_k or _v -> its attention_grad_q writes it
+  std::vector<int> weight_grad_of;     // layer_norm_grad_x or rms_norm_grad_x -> the _grad_w it writes (-1)
+  std::vector<bool> made_with_input_grad;  // layer_norm_grad_w or rms_norm_grad_w -> its _grad_x writes it
 };
 
 namespace detail {
@@ -65,7 +69,9 @@ class step_fusion_planner {
     plan_product_epilogues();
     plan_token_major_attention();
     plan_attention_output_reuse();
+    plan_cross_entropy_statistics();
     plan_attention_gradients_together();
+    plan_norm_gradients_together();
     return std::move(fused_);
   }
 
@@ -312,6 +318,24 @@ class step_fusion_planner {
     }
   }
 
+  // For backends declaring cross_entropy_statistics_kept: the cross-entropy gradient reads the rows'
+  // log-sum-exp that the loss's call kept with the logits (output_kept; the gradient's side is the
+  // loss) instead of computing it again in a pass over the logits. Every value is written once, so
+  // the logits are unchanged in between.
+  void plan_cross_entropy_statistics() {
+    if constexpr (requires { requires Backend::cross_entropy_statistics_kept; }) {
+      const graph& g = in_.program.nodes;
+      for (int i = 0; i < g.size(); ++i) {
+        if (g[i].kind != op::cross_entropy_grad) continue;
+        for (int f : in_.readers[index(g[i].inputs[0])])
+          if (g[f].kind == op::cross_entropy && g[f].inputs[1] == g[i].inputs[1]) {
+            fused_.forward_output_of[index(i)] = f;
+            fused_.output_kept[index(f)] = true;
+          }
+      }
+    }
+  }
+
   // For backends declaring attention_gradients_together: an attention_grad_q call also writes the
   // attention_grad_k and _v of the same operands (a flash backward makes all three at once), whose
   // steps are then skipped. They come after it (autodiff emits q, k, v in turn), so dk and dv are
@@ -346,6 +370,40 @@ class step_fusion_planner {
         for (int j : {k, v}) {
           fused_.made_with_query[index(j)] = true;
           in_.producer_step[index(j)] = query_step;  // its lifetime starts there (the memory plan)
+        }
+      }
+    }
+  }
+
+  // For backends declaring norm_gradients_together: a norm's input gradient call also writes the
+  // weight gradient of the same x and dy (and the bias gradient paired with that, planned above),
+  // whose step is then skipped: one pass over x and dy for all three. The weight gradient comes
+  // after the input gradient (autodiff emits x's first), so it and its bias gradient are written
+  // before their own steps, where nothing can have read them yet: their lifetimes then start at
+  // the input gradient's step. Under tensor parallelism dy differs (the weight gradient reads the
+  // all-reduced one), and nothing pairs.
+  void plan_norm_gradients_together() {
+    const graph& g = in_.program.nodes;
+    fused_.weight_grad_of.assign(index(g.size()), -1);
+    fused_.made_with_input_grad.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::norm_gradients_together; }) {
+      for (int i = 0; i < g.size(); ++i) {
+        const op kind = g[i].kind;
+        if ((kind != op::layer_norm_grad_x && kind != op::rms_norm_grad_x) || !computed_alone(i)) continue;
+        const op weight_kind = kind == op::layer_norm_grad_x ? op::layer_norm_grad_w : op::rms_norm_grad_w;
+        const std::size_t input_step = in_.producer_step[index(i)];
+        for (int j : in_.readers[index(g[i].inputs[0])]) {
+          if (g[j].kind != weight_kind || g[j].inputs[0] != g[i].inputs[0] ||
+              g[j].inputs[1] != g[i].inputs[2] || !computed_alone(j) || g[j].region != g[i].region ||
+              g[j].type != g[i].type || g[j].scalar != g[i].scalar ||
+              in_.producer_step[index(j)] < input_step || fused_.made_with_input_grad[index(j)])
+            continue;
+          fused_.weight_grad_of[index(i)] = j;
+          fused_.made_with_input_grad[index(j)] = true;
+          in_.producer_step[index(j)] = input_step;  // its lifetime starts there (the memory plan)
+          if (fused_.bias_grad_of[index(j)] >= 0)
+            in_.producer_step[index(fused_.bias_grad_of[index(j)])] = input_step;
+          break;
         }
       }
     }

@@ -50,6 +50,8 @@ class backend {
   // An attention_grad_q call may carry dk and dv (kernel_call::key_grad, value_grad), as a GPU's
   // flash backward makes all three at once; here the three run in turn.
   static constexpr bool attention_gradients_together = true;
+  // kernel_call::weight_grad of a norm's input gradient: run as the two calls it stands for
+  static constexpr bool norm_gradients_together = true;
   backend() = default;
   backend(const backend&) {}  // scratch memory is per instance
   backend& operator=(const backend&) { return *this; }
@@ -166,6 +168,11 @@ class backend {
     if (call.key_grad != nullptr) {
       for (const compute::kernel_call<buffer>& apart : compute::split_attention_gradients(call)) run(apart);
       return;
+    }
+    if (call.weight_grad != nullptr) {
+      const auto apart = compute::split_norm_gradients(call);
+      run(apart.input_grad);
+      return run(apart.weight_grad);
     }
     if (call.bias_grad != nullptr) {
       const auto apart = compute::split_bias_grad(call);

@@ -32,6 +32,7 @@
 #include <shardgraph/cuda/kernels/vectorized.cuh>
 #include <shardgraph/cuda/pinned_staging.hpp>
 #include <shardgraph/cuda/scratch.hpp>
+#include <shardgraph/cuda/stream_recording.hpp>
 #include <shardgraph/cuda/tensor_buffer.hpp>
 #include <shardgraph/cuda/text.hpp>
 #include <shardgraph/ir/op.hpp>
@@ -46,6 +47,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,6 +60,9 @@ struct backend_options {
   bool host_visible = false;  // managed memory, for host-side communicators
   int device = -1;            // -1: the current device
   bool profile = false;       // time every op on the GPU (also: SHARDGRAPH_CUDA_PROFILE=1); see profile()
+  // The executor records a run of its program as one CUDA graph and replays it (runtime/
+  // step_recording.hpp); false (or SHARDGRAPH_CUDA_GRAPHS=0) runs every op by its own launch.
+  bool graphs = true;
 };
 
 // GPU time per op (profile mode): calls and total milliseconds, by op name and output dtype.
@@ -88,10 +93,14 @@ struct backend_state {
   bool attention_dq_cached = false;  // false: the last backward wrote dq straight into its call's output
   // A token-major attention call run apart: its operands' copies.
   tensor_buffer head_major;
-  // Flash attention's outputs kept for their backward (kernel_call::output_kept), by address: the
-  // rows' log-sum-exp the forward wrote with them ((batch, heads, seq) f32).
+  // Rows' log-sum-exp kept for a backward (kernel_call::output_kept), by address: of flash
+  // attention's outputs ((batch, heads, seq) f32) and of cross-entropy's logits (rows, in C).
   std::map<const void*, device_buffer> kept_lse;
   pinned_staging staging;  // uploads
+  // Counts every allocation and release of the memory above (and the scratch's): a recording made
+  // at another count may read memory that has moved.
+  std::uint64_t moves = 0;
+  std::uint64_t memory_generation() const { return moves + scratch.generation(); }
   explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                "backend (cudaStreamCreateWithFlags)");
@@ -116,6 +125,10 @@ struct backend_state {
 inline bool profile_requested(bool option) {
   const char* v = std::getenv("SHARDGRAPH_CUDA_PROFILE");
   return option || (v != nullptr && std::string_view(v) != "" && std::string_view(v) != "0");
+}
+inline bool graphs_allowed(bool option) {
+  const char* v = std::getenv("SHARDGRAPH_CUDA_GRAPHS");
+  return option && (v == nullptr || std::string_view(v) != "0");
 }
 
 // Profile mode: the GPU time of what runs on the stream between construction and destruction,
@@ -180,11 +193,44 @@ class backend {
   // kernel_call::output_kept / side of attention: the backward reads the forward's output and its
   // log-sum-exp instead of running the forward again
   static constexpr bool attention_output_reuse = true;
+  // kernel_call::output_kept / side of cross_entropy: its gradient reads the rows' log-sum-exp the
+  // loss kept, one pass over the logits instead of two
+  static constexpr bool cross_entropy_statistics_kept = true;
+  // kernel_call::weight_grad (and bias_grad) of a norm's input gradient: one pass over x and dy
+  // writes the three where the rows fit the warp kernels, else the calls run apart
+  static constexpr bool norm_gradients_together = true;
 
   explicit backend(backend_options options = {})
       : options_(options),
         state_(std::make_shared<detail::backend_state>(detail::current_device(options.device),
-                                                       detail::profile_requested(options.profile))) {}
+                                                       detail::profile_requested(options.profile))) {
+    options_.graphs = detail::graphs_allowed(options_.graphs);
+  }
+
+  // Recording (runtime/step_recording.hpp): the stream's work between begin_recording() and
+  // end_recording() becomes one CUDA graph, which replay() launches. Not in profile mode (each op is
+  // timed on its own) nor with managed memory (host-side communicators read it between ops).
+  struct recording {
+    stream_recording graph;
+    std::uint64_t memory_generation = 0;  // the backend's scratch as the graph saw it
+  };
+  bool records() const { return options_.graphs && !state_->profile && !options_.host_visible; }
+  void begin_recording() { stream_recording::begin(stream()); }
+  // Nothing when a call could not be recorded; recording_failure() says why.
+  std::optional<recording> end_recording() {
+    std::optional<stream_recording> graph = stream_recording::end(stream());
+    if (!graph) return std::nullopt;
+    return recording{std::move(*graph), state_->memory_generation()};
+  }
+  std::string recording_failure() const { return stream_recording::why_not(); }
+  // Runs the recorded work again; false (and nothing run) when scratch memory it used has been
+  // allocated anew since: the caller runs the work itself and records it again.
+  bool replay(const recording& r) {
+    if (r.memory_generation != state_->memory_generation()) return false;
+    state_->attention_cache_valid = false;
+    r.graph.replay(stream());
+    return true;
+  }
 
   // Profile mode: GPU time per op so far, largest first; reset_profile() starts again.
   std::vector<op_time> profile() const {
@@ -430,7 +476,12 @@ class backend {
       for (const call_t& apart : compute::split_attention_gradients(call)) run(apart);
       return;
     }
-    if (call.bias_grad != nullptr && !bias_grad_epilogue_fits(call)) {  // an empty product: apart
+    if (call.weight_grad != nullptr && !norm_gradients_fit(call)) {
+      const auto apart = compute::split_norm_gradients(call);
+      run(apart.input_grad);
+      return run(apart.weight_grad);
+    }
+    if (call.bias_grad != nullptr && call.weight_grad == nullptr && !bias_grad_epilogue_fits(call)) {
       const auto apart = compute::split_bias_grad(call);
       run(apart.product);
       return run(apart.bias_grad);
@@ -456,6 +507,17 @@ class backend {
     if (status != cudaSuccess)
       fail(detail::text("cuda::backend: ", what),
            detail::text(cudaGetErrorString(status), " (", cudaGetErrorName(status), ")"), how_to_fix(status));
+  }
+
+  // A norm's input gradient with its weight (and bias) gradient that norm_gradients takes in one
+  // pass: every buffer of one floating dtype, on 16 bytes, rows of whole vectors, at most 4 a lane.
+  static bool norm_gradients_fit(const call_t& c) {
+    const dtype t = c.out->type();
+    if (c.dims[0] == 0 || c.dims[1] == 0 || c.dims[1] / vector_lanes(t) > 4 * 32) return false;
+    const buffer* addend = c.epilogue == compute::product_epilogue::add ? c.side : c.out;
+    const buffer* bias = c.bias_grad != nullptr ? c.bias_grad : c.out;
+    return vector_ready(
+        t, c.dims[1], {in(c, 0), in(c, 1), in(c, 2), in(*c.out), in(*addend), in(*c.weight_grad), in(*bias)});
   }
 
   // A weight gradient with its bias gradient that run_typed takes in one call: a product's or a
@@ -600,17 +662,24 @@ class backend {
           launch.template operator()<false>();
         }
       });
-      if (values_summed)
-        kernels::column_total_kernel<C>
-            <<<kernels::blocks_for(n), 256, 0, stream()>>>(partial + splits * n, splits, *values, n);
+      if (values_summed) column_totals<C>(partial + splits * n, splits, *values, n);
     } else {
       kernels::column_partial_kernel<C><<<grid, block, 0, stream()>>>(source, partial, rows, n);
     }
-    kernels::column_total_kernel<C><<<kernels::blocks_for(n), 256, 0, stream()>>>(partial, splits, to, n);
+    column_totals<C>(partial, splits, to, n);
     if (values != nullptr && !values_summed)
       column_sums<C>(
           *values, rows, n,
           kernels::column_source<C, kernels::column_term::value>{.dy = source.dy, .x = {}, .stats = nullptr});
+  }
+
+  // to[j] = sum over the splits of partial (splits, n).
+  template <class C>
+  void column_totals(const C* partial, std::int64_t splits, kernels::mut_ref to, std::int64_t n) {
+    const unsigned grid = static_cast<unsigned>((n + kernels::column_block_x - 1) / kernels::column_block_x);
+    kernels::column_total_kernel<C>
+        <<<grid, dim3(kernels::column_block_x, kernels::column_block_y), 0, stream()>>>(partial, splits, to,
+                                                                                        n);
   }
 
   // The vector kernels (kernels/vectorized.cuh) take calls whose buffers all hold one floating dtype t,
@@ -730,9 +799,10 @@ class backend {
           in(c, 0), in(c, 1), out(o), d[1], c.scalar);
   }
 
-  // x, w, dy -> dx
+  // x, w, dy -> dx, and with kernel_call::weight_grad the weight (and bias) gradient too
   template <class C, bool Layer>
   void run_norm_grad_x(const call_t& c) {
+    if (c.weight_grad != nullptr) return norm_gradients<C, Layer>(c);
     const std::int64_t* d = c.dims;
     buffer& o = *c.out;
     const buffer* addend = c.epilogue == compute::product_epilogue::add ? c.side : nullptr;
@@ -756,6 +826,37 @@ class backend {
     else
       kernels::rms_norm_grad_x_kernel<C><<<static_cast<unsigned>(d[0]), kernels::row_threads, 0, stream()>>>(
           in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
+  }
+
+  // dx, dw (and db) in one pass (norm_gradients_warp_kernel), then the column totals of the
+  // blocks' partial sums; run() checked norm_gradients_fit.
+  template <class C, bool Layer>
+  void norm_gradients(const call_t& c) {
+    const std::int64_t rows = c.dims[0], cols = c.dims[1];
+    const std::int64_t rows_per_block =
+        std::int64_t{kernels::warp_rows_per_block} * kernels::gradient_rows_per_warp;
+    const std::int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+    const bool bias = c.bias_grad != nullptr;
+    C* partial = state_->scratch.get<C>(scratch_use::partials,
+                                        static_cast<std::size_t>((bias ? 2 : 1) * blocks * cols));
+    const buffer* addend = c.epilogue == compute::product_epilogue::add ? c.side : nullptr;
+    with_vector_types(c.out->type(), [&]<class T, class V>() {
+      if constexpr (std::is_same_v<V, C>) {
+        const auto launch = [&]<bool Bias>() {
+          kernels::norm_gradients_warp_kernel<T, C, Layer, Bias>
+              <<<static_cast<unsigned>(blocks), 256, 0, stream()>>>(
+                  typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
+                  addend ? typed<T>(*addend) : nullptr, static_cast<T*>(c.out->data()), partial, rows,
+                  static_cast<int>(cols), c.scalar);
+        };
+        if (bias)
+          launch.template operator()<true>();
+        else
+          launch.template operator()<false>();
+      }
+    });
+    column_totals<C>(partial, blocks, out(*c.weight_grad), cols);
+    if (bias) column_totals<C>(partial + blocks * cols, blocks, out(*c.bias_grad), cols);
   }
 
   // A linear with a compute::product_epilogue in one cuBLASLt call (GELU_AUX[_BIAS], DGELU, or beta 1
@@ -820,17 +921,26 @@ class backend {
 
   // Cross-entropy rows of logits (in 0, rows x vocab) against targets (in 1): the vector kernels
   // for 16-byte aligned rows of whole vectors, whose logits are computed in C.
+  // With kernel_call::output_kept, the vector kernels keep each row's log-sum-exp with the logits'
+  // address for the gradient (kept_lse).
   template <class C>
   void cross_entropy_rows(const call_t& c, C* losses) {
     const std::int64_t* d = c.dims;
     const dtype t = c.in[0]->type();
     const unsigned rows = static_cast<unsigned>(d[0]);
-    if (vector_ready(t, d[1], {in(c, 0)}) && compute_type_is<C>(t))
+    const void* logits = c.in[0]->data();
+    if (vector_ready(t, d[1], {in(c, 0)}) && compute_type_is<C>(t)) {
+      C* lse = c.output_kept
+                   ? static_cast<C*>(kept_lse(logits, static_cast<std::size_t>(d[0]) * sizeof(C), true))
+                   : nullptr;
+      if (lse == nullptr) forget_lse(logits);
       return with_vector_types(t, [&]<class T, class V>() {
         if constexpr (std::is_same_v<V, C>)
           kernels::cross_entropy_rows_vector_kernel<T, C><<<rows, kernels::row_threads, 0, stream()>>>(
-              typed<T>(*c.in[0]), in(c, 1), losses, d[1], state_->bad_target());
+              typed<T>(*c.in[0]), in(c, 1), losses, d[1], state_->bad_target(), lse);
       });
+    }
+    forget_lse(logits);
     kernels::cross_entropy_rows_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
         in(c, 0), in(c, 1), losses, d[1], state_->bad_target());
   }
@@ -841,13 +951,18 @@ class backend {
     buffer& o = *c.out;
     const dtype t = o.type();
     const unsigned rows = static_cast<unsigned>(d[0]);
-    if (vector_ready(t, d[1], {in(c, 0), in(o)}) && compute_type_is<C>(t))
+    if (vector_ready(t, d[1], {in(c, 0), in(o)}) && compute_type_is<C>(t)) {
+      const C* lse = c.side != nullptr
+                         ? static_cast<const C*>(
+                               kept_lse(c.in[0]->data(), static_cast<std::size_t>(d[0]) * sizeof(C), false))
+                         : nullptr;
       return with_vector_types(t, [&]<class T, class V>() {
         if constexpr (std::is_same_v<V, C>)
           kernels::cross_entropy_grad_vector_kernel<T, C><<<rows, kernels::row_threads, 0, stream()>>>(
               typed<T>(*c.in[0]), in(c, 1), in(c, 2), static_cast<T*>(o.data()), d[1], C(d[2]),
-              state_->bad_target());
+              state_->bad_target(), lse);
       });
+    }
     kernels::cross_entropy_grad_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
         in(c, 0), in(c, 1), in(c, 2), out(o), d[1], C(d[2]), state_->bad_target());
   }
@@ -1111,12 +1226,13 @@ class backend {
   // on head-major copies of its operands (compute::run_token_major_apart), in one scratch buffer.
   // Its backward runs the batched products again: no log-sum-exp stays kept with its result.
   void run_token_major_apart(const call_t& call) {
-    if (call.kind == op::attention) state_->kept_lse.erase(call.out->data());
+    if (call.kind == op::attention) forget_lse(call.out->data());
     std::int64_t numel = call.out->numel();
     for (const buffer* b : call.in)
       if (b != nullptr) numel += b->numel();
     buffer& held = state_->head_major;
     if (held.numel() < numel || held.type() != call.type) {
+      ++state_->moves;
       held = buffer();
       held = allocate(call.type, numel);
     }
@@ -1147,21 +1263,30 @@ class backend {
 
   // The log-sum-exp kept with a flash attention output for its backward (kernel_call::output_kept).
   float* kept_lse(const void* out, const attention_shape& a, bool make) {
-    const std::size_t bytes = static_cast<std::size_t>(a.batch * a.heads * a.seq) * sizeof(float);
-    const auto found = state_->kept_lse.find(out);
-    if (found != state_->kept_lse.end() && found->second.size_bytes() == bytes)
-      return static_cast<float*>(found->second.data());
+    return static_cast<float*>(
+        kept_lse(out, static_cast<std::size_t>(a.batch * a.heads * a.seq) * sizeof(float), make));
+  }
+  // `bytes` of row statistics kept with the value at `key`: made when `make` (else nullptr if none
+  // of that size is kept).
+  void* kept_lse(const void* key, std::size_t bytes, bool make) {
+    const auto found = state_->kept_lse.find(key);
+    if (found != state_->kept_lse.end() && found->second.size_bytes() == bytes) return found->second.data();
     if (!make) return nullptr;
-    device_buffer& lse = state_->kept_lse[out];
+    ++state_->moves;
+    device_buffer& lse = state_->kept_lse[key];
     lse = device_buffer();
     lse = device_buffer(bytes);
-    return static_cast<float*>(lse.data());
+    return lse.data();
+  }
+
+  void forget_lse(const void* out) {
+    if (state_->kept_lse.erase(out) != 0) ++state_->moves;
   }
 
   template <class T>
   void flash_forward(const call_t& c, const attention_shape& a) {
     float* lse = c.output_kept ? kept_lse(c.out->data(), a, true) : nullptr;
-    if (lse == nullptr) state_->kept_lse.erase(c.out->data());
+    if (lse == nullptr) forget_lse(c.out->data());
     kernels::flash::forward<T>(typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
                                static_cast<T*>(c.out->data()), lse, flash_shape_of(c, a), stream());
     check_cuda(cudaGetLastError(), "backend: flash attention (launch)");
@@ -1193,7 +1318,7 @@ class backend {
            "this is a bug in the executor; please report it");
     if (flash_applies(c, a))
       return q.type() == dtype::bf16 ? flash_forward<__nv_bfloat16>(c, a) : flash_forward<__half>(c, a);
-    state_->kept_lse.erase(c.out->data());  // (its backward runs the batched products again)
+    forget_lse(c.out->data());  // (its backward runs the batched products again)
     const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
     void* scores =
         state_->scratch.get(scratch_use::scores, score_elements * dtype_size(score_type(q.type())));

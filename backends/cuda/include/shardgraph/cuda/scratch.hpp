@@ -1,11 +1,14 @@
 #pragma once
 // scratch_space: the backend's temporary device memory, one grow-only region per use (attention's
 // scores, column-sum partials, ...), so that regions needed at the same time never alias. A region
-// only grows; growing frees the old one (cudaFree waits for the GPU, so no kernel still reads it).
+// only grows; growing frees the old one (cudaFree waits for the GPU, so no kernel still reads it)
+// and counts in generation(), so that a recorded stream (stream_recording.hpp) that used the old
+// one is known to be stale.
 #include <shardgraph/cuda/device_buffer.hpp>
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 
 namespace shardgraph::cuda {
 
@@ -31,6 +34,7 @@ class scratch_space {
   void* get(scratch_use use, std::size_t bytes) {
     device_buffer& b = regions_[static_cast<std::size_t>(use)];
     if (b.size_bytes() < bytes) {
+      ++generation_;
       b = device_buffer();
       b = device_buffer(bytes);
     }
@@ -40,6 +44,7 @@ class scratch_space {
   T* get(scratch_use use, std::size_t count) {
     return static_cast<T*>(get(use, count * sizeof(T)));
   }
+  std::uint64_t generation() const { return generation_; }
   std::size_t bytes() const {
     std::size_t total = 0;
     for (const device_buffer& b : regions_) total += b.size_bytes();
@@ -48,6 +53,7 @@ class scratch_space {
 
  private:
   std::array<device_buffer, static_cast<std::size_t>(scratch_use::count)> regions_;
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace shardgraph::cuda

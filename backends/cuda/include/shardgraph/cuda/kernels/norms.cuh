@@ -148,14 +148,21 @@ __global__ void column_partial_kernel(Source source, C* partial, std::int64_t ro
   }
 }
 
-// out[j] (+)= sum over the splits of partial[s][j].
+// out[j] = sum over the splits of partial[s][j]; blocks of (column_block_x, column_block_y), grid
+// (ceil(n / column_block_x)): thread (x, y) adds splits y, y + column_block_y, ... of its column,
+// then row y = 0 adds the column_block_y sums in order (the same order on every run).
 template <class C>
 __global__ void column_total_kernel(const C* partial, std::int64_t splits, mut_ref out, std::int64_t n) {
-  for (std::int64_t j = global_thread(); j < n; j += grid_threads()) {
-    C total = 0;
-    for (std::int64_t s = 0; s < splits; ++s) total += partial[s * n + j];
-    store<C>(out, j, total);
-  }
+  __shared__ C sums[column_block_y][column_block_x];
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * column_block_x + threadIdx.x;
+  C total = 0;
+  if (j < n)
+    for (std::int64_t s = threadIdx.y; s < splits; s += column_block_y) total += partial[s * n + j];
+  sums[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= n) return;
+  for (unsigned y = 1; y < column_block_y; ++y) total += sums[y][threadIdx.x];
+  store<C>(out, j, total);
 }
 
 }  // namespace shardgraph::cuda::kernels

@@ -166,6 +166,71 @@ __global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, con
   }
 }
 
+// A norm's three gradients in one pass over x and dy: dx as norm_grad_x_warp_kernel, and the
+// weight gradient's column sums dy * xhat (xhat = (x - mean) / std, or x / rms), with Bias also
+// the bias gradient's, dy. Each warp takes rows warp, warp + warps, ... (warps: the grid's),
+// summing its columns in registers; the block's 8 warps are then summed in shared memory, in
+// order, into partial (gridDim.x, cols) and, with Bias, partial + gridDim.x * cols: the splits
+// column_total_kernel adds up. Rows of at most 4 vectors a lane (the shared sums' size).
+inline constexpr int gradient_rows_per_warp = 16;  // rows a warp sums before the block's sum
+template <class T, class C, bool Layer, bool Bias>
+__global__ void norm_gradients_warp_kernel(const T* x, const T* w, const T* dy, const T* addend, T* dx,
+                                           C* partial, std::int64_t rows, int cols, double eps) {
+  constexpr int Vectors = 4, L = lanes<T>;
+  __shared__ C sums[warp_rows_per_block][Vectors * 32 * L];
+  const int vectors = cols / L, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * warp_rows_per_block;
+  warp_row<T, C, Vectors> wr;
+  wr.load(w, vectors);
+  C weight_sums[Vectors][L] = {}, bias_sums[Vectors][L] = {};
+  for (std::int64_t row = warp_row_index(); row < rows; row += warps) {
+    warp_row<T, C, Vectors> xr, gr;
+    xr.load(x + row * cols, vectors);
+    gr.load(dy + row * cols, vectors);
+    C mean = 0, inverse = 0;  // xhat = (x - mean) * inverse
+    warp_norm_statistics<Layer>(xr, vectors, cols, eps, mean, inverse);
+    gr.each(vectors, [&](int k, int j, C g) {
+      weight_sums[k][j] += g * (xr.v[k][j] - mean) * inverse;
+      if constexpr (Bias) bias_sums[k][j] += g;
+    });
+    gr.multiply(wr, vectors);  // g = dy w
+    C g_sum = 0, gx_sum = 0;
+    gr.each(vectors, [&](int k, int j, C g) {
+      g_sum += g;
+      gx_sum += g * (xr.v[k][j] - mean) * inverse;
+    });
+    const T* addend_row = addend != nullptr ? addend + row * cols : nullptr;
+    if constexpr (Layer) {
+      const C g_mean = warp_sum(g_sum) / C(cols), gx_mean = warp_sum(gx_sum) / C(cols);
+      store_row<T, C, Vectors>(
+          dx + row * cols, vectors,
+          [&](int k, int j, int) {
+            return (gr.v[k][j] - g_mean - (xr.v[k][j] - mean) * inverse * gx_mean) * inverse;
+          },
+          addend_row);
+    } else {  // rms: dx = r (g - x r^2 mean(g x)); gx_sum holds sum g x r
+      const C correction = warp_sum(gx_sum) / C(cols) * inverse;
+      store_row<T, C, Vectors>(
+          dx + row * cols, vectors,
+          [&](int k, int j, int) { return inverse * (gr.v[k][j] - xr.v[k][j] * correction); }, addend_row);
+    }
+  }
+  constexpr int Totals = Bias ? 2 : 1;
+  for (int total = 0; total < Totals; ++total) {
+    const C(&own)[Vectors][L] = total == 0 ? weight_sums : bias_sums;
+    for (int k = 0; k < Vectors; ++k)
+      if (lane + 32 * k < vectors)
+        for (int j = 0; j < L; ++j) sums[warp][(lane + 32 * k) * L + j] = own[k][j];
+    __syncthreads();
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+      C block_sum = 0;
+      for (unsigned v = 0; v < warp_rows_per_block; ++v) block_sum += sums[v][c];
+      partial[(static_cast<std::int64_t>(total) * gridDim.x + blockIdx.x) * cols + c] = block_sum;
+    }
+    __syncthreads();  // (the shared sums are written again for the bias)
+  }
+}
+
 // stats (rows, 2): (mean, 1/std) for layer norm, (0, 1/rms) for rms norm.
 template <class T, class C, int Vectors, bool Layer>
 __global__ void norm_statistics_warp_kernel(const T* x, C* stats, std::int64_t rows, int cols, double eps) {

@@ -128,29 +128,37 @@ __device__ void row_softmax_statistics_vector(const T* row, std::int64_t vectors
   sum = block_sum(m == -INFINITY ? C(0) : s * exp(m - row_max));
 }
 
+// lse (nullable): each row's log-sum-exp, kept for the gradient (rows without a loss: not written).
 template <class T, class C>
 __global__ void cross_entropy_rows_vector_kernel(const T* logits, ref targets, C* losses, std::int64_t vocab,
-                                                 int* bad) {
+                                                 int* bad, C* lse) {
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * vocab;
   const std::int64_t target = load_id(targets, row);
   if (row_without_loss(target, vocab, losses + row, bad)) return;
   C row_max, sum;
   row_softmax_statistics_vector<T, C>(x, vocab / lanes<T>, row_max, sum);
-  if (threadIdx.x == 0) losses[row] = row_max + log(sum) - widen<T, C>(x[target]);
+  if (threadIdx.x != 0) return;
+  const C log_sum_exp = row_max + log(sum);
+  losses[row] = log_sum_exp - widen<T, C>(x[target]);
+  if (lse != nullptr) lse[row] = log_sum_exp;
 }
 
+// lse (nullable): the rows' log-sum-exp the loss's kernel kept, read instead of a pass over the row.
 template <class T, class C>
 __global__ void cross_entropy_grad_vector_kernel(const T* logits, ref targets, ref loss_gradient, T* dlogits,
-                                                 std::int64_t vocab, C divisor, int* bad) {
+                                                 std::int64_t vocab, C divisor, int* bad, const C* lse) {
   const std::int64_t row = blockIdx.x, vectors = vocab / lanes<T>;
   const T* x = logits + row * vocab;
   T* dx = dlogits + row * vocab;
   const std::int64_t target = load_id(targets, row);
   const bool ignored = target == ignore_index || target < 0 || target >= vocab;
   if (ignored && threadIdx.x == 0 && target != ignore_index) *bad = 1;
-  C row_max = 0, inverse = 0;
-  if (!ignored) {
+  C row_max = 0, inverse = 0;  // p = exp(x - row_max) * inverse
+  if (!ignored && lse != nullptr) {
+    row_max = lse[row];
+    inverse = 1;
+  } else if (!ignored) {
     C sum;
     row_softmax_statistics_vector<T, C>(x, vectors, row_max, sum);
     inverse = C(1) / sum;
