@@ -125,45 +125,45 @@ __global__ void norm_warp_kernel(const T* x, const T* w, const T* b, T* y, std::
   });
 }
 
-// layer norm: dx = (dy w - mean(dy w) - xhat mean(dy w xhat)) / std  [+ addend]
-// rms norm:   dx = r (dy w - x r^2 mean(dy w x)),  r = 1 / rms      [+ addend]
-// addend (nullable, dx's shape): the residual stream's gradient, summed as dx is written.
+// layer norm: dx = (g - mean(g) - xhat mean(g xhat)) / std,  xhat = (x - mean) / std
+// rms norm:   dx = (g - xhat mean(g xhat)) / rms,            xhat = x / rms
+// with g = dy w (in g already) and `inverse` = 1 / std or 1 / rms (mean 0 for rms); written to
+// dx_row, plus addend_row's values when given (the residual stream's gradient, nullable).
+template <bool Layer, class T, class C, int Vectors>
+__device__ __forceinline__ void store_norm_input_gradient(const warp_row<T, C, Vectors>& x,
+                                                          const warp_row<T, C, Vectors>& g, C mean, C inverse,
+                                                          T* dx_row, const T* addend_row, int vectors,
+                                                          int cols) {
+  C g_sum = 0, gx_sum = 0;
+  g.each(vectors, [&](int k, int j, C value) {
+    g_sum += value;
+    gx_sum += value * (x.v[k][j] - mean) * inverse;
+  });
+  const C g_mean = Layer ? warp_sum(g_sum) / C(cols) : C(0), gx_mean = warp_sum(gx_sum) / C(cols);
+  store_row<T, C, Vectors>(
+      dx_row, vectors,
+      [&](int k, int j, int) {
+        return (g.v[k][j] - g_mean - (x.v[k][j] - mean) * inverse * gx_mean) * inverse;
+      },
+      addend_row);
+}
+
+// The input gradient of a layer or rms norm (store_norm_input_gradient), a warp per row.
 template <class T, class C, int Vectors, bool Layer>
 __global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, const T* addend, T* dx,
                                         std::int64_t rows, int cols, double eps) {
   const std::int64_t row = warp_row_index();
   if (row >= rows) return;
   const int vectors = cols / lanes<T>;
-  const T* addend_row = addend != nullptr ? addend + row * cols : nullptr;  // dx += addend (nullable)
   warp_row<T, C, Vectors> xr, gr, wr;
   xr.load(x + row * cols, vectors);
   gr.load(dy + row * cols, vectors);
   wr.load(w, vectors);
+  C mean = 0, inverse = 0;
+  warp_norm_statistics<Layer>(xr, vectors, cols, eps, mean, inverse);
   gr.multiply(wr, vectors);  // g = dy w
-  if constexpr (Layer) {
-    C mean = 0, inverse_std = 0;
-    warp_layer_norm_statistics(xr, vectors, cols, eps, mean, inverse_std);
-    C g_sum = 0, gx_sum = 0;
-    gr.each(vectors, [&](int k, int j, C g) {
-      g_sum += g;
-      gx_sum += g * (xr.v[k][j] - mean) * inverse_std;
-    });
-    const C g_mean = warp_sum(g_sum) / C(cols), gx_mean = warp_sum(gx_sum) / C(cols);
-    store_row<T, C, Vectors>(
-        dx + row * cols, vectors,
-        [&](int k, int j, int) {
-          return (gr.v[k][j] - g_mean - (xr.v[k][j] - mean) * inverse_std * gx_mean) * inverse_std;
-        },
-        addend_row);
-  } else {
-    const C r = warp_rms_inverse(xr, vectors, cols, eps);
-    C gx_sum = 0;
-    gr.each(vectors, [&](int k, int j, C g) { gx_sum += g * xr.v[k][j]; });
-    const C correction = warp_sum(gx_sum) / C(cols) * r * r;
-    store_row<T, C, Vectors>(
-        dx + row * cols, vectors,
-        [&](int k, int j, int) { return r * (gr.v[k][j] - xr.v[k][j] * correction); }, addend_row);
-  }
+  store_norm_input_gradient<Layer>(xr, gr, mean, inverse, dx + row * cols,
+                                   addend != nullptr ? addend + row * cols : nullptr, vectors, cols);
 }
 
 // A norm's three gradients in one pass over x and dy: dx as norm_grad_x_warp_kernel, and the
@@ -194,26 +194,8 @@ __global__ void norm_gradients_warp_kernel(const T* x, const T* w, const T* dy, 
       if constexpr (Bias) bias_sums[k][j] += g;
     });
     gr.multiply(wr, vectors);  // g = dy w
-    C g_sum = 0, gx_sum = 0;
-    gr.each(vectors, [&](int k, int j, C g) {
-      g_sum += g;
-      gx_sum += g * (xr.v[k][j] - mean) * inverse;
-    });
-    const T* addend_row = addend != nullptr ? addend + row * cols : nullptr;
-    if constexpr (Layer) {
-      const C g_mean = warp_sum(g_sum) / C(cols), gx_mean = warp_sum(gx_sum) / C(cols);
-      store_row<T, C, Vectors>(
-          dx + row * cols, vectors,
-          [&](int k, int j, int) {
-            return (gr.v[k][j] - g_mean - (xr.v[k][j] - mean) * inverse * gx_mean) * inverse;
-          },
-          addend_row);
-    } else {  // rms: dx = r (g - x r^2 mean(g x)); gx_sum holds sum g x r
-      const C correction = warp_sum(gx_sum) / C(cols) * inverse;
-      store_row<T, C, Vectors>(
-          dx + row * cols, vectors,
-          [&](int k, int j, int) { return inverse * (gr.v[k][j] - xr.v[k][j] * correction); }, addend_row);
-    }
+    store_norm_input_gradient<Layer>(xr, gr, mean, inverse, dx + row * cols,
+                                     addend != nullptr ? addend + row * cols : nullptr, vectors, cols);
   }
   constexpr int Totals = Bias ? 2 : 1;
   for (int total = 0; total < Totals; ++total) {
