@@ -11,10 +11,10 @@
 //
 // A call that cannot be recorded (a synchronization, an allocation) makes the recorder give up
 // for good: it says so once on stderr, runs that step op by op, and never records again.
+#include <concepts>
 #include <cstdio>
 #include <optional>
 #include <string>
-#include <utility>
 
 namespace shardgraph {
 

@@ -510,10 +510,13 @@ class backend {
   }
 
   // A norm's input gradient with its weight (and bias) gradient that norm_gradients takes in one
-  // pass: every buffer of one floating dtype, on 16 bytes, rows of whole vectors, at most 4 a lane.
+  // pass: every buffer of one floating dtype, on 16 bytes, rows of whole vectors, at most
+  // gradient_vectors_per_lane a lane.
   static bool norm_gradients_fit(const call_t& c) {
     const dtype t = c.out->type();
-    if (c.dims[0] == 0 || c.dims[1] == 0 || c.dims[1] / vector_lanes(t) > 4 * 32) return false;
+    if (c.dims[0] == 0 || c.dims[1] == 0 ||
+        c.dims[1] / vector_lanes(t) > kernels::gradient_vectors_per_lane * 32)
+      return false;
     const buffer* addend = c.epilogue == compute::product_epilogue::add ? c.side : c.out;
     const buffer* bias = c.bias_grad != nullptr ? c.bias_grad : c.out;
     return vector_ready(

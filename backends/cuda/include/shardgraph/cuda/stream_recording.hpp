@@ -26,12 +26,10 @@ class stream_recording {
  public:
   stream_recording(const stream_recording&) = delete;
   stream_recording& operator=(const stream_recording&) = delete;
-  stream_recording(stream_recording&& other) noexcept
-      : graph_(std::exchange(other.graph_, nullptr)), exec_(std::exchange(other.exec_, nullptr)) {}
+  stream_recording(stream_recording&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
   stream_recording& operator=(stream_recording&& other) noexcept {
     if (this != &other) {
       release();
-      graph_ = std::exchange(other.graph_, nullptr);
       exec_ = std::exchange(other.exec_, nullptr);
     }
     return *this;
@@ -55,13 +53,13 @@ class stream_recording {
     }
     cudaGraphExec_t exec = nullptr;
     const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    static_cast<void>(cudaGraphDestroy(graph));  // the instantiated graph stands alone
     if (made != cudaSuccess) {
       static_cast<void>(cudaGetLastError());
-      static_cast<void>(cudaGraphDestroy(graph));
       last_failure() = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
       return std::nullopt;
     }
-    return stream_recording(graph, exec);
+    return stream_recording(exec);
   }
 
   // Why the last end() returned nothing.
@@ -71,27 +69,17 @@ class stream_recording {
     check_cuda(cudaGraphLaunch(exec_, stream), "stream recording (cudaGraphLaunch)");
   }
 
-  // Kernels and other nodes in the recording.
-  std::size_t nodes() const {
-    std::size_t n = 0;
-    check_cuda(cudaGraphGetNodes(graph_, nullptr, &n), "stream recording (cudaGraphGetNodes)");
-    return n;
-  }
-
  private:
-  stream_recording(cudaGraph_t graph, cudaGraphExec_t exec) : graph_(graph), exec_(exec) {}
+  explicit stream_recording(cudaGraphExec_t exec) : exec_(exec) {}
   static std::string& last_failure() {
     thread_local std::string why;
     return why;
   }
   void release() {
     if (exec_ != nullptr) static_cast<void>(cudaGraphExecDestroy(exec_));
-    if (graph_ != nullptr) static_cast<void>(cudaGraphDestroy(graph_));
     exec_ = nullptr;
-    graph_ = nullptr;
   }
 
-  cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
 };
 

@@ -171,12 +171,14 @@ __global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, con
 // the bias gradient's, dy. Each warp takes rows warp, warp + warps, ... (warps: the grid's),
 // summing its columns in registers; the block's 8 warps are then summed in shared memory, in
 // order, into partial (gridDim.x, cols) and, with Bias, partial + gridDim.x * cols: the splits
-// column_total_kernel adds up. Rows of at most 4 vectors a lane (the shared sums' size).
-inline constexpr int gradient_rows_per_warp = 16;  // rows a warp sums before the block's sum
+// column_total_kernel adds up. Rows of at most gradient_vectors_per_lane vectors a lane (the
+// shared sums' size).
+inline constexpr int gradient_rows_per_warp = 16;    // rows a warp sums before the block's sum
+inline constexpr int gradient_vectors_per_lane = 4;  // the widest row: 4 x 32 vectors
 template <class T, class C, bool Layer, bool Bias>
 __global__ void norm_gradients_warp_kernel(const T* x, const T* w, const T* dy, const T* addend, T* dx,
                                            C* partial, std::int64_t rows, int cols, double eps) {
-  constexpr int Vectors = 4, L = lanes<T>;
+  constexpr int Vectors = gradient_vectors_per_lane, L = lanes<T>;
   __shared__ C sums[warp_rows_per_block][Vectors * 32 * L];
   const int vectors = cols / L, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * warp_rows_per_block;
