@@ -3,7 +3,8 @@
 // scores, column-sum partials, ...), so that regions needed at the same time never alias. A region
 // only grows; growing frees the old one (cudaFree waits for the GPU, so no kernel still reads it)
 // and counts in generation(), so that a recorded stream (stream_recording.hpp) that used the old
-// one is known to be stale.
+// one is known to be stale. A region's first allocation does not count: no recording can have used
+// it (the optimizer's tables, first made after the step's first recording, leave it valid).
 #include <shardgraph/cuda/device_buffer.hpp>
 
 #include <array>
@@ -34,7 +35,7 @@ class scratch_space {
   void* get(scratch_use use, std::size_t bytes) {
     device_buffer& b = regions_[static_cast<std::size_t>(use)];
     if (b.size_bytes() < bytes) {
-      ++generation_;
+      if (b.size_bytes() != 0) ++generation_;
       b = device_buffer();
       b = device_buffer(bytes);
     }
