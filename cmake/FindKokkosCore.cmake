@@ -23,15 +23,8 @@ if(TARGET Kokkos::kokkos)
   return()
 endif()
 
-set(_kokkos_hints)
-foreach(_kokkos_var KokkosCore_ROOT Kokkos_ROOT KOKKOS_ROOT)
-  if(DEFINED ${_kokkos_var})
-    list(APPEND _kokkos_hints "${${_kokkos_var}}")
-  endif()
-  if(DEFINED ENV{${_kokkos_var}})
-    list(APPEND _kokkos_hints "$ENV{${_kokkos_var}}")
-  endif()
-endforeach()
+include("${CMAKE_CURRENT_LIST_DIR}/shardgraph_find_hints.cmake")
+shardgraph_find_hints(_kokkos_hints VARS KokkosCore_ROOT Kokkos_ROOT KOKKOS_ROOT)
 
 find_path(KokkosCore_INCLUDE_DIR
   NAMES Kokkos_Core.hpp
@@ -77,7 +70,6 @@ endif()
 
 mark_as_advanced(KokkosCore_INCLUDE_DIR KokkosCore_LIBRARY)
 unset(_kokkos_hints)
-unset(_kokkos_var)
 unset(_kokkos_version_line)
 unset(_kokkos_version)
 unset(_kokkos_major)

@@ -7,20 +7,9 @@
 # (CUDAToolkit_ROOT, CUDA_HOME, CUDA_PATH, /usr/local/cuda), then the system folders
 # (/usr/include, /usr/lib/x86_64-linux-gnu, ...). Set NCCL_USE_STATIC=ON to prefer libnccl_static.a.
 include(FindPackageHandleStandardArgs)
+include("${CMAKE_CURRENT_LIST_DIR}/shardgraph_find_hints.cmake")
 
-set(_nccl_hints)
-foreach(_nccl_var NCCL_ROOT NCCL_HOME CUDAToolkit_ROOT CUDA_HOME CUDA_PATH)
-  if(DEFINED ${_nccl_var})
-    list(APPEND _nccl_hints "${${_nccl_var}}")
-  endif()
-  if(DEFINED ENV{${_nccl_var}})
-    list(APPEND _nccl_hints "$ENV{${_nccl_var}}")
-  endif()
-endforeach()
-if(CUDAToolkit_LIBRARY_ROOT)
-  list(APPEND _nccl_hints "${CUDAToolkit_LIBRARY_ROOT}")
-endif()
-list(APPEND _nccl_hints /usr/local/cuda)
+shardgraph_find_hints(_nccl_hints CUDA VARS NCCL_ROOT NCCL_HOME CUDAToolkit_ROOT CUDA_HOME CUDA_PATH)
 
 find_path(NCCL_INCLUDE_DIR
   NAMES nccl.h
@@ -66,6 +55,5 @@ mark_as_advanced(NCCL_INCLUDE_DIR NCCL_LIBRARY)
 unset(_nccl_hints)
 unset(_nccl_header)
 unset(_nccl_names)
-unset(_nccl_var)
 unset(_nccl_part)
 unset(_nccl_version_lines)

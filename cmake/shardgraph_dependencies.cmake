@@ -55,6 +55,11 @@ function(shardgraph_find_backend_dependency backend found_out version_out why_ou
     if(TARGET CUDA::cudart AND TARGET CUDA::cublasLt)
       set(found TRUE)
       set(version "CUDA ${CUDAToolkit_VERSION}")
+      # cuDNN is optional: with it, causal attention may run on its fused kernels (CUDNN::CUDNN).
+      find_package(CUDNN 9.1 QUIET)
+      if(TARGET CUDNN::CUDNN)
+        string(APPEND version ", cuDNN ${CUDNN_VERSION}")
+      endif()
     elseif(CUDAToolkit_FOUND)
       set(why "the CUDA toolkit in ${CUDAToolkit_LIBRARY_ROOT} has no cuBLASLt")
       set(how "install the toolkit's cuBLAS (libcublas-dev) or set CUDAToolkit_ROOT to a complete toolkit")

@@ -47,5 +47,7 @@ install(FILES
   "${PROJECT_BINARY_DIR}/shardgraphConfigVersion.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/shardgraph_dependencies.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/FindNCCL.cmake"
+  "${PROJECT_SOURCE_DIR}/cmake/FindCUDNN.cmake"
+  "${PROJECT_SOURCE_DIR}/cmake/shardgraph_find_hints.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/FindKokkosCore.cmake"
   DESTINATION "${SHARDGRAPH_INSTALL_CMAKEDIR}")

@@ -252,7 +252,8 @@ void in_each_dtype(const std::string& what, tolerance allowed, Compare&& compare
 // shape names its own: head_dim 64 runs bf16 through flash attention, which takes any seq: 150 is
 // two 64-row tiles and a partial one, so the causal mask, the diagonal tiles and the rows past seq
 // are all exercised; 40 is less than one tile; 300 is five tiles, the key gradients over several
-// query tiles each.
+// query tiles each. The last two run on cuDNN's fused attention where the build has cuDNN
+// (SHARDGRAPH_CUDA_CUDNN; shardgraph's own kernels with SHARDGRAPH_CUDA_ATTENTION=flash).
 struct attention_shape {
   std::string name;
   std::int64_t batch, heads, kv_heads, head_dim;
@@ -273,7 +274,10 @@ const std::vector<attention_shape>& attention_shapes() {
       {"flash MHA (heads 2, head_dim 64, seq 150)", 2, 2, 2, 64, 150},
       {"flash GQA (heads 4, kv_heads 2, head_dim 64, seq 131)", 1, 4, 2, 64, 131},
       {"flash MHA (heads 1, head_dim 64, seq 40)", 2, 1, 1, 64, 40},
-      {"flash GQA (heads 2, kv_heads 1, head_dim 64, seq 300)", 1, 2, 1, 64, 300}};
+      {"flash GQA (heads 2, kv_heads 1, head_dim 64, seq 300)", 1, 2, 1, 64, 300},
+      // seq a multiple of 128, no GQA: cuDNN's fused attention where the build has cuDNN
+      {"cuDNN MHA (heads 3, head_dim 64, seq 256)", 2, 3, 3, 64, 256},
+      {"cuDNN MHA (heads 2, head_dim 128, seq 128)", 1, 2, 2, 128, 128}};
   return shapes;
 }
 

@@ -20,6 +20,9 @@
 #include <shardgraph/compute/compute_backend.hpp>
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/check.hpp>
+#if SHARDGRAPH_CUDA_CUDNN
+#include <shardgraph/cuda/cudnn_attention.hpp>
+#endif
 #include <shardgraph/cuda/device_guard.hpp>
 #include <shardgraph/cuda/gemm.hpp>
 #include <shardgraph/cuda/kernels/elementwise.cuh>
@@ -63,6 +66,10 @@ struct backend_options {
   // The executor records a run of its program as one CUDA graph and replays it (runtime/
   // step_recording.hpp); false (or SHARDGRAPH_CUDA_GRAPHS=0) runs every op by its own launch.
   bool graphs = true;
+  // Causal 16-bit attention on cuDNN's fused flash attention where it applies (built with cuDNN:
+  // SHARDGRAPH_CUDA_CUDNN) rather than shardgraph's own kernels; false (or
+  // SHARDGRAPH_CUDA_ATTENTION=flash) keeps the own kernels everywhere.
+  bool cudnn_attention = true;
 };
 
 // GPU time per op (profile mode): calls and total milliseconds, by op name and output dtype.
@@ -97,6 +104,9 @@ struct backend_state {
   // attention's outputs ((batch, heads, seq) f32) and of cross-entropy's logits (rows, in C).
   std::map<const void*, device_buffer> kept_lse;
   pinned_staging staging;  // uploads
+#if SHARDGRAPH_CUDA_CUDNN
+  std::unique_ptr<cuda::cudnn_attention> cudnn;  // made at its first use; null: not chosen
+#endif
   // Counts every allocation and release of the memory above (and the scratch's): a recording made
   // at another count may read memory that has moved.
   std::uint64_t moves = 0;
@@ -125,6 +135,15 @@ struct backend_state {
 inline bool profile_requested(bool option) {
   const char* v = std::getenv("SHARDGRAPH_CUDA_PROFILE");
   return option || (v != nullptr && std::string_view(v) != "" && std::string_view(v) != "0");
+}
+inline bool cudnn_attention_chosen(bool option) {
+  const char* v = std::getenv("SHARDGRAPH_CUDA_ATTENTION");
+  if (v != nullptr && std::string_view(v) != "" && std::string_view(v) != "flash" &&
+      std::string_view(v) != "cudnn")
+    fail("cuda::backend", text("SHARDGRAPH_CUDA_ATTENTION is \"", v, "\""),
+         "set it to cudnn (cuDNN's fused attention where it applies) or flash (shardgraph's kernels)");
+  if (v != nullptr && std::string_view(v) != "") return std::string_view(v) == "cudnn";
+  return option;
 }
 inline bool graphs_allowed(bool option) {
   const char* v = std::getenv("SHARDGRAPH_CUDA_GRAPHS");
@@ -205,6 +224,11 @@ class backend {
         state_(std::make_shared<detail::backend_state>(detail::current_device(options.device),
                                                        detail::profile_requested(options.profile))) {
     options_.graphs = detail::graphs_allowed(options_.graphs);
+    options_.cudnn_attention = detail::cudnn_attention_chosen(options_.cudnn_attention);
+#if SHARDGRAPH_CUDA_CUDNN
+    if (options_.cudnn_attention && state_->cudnn == nullptr)
+      state_->cudnn = std::make_unique<cuda::cudnn_attention>();
+#endif
   }
 
   // Recording (runtime/step_recording.hpp): the stream's work between begin_recording() and
@@ -470,7 +494,8 @@ class backend {
     const bool attention_gradient = call.kind == op::attention_grad_q || call.kind == op::attention_grad_k ||
                                     call.kind == op::attention_grad_v;
     if (!attention_gradient) state_->attention_cache_valid = false;
-    if (call.token_major && !flash_applies(call, attention_of(call))) {
+    if (call.token_major && !cudnn_applies(call, attention_of(call)) &&
+        !flash_applies(call, attention_of(call))) {
       if (call.key_grad == nullptr) return run_token_major_apart(call);
       // dk and dv with dq only where the backward writes them in place, not on head-major copies
       for (const call_t& apart : compute::split_attention_gradients(call)) run(apart);
@@ -1256,6 +1281,72 @@ class backend {
   // Flash attention takes 16-bit inputs with head_dim 64, in 16-byte aligned buffers (its vector loads).
   static bool flash_applies(const call_t& c, const attention_shape& a) {
     if (!kernels::flash::supports(c.in[0]->type(), a.head_dim) || a.seq > (1 << 30)) return false;
+    return aligned_operands(c);
+  }
+
+  // cuDNN's fused attention takes the call: chosen, built with cuDNN, a shape its graphs take
+  // (cudnn_attention::supports), 16-byte aligned buffers. Forward and backward decide alike, so a
+  // kept log-sum-exp (cuDNN's natural log, the own kernels' log2) is read by the kernel that wrote it.
+  bool cudnn_applies([[maybe_unused]] const call_t& c, [[maybe_unused]] const attention_shape& a) const {
+#if SHARDGRAPH_CUDA_CUDNN
+    return state_->cudnn != nullptr && aligned_operands(c) && a.seq <= (1 << 30) &&
+           cuda::cudnn_attention::supports(cudnn_shape_of(c, a), a.kv_heads);
+#else
+    return false;
+#endif
+  }
+
+#if SHARDGRAPH_CUDA_CUDNN
+  static cuda::cudnn_attention::shape cudnn_shape_of(const call_t& c, const attention_shape& a) {
+    return {.batch = a.batch,
+            .heads = a.heads,
+            .seq = a.seq,
+            .head_dim = a.head_dim,
+            .type = c.in[0]->type(),
+            .token_major = c.token_major};
+  }
+  // cuDNN's workspace for the forward and the backward of s: one region, so that the backward does
+  // not grow it after a step was recorded.
+  void* cudnn_workspace(const cuda::cudnn_attention::shape& s) {
+    const std::size_t bytes = std::max(
+        {state_->cudnn->forward_workspace(s), state_->cudnn->backward_workspace(s), std::size_t{256}});
+    return state_->scratch.get(scratch_use::attention_workspace, bytes);
+  }
+  void cudnn_forward(const call_t& c, const attention_shape& a) {
+    const auto s = cudnn_shape_of(c, a);
+    float* lse = c.output_kept ? kept_lse(c.out->data(), a, true) : nullptr;
+    if (lse == nullptr) {
+      forget_lse(c.out->data());
+      lse = state_->scratch.get<float>(scratch_use::attention_statistics,
+                                       static_cast<std::size_t>(a.batch * a.heads * a.seq));
+    }
+    void* workspace = cudnn_workspace(s);
+    state_->cudnn->forward(s, c.in[0]->data(), c.in[1]->data(), c.in[2]->data(), c.out->data(), lse,
+                           workspace, stream());
+  }
+  // With the forward's output and statistics kept, the backward reads them; else cuDNN's forward
+  // runs again into scratch first.
+  void cudnn_backward(const call_t& c, const attention_shape& a, void* dq, void* dk, void* dv) {
+    const auto s = cudnn_shape_of(c, a);
+    const void *q = c.in[0]->data(), *k = c.in[1]->data(), *v = c.in[2]->data();
+    float* lse = c.side != nullptr ? kept_lse(c.side->data(), a, false) : nullptr;
+    const void* out = lse != nullptr ? c.side->data() : nullptr;
+    void* workspace = cudnn_workspace(s);
+    if (lse == nullptr) {
+      lse = state_->scratch.get<float>(scratch_use::attention_statistics,
+                                       static_cast<std::size_t>(a.batch * a.heads * a.seq));
+      void* recomputed = state_->scratch.get(scratch_use::attention_output, c.in[0]->size_bytes());
+      state_->cudnn->forward(s, q, k, v, recomputed, lse, workspace, stream());
+      out = recomputed;
+    }
+    state_->cudnn->backward(s, q, k, v, out, c.in[3]->data(), lse, dq, dk, dv, workspace, stream());
+  }
+#else
+  void cudnn_forward(const call_t&, const attention_shape&) {}
+  void cudnn_backward(const call_t&, const attention_shape&, void*, void*, void*) {}
+#endif
+
+  static bool aligned_operands(const call_t& c) {
     const auto aligned = [](const buffer* b) {
       return b == nullptr || reinterpret_cast<std::uintptr_t>(b->data()) % 16 == 0;
     };
@@ -1319,6 +1410,7 @@ class backend {
     if (k.type() != q.type() || v.type() != q.type() || c.out->type() != q.type())
       fail("cuda::backend: attention", "q, k, v and the output must share a dtype",
            "this is a bug in the executor; please report it");
+    if (cudnn_applies(c, a)) return cudnn_forward(c, a);
     if (flash_applies(c, a))
       return q.type() == dtype::bf16 ? flash_forward<__nv_bfloat16>(c, a) : flash_forward<__half>(c, a);
     forget_lse(c.out->data());  // (its backward runs the batched products again)
@@ -1358,6 +1450,7 @@ class backend {
   // where it applies, else the batched products.
   template <class C>
   void attention_gradients(const call_t& c, const attention_shape& a, void* dq, void* dk, void* dv) {
+    if (cudnn_applies(c, a)) return cudnn_backward(c, a, dq, dk, dv);
     if (!flash_applies(c, a)) return batched_attention_backward<C>(c, a, dq, dk, dv);
     if (c.in[0]->type() == dtype::bf16) return flash_backward<__nv_bfloat16>(c, a, dq, dk, dv);
     flash_backward<__half>(c, a, dq, dk, dv);

@@ -22,7 +22,8 @@ enum class scratch_use : int {
   attention_dv,
   attention_output,      // flash attention's backward: the forward's output, recomputed
   attention_statistics,  // flash attention's backward: lse and delta per query row (f32)
-  partials,  // column sums: (splits, n)
+  attention_workspace,   // cuDNN's attention: its workspace, row sums and dq in f32
+  partials,              // column sums: (splits, n)
   row_statistics,
   row_losses,
   widened,          // a 16-bit gradient summed in f32 (embedding)

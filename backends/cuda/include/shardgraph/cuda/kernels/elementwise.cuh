@@ -163,9 +163,25 @@ struct adamw_chunk {
 };
 inline constexpr std::int64_t adamw_chunk_elements = 16384;
 
-// The common task, f32 master, moments and gradient G (float or bf16) with a bf16 copy or none, four
-// elements a thread: 16-byte loads and stores where the pointers allow, the arithmetic of the
-// general loop below (the same double update, the same rounding of the clipped gradient).
+// One element of the common task below: the double update of the general loop, the clipped
+// gradient rounded to float first as scale() would round it. Returns the bf16 copy of the result.
+template <class G>
+__device__ __forceinline__ __nv_bfloat16 adamw_f32_element(float& p, float& m, float& v, G grad,
+                                                           const adamw_task& t) {
+  float g = static_cast<float>(grad);
+  if (t.grad_factor != 1) g = static_cast<float>(t.grad_factor) * g;
+  double mi = m, vi = v;
+  p = static_cast<float>(adamw_element(p, g, mi, vi, t.scalars));
+  m = static_cast<float>(mi);
+  v = static_cast<float>(vi);
+  return __float2bfloat16_rn(p);
+}
+
+// The common task, f32 master, moments and gradient G (float or bf16) with a bf16 copy or none.
+// Where the pointers allow, four elements a thread with 16-byte loads and stores, then the rest
+// (under four elements, or all where not aligned) one a thread. The loops have fixed lengths so
+// that the four-element arrays stay in registers (a loop to a runtime count puts them in local
+// memory and halves the kernel's bandwidth).
 template <class G>
 __device__ __forceinline__ void adamw_f32_chunk(const adamw_task& t, std::int64_t first, std::int64_t end) {
   float* param = static_cast<float*>(t.param.data);
@@ -176,55 +192,31 @@ __device__ __forceinline__ void adamw_f32_chunk(const adamw_task& t, std::int64_
   const auto aligned = [](const void* p, unsigned bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
   const bool vectors = aligned(param, 16) && aligned(m, 16) && aligned(v, 16) && aligned(grad, 4 * sizeof(G)) &&
                        (rounded == nullptr || aligned(rounded, 8)) && first % 4 == 0;
-  const float factor = static_cast<float>(t.grad_factor);
-  for (std::int64_t i = first + 4 * static_cast<std::int64_t>(threadIdx.x); i < end; i += 4 * blockDim.x) {
-    float p4[4], m4[4], v4[4], g4[4];
-    const bool whole = vectors && i + 4 <= end;
-    const int count = whole ? 4 : static_cast<int>(min(std::int64_t{4}, end - i));
-    if (whole) {
+  std::int64_t rest = first;
+  if (vectors) {
+    rest = first + (end - first) / 4 * 4;
+    for (std::int64_t i = first + 4 * static_cast<std::int64_t>(threadIdx.x); i < rest; i += 4 * blockDim.x) {
+      float p4[4], m4[4], v4[4];
+      G g4[4];
+      __nv_bfloat16 r4[4];
       *reinterpret_cast<float4*>(p4) = *reinterpret_cast<const float4*>(param + i);
       *reinterpret_cast<float4*>(m4) = *reinterpret_cast<const float4*>(m + i);
       *reinterpret_cast<float4*>(v4) = *reinterpret_cast<const float4*>(v + i);
-      if constexpr (std::is_same_v<G, float>) {
+      if constexpr (std::is_same_v<G, float>)
         *reinterpret_cast<float4*>(g4) = *reinterpret_cast<const float4*>(grad + i);
-      } else {
-        __nv_bfloat16 b4[4];
-        *reinterpret_cast<uint2*>(b4) = *reinterpret_cast<const uint2*>(grad + i);
-        for (int k = 0; k < 4; ++k) g4[k] = __bfloat162float(b4[k]);
-      }
-    } else {
-      for (int k = 0; k < count; ++k) {
-        p4[k] = param[i + k];
-        m4[k] = m[i + k];
-        v4[k] = v[i + k];
-        if constexpr (std::is_same_v<G, float>)
-          g4[k] = grad[i + k];
-        else
-          g4[k] = __bfloat162float(grad[i + k]);
-      }
-    }
-    __nv_bfloat16 r4[4];
-    for (int k = 0; k < count; ++k) {
-      const double g = t.grad_factor != 1 ? static_cast<double>(factor * g4[k]) : static_cast<double>(g4[k]);
-      double mi = m4[k], vi = v4[k];
-      p4[k] = static_cast<float>(adamw_element(p4[k], g, mi, vi, t.scalars));
-      m4[k] = static_cast<float>(mi);
-      v4[k] = static_cast<float>(vi);
-      r4[k] = __float2bfloat16_rn(p4[k]);
-    }
-    if (whole) {
+      else
+        *reinterpret_cast<uint2*>(g4) = *reinterpret_cast<const uint2*>(grad + i);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) r4[k] = adamw_f32_element(p4[k], m4[k], v4[k], g4[k], t);
       *reinterpret_cast<float4*>(param + i) = *reinterpret_cast<const float4*>(p4);
       *reinterpret_cast<float4*>(m + i) = *reinterpret_cast<const float4*>(m4);
       *reinterpret_cast<float4*>(v + i) = *reinterpret_cast<const float4*>(v4);
       if (rounded != nullptr) *reinterpret_cast<uint2*>(rounded + i) = *reinterpret_cast<const uint2*>(r4);
-    } else {
-      for (int k = 0; k < count; ++k) {
-        param[i + k] = p4[k];
-        m[i + k] = m4[k];
-        v[i + k] = v4[k];
-        if (rounded != nullptr) rounded[i + k] = r4[k];
-      }
     }
+  }
+  for (std::int64_t i = rest + threadIdx.x; i < end; i += blockDim.x) {
+    const __nv_bfloat16 r = adamw_f32_element(param[i], m[i], v[i], grad[i], t);
+    if (rounded != nullptr) rounded[i] = r;
   }
 }
 
