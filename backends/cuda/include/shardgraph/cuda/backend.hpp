@@ -111,7 +111,10 @@ struct backend_state {
   // at another count may read memory that has moved.
   std::uint64_t moves = 0;
   std::uint64_t memory_generation() const { return moves + scratch.generation(); }
+  int multiprocessors = 1;  // the device's SMs
   explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
+    check_cuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, d),
+               "backend (cudaDeviceGetAttribute)");
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                "backend (cudaStreamCreateWithFlags)");
     check_cuda(cudaMemset(flags.data(), 0, flags.size_bytes()), "backend (cudaMemset)");
@@ -856,35 +859,64 @@ class backend {
           in(c, 0), in(c, 1), in(c, 2), out(o), d[1], c.scalar);
   }
 
-  // dx, dw (and db) in one pass (norm_gradients_warp_kernel), then the column totals of the
-  // blocks' partial sums; run() checked norm_gradients_fit.
+  // dx, dw (and db) in one pass (norm_gradients_warp_kernel, as many blocks as fit the GPU at
+  // once), then the column totals of the blocks' partial sums; run() checked norm_gradients_fit.
   template <class C, bool Layer>
   void norm_gradients(const call_t& c) {
     const std::int64_t rows = c.dims[0], cols = c.dims[1];
-    const std::int64_t rows_per_block =
-        std::int64_t{kernels::warp_rows_per_block} * kernels::gradient_rows_per_warp;
-    const std::int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
     const bool bias = c.bias_grad != nullptr;
-    C* partial = state_->scratch.get<C>(scratch_use::partials,
-                                        static_cast<std::size_t>((bias ? 2 : 1) * blocks * cols));
     const buffer* addend = c.epilogue == compute::product_epilogue::add ? c.side : nullptr;
     with_vector_types(c.out->type(), [&]<class T, class V>() {
       if constexpr (std::is_same_v<V, C>) {
-        const auto launch = [&]<bool Bias>() {
-          kernels::norm_gradients_warp_kernel<T, C, Layer, Bias>
-              <<<static_cast<unsigned>(blocks), 256, 0, stream()>>>(
-                  typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
-                  addend ? typed<T>(*addend) : nullptr, static_cast<T*>(c.out->data()), partial, rows,
-                  static_cast<int>(cols), c.scalar);
+        const std::int64_t vectors_per_lane = (cols / kernels::lanes<T> + 31) / 32;
+        const auto launch = [&]<int Vectors, bool Bias>() {
+          const auto kernel = kernels::norm_gradients_warp_kernel<T, C, Vectors, Layer, Bias>;
+          constexpr std::size_t shared = kernels::norm_gradients_shared_bytes<T, C, Vectors, Bias>;
+          const std::int64_t blocks =
+              std::min(resident_blocks(kernel, shared),
+                       (rows + kernels::warp_rows_per_block - 1) / kernels::warp_rows_per_block);
+          C* partial = state_->scratch.get<C>(scratch_use::partials,
+                                              static_cast<std::size_t>((Bias ? 2 : 1) * blocks * cols));
+          kernel<<<static_cast<unsigned>(blocks), 256, shared, stream()>>>(
+              typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
+              addend ? typed<T>(*addend) : nullptr, static_cast<T*>(c.out->data()), partial, rows,
+              static_cast<int>(cols), c.scalar);
+          column_totals<C>(partial, blocks, out(*c.weight_grad), cols);
+          if (Bias) column_totals<C>(partial + blocks * cols, blocks, out(*c.bias_grad), cols);
         };
-        if (bias)
-          launch.template operator()<true>();
-        else
-          launch.template operator()<false>();
+        const auto with_bias = [&]<int Vectors>() {
+          if (bias)
+            launch.template operator()<Vectors, true>();
+          else
+            launch.template operator()<Vectors, false>();
+        };
+        static_assert(kernels::gradient_vectors_per_lane == 4);
+        switch (vectors_per_lane) {
+          case 1:
+            return with_bias.template operator()<1>();
+          case 2:
+            return with_bias.template operator()<2>();
+          case 3:
+            return with_bias.template operator()<3>();
+          default:
+            return with_bias.template operator()<4>();
+        }
       }
     });
-    column_totals<C>(partial, blocks, out(*c.weight_grad), cols);
-    if (bias) column_totals<C>(partial + blocks * cols, blocks, out(*c.bias_grad), cols);
+  }
+
+  // Blocks of 256 threads with `shared` bytes of dynamic shared memory that the GPU runs at once
+  // (occupancy times SMs): a grid of that many strides over all rows in one wave.
+  template <class Kernel>
+  std::int64_t resident_blocks(Kernel kernel, std::size_t shared) {
+    if (shared > 48 * 1024)
+      check_cuda(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+          "backend: norm gradients (cudaFuncSetAttribute)");
+    int per_sm = 0;
+    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, shared),
+               "backend: norm gradients (cudaOccupancyMaxActiveBlocksPerMultiprocessor)");
+    return std::int64_t{std::max(per_sm, 1)} * state_->multiprocessors;
   }
 
   // A linear with a compute::product_epilogue in one cuBLASLt call (GELU_AUX[_BIAS], DGELU, or beta 1
