@@ -8,7 +8,7 @@
 #   build        configure build-gpu (Release, sm_90a) and build the GPU tests, benches and the converter
 #   test         ctest -L gpu
 #   train        bench/train_gpt2 for 124M (median of 10 steps) and its per-op profile
-#   attention    bench/attention_cuda (flash attention alone) and bench/attention_pytorch.py
+#   attention    bench/attention_cuda (the own flash kernels and cuDNN's, alone) and bench/attention_pytorch.py
 #   compare      bench/compare_pytorch.py for 124M and 350M, eager and torch.compile, in one run
 #   load-1b      random llama-1b (bf16) checkpoint, bench/load_hf/compare_hf.py against from_pretrained
 #   load-7b      the same for llama-7b
