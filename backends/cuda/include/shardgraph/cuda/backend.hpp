@@ -1,13 +1,15 @@
 #pragma once
 // shardgraph::cuda::backend: the ComputeBackend (and TrainingBackend) on one NVIDIA GPU. The
 // executor's kernel calls run on the backend's stream: GEMMs through cuBLASLt (gemm.hpp), 16-bit
-// attention with head_dim 64 as flash attention on tensor cores (kernels/flash_attention.cuh),
-// other attention as batched GEMMs around a causal softmax, and the rest as the kernels of
-// kernels/. It computes what the cpu backend computes (the reference) in f64, f32, bf16 and f16:
-// 16-bit values are read into f32, computed in f32 and rounded once; an f64 call computes in f64.
-// Exceptions, in 16-bit attention: flash attention rounds P and dS to the inputs' dtype before
-// their products (as FlashAttention does); the batched-GEMM path rounds its scores, probabilities
-// and their gradients between its products (as PyTorch's unfused attention under autocast does).
+// causal attention on cuDNN's fused flash attention where the build has cuDNN and the shape suits
+// it (cudnn_attention.hpp), else with head_dim 64 on the own flash attention kernels
+// (kernels/flash_attention.cuh), other attention as batched GEMMs around a causal softmax, and the
+// rest as the kernels of kernels/. It computes what the cpu backend computes (the reference) in
+// f64, f32, bf16 and f16: 16-bit values are read into f32, computed in f32 and rounded once; an f64
+// call computes in f64. Exceptions, in 16-bit attention: flash attention (cuDNN's and the own)
+// rounds P and dS to the inputs' dtype before their products (as FlashAttention does); the
+// batched-GEMM path rounds its scores, probabilities and their gradients between its products (as
+// PyTorch's unfused attention under autocast does).
 //
 //   world.run([&](auto& comm) {
 //     auto rank = sg::bind(program, sizes, comm, sg::cuda::backend{}, mesh, weights);   // in a .cu file

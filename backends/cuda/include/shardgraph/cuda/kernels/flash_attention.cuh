@@ -14,6 +14,10 @@
 // recomputes P = exp2(x - lse) from it. The backward is two kernels, one per block of queries (dq)
 // and one per block of keys (dk, dv, summing the kv head's group of query heads), so that no
 // gradient is summed with atomics: the results do not depend on scheduling.
+//
+// The cuda backend prefers cuDNN's fused attention where the build has cuDNN and the call suits it
+// (cudnn_attention.hpp: 1.8x this forward and 2.0x this backward on an H200); these kernels take
+// the rest (GQA, sequence lengths that are not multiples of 128, builds without cuDNN).
 #include <shardgraph/cuda/kernels/element_access.cuh>
 
 #include <cuda_bf16.h>
