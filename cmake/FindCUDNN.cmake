@@ -7,7 +7,7 @@
 # (CUDAToolkit_ROOT, CUDA_HOME, CUDA_PATH, /usr/local/cuda), then the system folders (Debian and
 # Ubuntu's libcudnn9-dev puts cudnn.h in /usr/include/x86_64-linux-gnu).
 include(FindPackageHandleStandardArgs)
-include("${CMAKE_CURRENT_LIST_DIR}/shardgraph_find_hints.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/shardgraph_find_helpers.cmake")
 
 shardgraph_find_hints(_cudnn_hints CUDA VARS CUDNN_ROOT CUDAToolkit_ROOT CUDA_HOME CUDA_PATH)
 
@@ -25,12 +25,7 @@ find_library(CUDNN_LIBRARY
 set(_cudnn_header)
 if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
   set(_cudnn_header "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
-  file(STRINGS "${_cudnn_header}" _cudnn_version_lines REGEX "^#define CUDNN_(MAJOR|MINOR|PATCHLEVEL)[ \t]+[0-9]+")
-  foreach(_cudnn_part MAJOR MINOR PATCHLEVEL)
-    string(REGEX REPLACE ".*#define CUDNN_${_cudnn_part}[ \t]+([0-9]+).*" "\\1"
-           _cudnn_${_cudnn_part} "${_cudnn_version_lines}")
-  endforeach()
-  set(CUDNN_VERSION "${_cudnn_MAJOR}.${_cudnn_MINOR}.${_cudnn_PATCHLEVEL}")
+  shardgraph_version_from_header(CUDNN_VERSION "${_cudnn_header}" CUDNN_ MAJOR MINOR PATCHLEVEL)
 endif()
 
 find_package_handle_standard_args(CUDNN
@@ -47,5 +42,3 @@ endif()
 mark_as_advanced(CUDNN_INCLUDE_DIR CUDNN_LIBRARY)
 unset(_cudnn_hints)
 unset(_cudnn_header)
-unset(_cudnn_part)
-unset(_cudnn_version_lines)

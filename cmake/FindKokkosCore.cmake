@@ -23,7 +23,7 @@ if(TARGET Kokkos::kokkos)
   return()
 endif()
 
-include("${CMAKE_CURRENT_LIST_DIR}/shardgraph_find_hints.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/shardgraph_find_helpers.cmake")
 shardgraph_find_hints(_kokkos_hints VARS KokkosCore_ROOT Kokkos_ROOT KOKKOS_ROOT)
 
 find_path(KokkosCore_INCLUDE_DIR

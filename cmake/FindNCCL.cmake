@@ -7,7 +7,7 @@
 # (CUDAToolkit_ROOT, CUDA_HOME, CUDA_PATH, /usr/local/cuda), then the system folders
 # (/usr/include, /usr/lib/x86_64-linux-gnu, ...). Set NCCL_USE_STATIC=ON to prefer libnccl_static.a.
 include(FindPackageHandleStandardArgs)
-include("${CMAKE_CURRENT_LIST_DIR}/shardgraph_find_hints.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/shardgraph_find_helpers.cmake")
 
 shardgraph_find_hints(_nccl_hints CUDA VARS NCCL_ROOT NCCL_HOME CUDAToolkit_ROOT CUDA_HOME CUDA_PATH)
 
@@ -31,13 +31,7 @@ find_library(NCCL_LIBRARY
 set(_nccl_header)
 if(NCCL_INCLUDE_DIR AND EXISTS "${NCCL_INCLUDE_DIR}/nccl.h")
   set(_nccl_header "${NCCL_INCLUDE_DIR}/nccl.h")
-  file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_version_lines
-       REGEX "^#define NCCL_(MAJOR|MINOR|PATCH)[ \t]+[0-9]+")
-  foreach(_nccl_part MAJOR MINOR PATCH)
-    string(REGEX REPLACE ".*#define NCCL_${_nccl_part}[ \t]+([0-9]+).*" "\\1"
-           _nccl_${_nccl_part} "${_nccl_version_lines}")
-  endforeach()
-  set(NCCL_VERSION "${_nccl_MAJOR}.${_nccl_MINOR}.${_nccl_PATCH}")
+  shardgraph_version_from_header(NCCL_VERSION "${_nccl_header}" NCCL_ MAJOR MINOR PATCH)
 endif()
 
 find_package_handle_standard_args(NCCL
@@ -55,5 +49,3 @@ mark_as_advanced(NCCL_INCLUDE_DIR NCCL_LIBRARY)
 unset(_nccl_hints)
 unset(_nccl_header)
 unset(_nccl_names)
-unset(_nccl_part)
-unset(_nccl_version_lines)

@@ -56,7 +56,7 @@ function(shardgraph_find_backend_dependency backend found_out version_out why_ou
       set(found TRUE)
       set(version "CUDA ${CUDAToolkit_VERSION}")
       # cuDNN is optional: with it, causal attention may run on its fused kernels (CUDNN::CUDNN).
-      find_package(CUDNN 9.1 QUIET)
+      find_package(CUDNN 9.6 QUIET)
       if(TARGET CUDNN::CUDNN)
         string(APPEND version ", cuDNN ${CUDNN_VERSION}")
       endif()

@@ -48,6 +48,6 @@ install(FILES
   "${PROJECT_SOURCE_DIR}/cmake/shardgraph_dependencies.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/FindNCCL.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/FindCUDNN.cmake"
-  "${PROJECT_SOURCE_DIR}/cmake/shardgraph_find_hints.cmake"
+  "${PROJECT_SOURCE_DIR}/cmake/shardgraph_find_helpers.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/FindKokkosCore.cmake"
   DESTINATION "${SHARDGRAPH_INSTALL_CMAKEDIR}")

@@ -94,6 +94,7 @@ void print_result(const char* impl, const problem& p, double forward_ms, double 
   std::fflush(stdout);
 }
 
+#if SHARDGRAPH_CUDA_CUDNN
 std::vector<float> to_host(const device_array<bf16>& a) {
   std::vector<bf16> bits(a.size);
   sg::cuda::check_cuda(cudaMemcpy(bits.data(), a.data, a.size * sizeof(bf16), cudaMemcpyDeviceToHost),
@@ -113,6 +114,7 @@ double relative_difference(const device_array<bf16>& a, const device_array<bf16>
   }
   return difference / largest;
 }
+#endif
 
 void run_problem(const problem& p, int repeat) {
   const std::size_t numel = static_cast<std::size_t>(p.batch) * p.heads * p.seq * flash::head_dim;

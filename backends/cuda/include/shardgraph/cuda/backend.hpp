@@ -113,7 +113,8 @@ struct backend_state {
   // at another count may read memory that has moved.
   std::uint64_t moves = 0;
   std::uint64_t memory_generation() const { return moves + scratch.generation(); }
-  int multiprocessors = 1;  // the device's SMs
+  int multiprocessors = 1;                   // the device's SMs
+  std::map<const void*, int> blocks_per_sm;  // resident blocks of 256 threads, by kernel
   explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
     check_cuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, d),
                "backend (cudaDeviceGetAttribute)");
@@ -908,17 +909,23 @@ class backend {
   }
 
   // Blocks of 256 threads with `shared` bytes of dynamic shared memory that the GPU runs at once
-  // (occupancy times SMs): a grid of that many strides over all rows in one wave.
+  // (occupancy times SMs): a grid of that many strides over all rows in one wave. Asked of CUDA
+  // once per kernel.
   template <class Kernel>
   std::int64_t resident_blocks(Kernel kernel, std::size_t shared) {
-    if (shared > 48 * 1024)
-      check_cuda(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
-          "backend: norm gradients (cudaFuncSetAttribute)");
-    int per_sm = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, shared),
-               "backend: norm gradients (cudaOccupancyMaxActiveBlocksPerMultiprocessor)");
-    return std::int64_t{std::max(per_sm, 1)} * state_->multiprocessors;
+    const auto key = reinterpret_cast<const void*>(kernel);
+    auto found = state_->blocks_per_sm.find(key);
+    if (found == state_->blocks_per_sm.end()) {
+      if (shared > 48 * 1024)
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(shared)),
+                   "backend (cudaFuncSetAttribute)");
+      int per_sm = 0;
+      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, shared),
+                 "backend (cudaOccupancyMaxActiveBlocksPerMultiprocessor)");
+      found = state_->blocks_per_sm.emplace(key, std::max(per_sm, 1)).first;
+    }
+    return std::int64_t{found->second} * state_->multiprocessors;
   }
 
   // A linear with a compute::product_epilogue in one cuBLASLt call (GELU_AUX[_BIAS], DGELU, or beta 1
@@ -1323,7 +1330,7 @@ class backend {
   // kept log-sum-exp (cuDNN's natural log, the own kernels' log2) is read by the kernel that wrote it.
   bool cudnn_applies([[maybe_unused]] const call_t& c, [[maybe_unused]] const attention_shape& a) const {
 #if SHARDGRAPH_CUDA_CUDNN
-    return state_->cudnn != nullptr && aligned_operands(c) && a.seq <= (1 << 30) &&
+    return state_->cudnn != nullptr && aligned_operands(c) &&
            cuda::cudnn_attention::supports(cudnn_shape_of(c, a), a.kv_heads);
 #else
     return false;
@@ -1375,9 +1382,15 @@ class backend {
     }
     state_->cudnn->backward(s, q, k, v, out, c.in[3]->data(), lse, dq, dk, dv, workspace, stream());
   }
-#else
-  void cudnn_forward(const call_t&, const attention_shape&) {}
-  void cudnn_backward(const call_t&, const attention_shape&, void*, void*, void*) {}
+#else  // never called: cudnn_applies is false
+  [[noreturn]] static void cudnn_forward(const call_t&, const attention_shape&) { built_without_cudnn(); }
+  [[noreturn]] static void cudnn_backward(const call_t&, const attention_shape&, void*, void*, void*) {
+    built_without_cudnn();
+  }
+  [[noreturn]] static void built_without_cudnn() {
+    fail("cuda::backend: attention", "cuDNN's attention was asked for in a build without cuDNN",
+         "this is a bug in shardgraph; please report it");
+  }
 #endif
 
   static bool aligned_operands(const call_t& c) {

@@ -10,7 +10,10 @@
 //   statistics: (batch, heads, seq) f32, the natural log of each query row's softmax sum plus its
 //   max: written by the forward, read by the backward.
 //
-// A plan is built once per shape (tens of milliseconds, cuDNN's compilation) and kept.
+// A plan is built once per shape (tens of milliseconds, cuDNN's compilation) and kept. cuDNN 9.6
+// or newer at run time: the backward graph below is the node order those versions fuse (earlier
+// ones wanted another order and a cleared dq accumulator); with an older cuDNN, supports() is
+// false and the backend keeps its own kernels.
 #include <shardgraph/core/dtype.hpp>
 #include <shardgraph/cuda/cudnn_graph.hpp>
 
@@ -33,11 +36,14 @@ class cudnn_attention {
     key_type key() const { return {batch, heads, seq, head_dim, type, token_major}; }
   };
 
+  static constexpr std::size_t oldest_cudnn = 90600;  // cudnnGetVersion() of 9.6.0
+
   // What these graphs take: 16-bit, causal self-attention without GQA, head_dim a multiple of 8 up
   // to 128, seq a multiple of 128 (cuDNN before 9.16 needs padding masks for other lengths).
   static bool supports(const shape& s, std::int64_t kv_heads) {
     return (s.type == dtype::bf16 || s.type == dtype::f16) && kv_heads == s.heads && s.head_dim % 8 == 0 &&
-           s.head_dim <= 128 && s.seq % 128 == 0 && s.seq > 0 && s.batch > 0 && cudnnGetVersion() >= 90100;
+           s.head_dim <= 128 && s.seq % 128 == 0 && s.seq > 0 && s.batch > 0 &&
+           cudnnGetVersion() >= oldest_cudnn;
   }
 
   cudnn_attention() = default;
@@ -73,29 +79,25 @@ class cudnn_attention {
   void backward(const shape& s, const void* q, const void* k, const void* v, const void* out,
                 const void* dout, const float* statistics, void* dq, void* dk, void* dv, void* workspace,
                 cudaStream_t stream) {
-    plans& p = plans_for(s);
     // (batch, heads, seq) row sums of dout * out, then dq in f32 (batch, heads, seq, head_dim), then
     // cuDNN's own workspace.
     char* at = static_cast<char*>(workspace);
     void* row_sums = at;
     void* dq_f32 = at + round_up(rows(s) * sizeof(float));
     void* own = at + extra_backward_bytes(s);
-    if (p.clear_dq_f32)
-      check_cuda_status(
-          cudaMemsetAsync(dq_f32, 0, static_cast<std::size_t>(rows(s) * s.head_dim) * sizeof(float), stream));
-    p.backward->run(stream,
-                    {{uid::q, const_cast<void*>(q)},
-                     {uid::k, const_cast<void*>(k)},
-                     {uid::v, const_cast<void*>(v)},
-                     {uid::out, const_cast<void*>(out)},
-                     {uid::statistics, const_cast<float*>(statistics)},
-                     {uid::dout, const_cast<void*>(dout)},
-                     {uid::dq, dq},
-                     {uid::dk, dk},
-                     {uid::dv, dv},
-                     {uid::row_sums, row_sums},
-                     {uid::dq_f32, dq_f32}},
-                    own);
+    plans_for(s).backward->run(stream,
+                               {{uid::q, const_cast<void*>(q)},
+                                {uid::k, const_cast<void*>(k)},
+                                {uid::v, const_cast<void*>(v)},
+                                {uid::out, const_cast<void*>(out)},
+                                {uid::statistics, const_cast<float*>(statistics)},
+                                {uid::dout, const_cast<void*>(dout)},
+                                {uid::dq, dq},
+                                {uid::dk, dk},
+                                {uid::dv, dv},
+                                {uid::row_sums, row_sums},
+                                {uid::dq_f32, dq_f32}},
+                               own);
   }
 
  private:
@@ -119,15 +121,9 @@ class cudnn_attention {
   };
   struct plans {
     std::unique_ptr<cudnn_graph> forward, backward;
-    bool clear_dq_f32 = false;  // cuDNN before 9.6 adds into dq's f32 accumulator
   };
   using dims = std::vector<std::int64_t>;
 
-  static void check_cuda_status(cudaError_t status) {
-    if (status != cudaSuccess)
-      fail("cuda: cudnn_attention (cudaMemsetAsync)", cudaGetErrorString(status),
-           "Check the workspace passed to backward()");
-  }
   static std::size_t round_up(std::int64_t bytes) {
     return static_cast<std::size_t>((bytes + 255) / 256 * 256);
   }
@@ -158,12 +154,11 @@ class cudnn_attention {
   }
 
   // scores with the keys after each query replaced by `fill`: row index >= column index kept.
-  static cudnn_graph::tensor_ref causal(cudnn_graph& g, const cudnn_graph::tensor_ref& scores,
-                                        std::int64_t fill_uid, cudnnDataType_t index_precision) {
-    const auto fill = g.scalar(fill_uid, -std::numeric_limits<float>::infinity());
+  static cudnn_graph::tensor_ref causal(cudnn_graph& g, const cudnn_graph::tensor_ref& scores) {
+    const auto fill = g.scalar(uid::fill, -std::numeric_limits<float>::infinity());
     const auto row = g.like(scores, CUDNN_DATA_INT32), column = g.like(scores, CUDNN_DATA_INT32);
-    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, nullptr, row, index_precision, 2);
-    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, nullptr, column, index_precision, 3);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, nullptr, column, CUDNN_DATA_FLOAT, 3);
     const auto visible = g.like(scores, CUDNN_DATA_BOOLEAN);
     g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &column, nullptr, visible, CUDNN_DATA_BOOLEAN);
     const auto masked = g.like(scores);
@@ -184,7 +179,7 @@ class cudnn_attention {
 
     const auto scores = g->intermediate(scores_dims(s), scores_strides(s), CUDNN_DATA_FLOAT);
     g->matmul(q, kt, scores);
-    const auto x = causal(*g, g->pointwise(CUDNN_POINTWISE_MUL, scores, &scale), uid::fill, CUDNN_DATA_FLOAT);
+    const auto x = causal(*g, g->pointwise(CUDNN_POINTWISE_MUL, scores, &scale));
     const auto max = g->intermediate(row_dims(s), row_strides(s), CUDNN_DATA_FLOAT);
     g->reduction(CUDNN_REDUCE_TENSOR_MAX, x, max);
     const auto e = g->pointwise(CUDNN_POINTWISE_EXP, g->pointwise(CUDNN_POINTWISE_SUB, x, &max));
@@ -199,10 +194,8 @@ class cudnn_attention {
   }
 
   // dv = P^T dout, dS = P (dout v^T - rowsum(dout out)) * scale, dk = dS^T q, dq = dS k, with P
-  // recomputed as exp(mask(q k^T * scale) - statistics). `newer`: the node order of cuDNN 9.6 on
-  // (the statistics subtracted before the mask); else the earlier one with dq's accumulator
-  // cleared by the caller.
-  std::unique_ptr<cudnn_graph> backward_graph(const shape& s, bool newer) {
+  // recomputed as exp(mask(q k^T * scale - statistics)).
+  std::unique_ptr<cudnn_graph> backward_graph(const shape& s) {
     auto g = std::make_unique<cudnn_graph>(handle(), "cudnn_attention backward");
     const cudnnDataType_t t = element_type(s), f = CUDNN_DATA_FLOAT;
     const auto q = g->tensor(uid::q, matrix_dims(s), matrix_strides(s), t);
@@ -228,13 +221,9 @@ class cudnn_attention {
     // P from the statistics
     const auto scores = g->intermediate(scores_dims(s), scores_strides(s), f);
     g->matmul(q, kt, scores);
-    auto x = g->pointwise(CUDNN_POINTWISE_MUL, scores, &scale);
-    if (newer) {
-      x = causal(*g, g->pointwise(CUDNN_POINTWISE_SUB, x, &statistics), uid::fill, CUDNN_DATA_FLOAT);
-    } else {
-      x = g->pointwise(CUDNN_POINTWISE_SUB, causal(*g, x, uid::fill, CUDNN_DATA_INT32), &statistics);
-    }
-    const auto p = g->pointwise(CUDNN_POINTWISE_EXP, x);
+    const auto x =
+        g->pointwise(CUDNN_POINTWISE_SUB, g->pointwise(CUDNN_POINTWISE_MUL, scores, &scale), &statistics);
+    const auto p = g->pointwise(CUDNN_POINTWISE_EXP, causal(*g, x));
 
     // dv = P^T dout: P seen transposed, in the inputs' dtype
     dims transposed_strides = scores_strides(s);
@@ -273,24 +262,14 @@ class cudnn_attention {
   plans& plans_for(const shape& s) {
     const auto found = plans_.find(s.key());
     if (found != plans_.end()) return found->second;
-    plans p;
-    p.forward = forward_graph(s);
-    if (!p.forward->finalize())
-      fail("cuda: cudnn_attention",
-           detail::text("cuDNN has no engine for the attention forward of ", describe(s)),
-           "Update cuDNN (9.1 or newer), or set SHARDGRAPH_CUDA_ATTENTION=flash to use shardgraph's kernels");
-    const bool newer = cudnnGetVersion() >= 90600;
-    p.backward = backward_graph(s, newer);
-    p.clear_dq_f32 = !newer;
-    if (!p.backward->finalize()) {
-      p.backward = backward_graph(s, !newer);  // the other node order, where this cuDNN takes only that
-      p.clear_dq_f32 = true;
-      if (!p.backward->finalize())
+    plans p{.forward = forward_graph(s), .backward = backward_graph(s)};
+    for (const auto& [graph, direction] :
+         {std::pair{p.forward.get(), "forward"}, std::pair{p.backward.get(), "backward"}})
+      if (!graph->finalize())
         fail("cuda: cudnn_attention",
-             detail::text("cuDNN has no engine for the attention backward of ", describe(s)),
-             "Update cuDNN (9.1 or newer), or set SHARDGRAPH_CUDA_ATTENTION=flash to use shardgraph's "
-             "kernels");
-    }
+             detail::text("cuDNN ", cudnnGetVersion(), " has no engine for the attention ", direction, " of ",
+                          describe(s)),
+             "Update cuDNN, or set SHARDGRAPH_CUDA_ATTENTION=flash to use shardgraph's own kernels");
     return plans_.emplace(s.key(), std::move(p)).first->second;
   }
 

@@ -34,7 +34,7 @@ inline void check_cudnn(cudnnStatus_t status, const std::string& what) {
   cudnnGetLastErrorString(last, sizeof last);
   fail(detail::text("cudnn: ", what),
        detail::text(cudnnGetErrorString(status), last[0] != 0 ? ": " : "", last),
-       "Check that the cuDNN library at run time is version 9.1 or newer and matches the GPU; "
+       "Check that the cuDNN library at run time is version 9.6 or newer and matches the GPU; "
        "SHARDGRAPH_CUDA_ATTENTION=flash uses shardgraph's own attention kernels instead");
 }
 
@@ -184,6 +184,36 @@ class cudnn_graph {
   // Whether the chosen engine's results are the same bits on every run.
   bool deterministic() const { return deterministic_; }
 
+  std::size_t workspace_bytes() const { return static_cast<std::size_t>(workspace_bytes_); }
+
+  // Runs the plan on `stream`: every memory tensor bound, `workspace` of workspace_bytes().
+  void run(cudaStream_t stream, std::initializer_list<binding> bindings, void* workspace) {
+    std::vector<std::int64_t> uids;
+    std::vector<void*> pointers;
+    for (const binding& b : bindings) {
+      uids.push_back(b.uid);
+      pointers.push_back(b.data);
+    }
+    for (auto& s : scalars_) {
+      uids.push_back(s.uid);
+      pointers.push_back(&s.value);
+    }
+    if (uids.size() != uids_.size() + scalars_.size())
+      fail(detail::text("cudnn: ", name_),
+           detail::text("run() binds ", bindings.size(), " tensors, the graph has ", uids_.size()),
+           "this is a bug in shardgraph's cuDNN attention; please report it");
+    detail::cudnn_descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, name_ + ": variant pack");
+    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(),
+             static_cast<std::int64_t>(uids.size()))
+        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers.data(),
+             static_cast<std::int64_t>(pointers.size()))
+        .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace)
+        .finalize();
+    detail::check_cudnn(cudnnSetStream(handle_, stream), name_ + " (cudnnSetStream)");
+    detail::check_cudnn(cudnnBackendExecute(handle_, plan_.get(), pack.get()),
+                        name_ + " (cudnnBackendExecute)");
+  }
+
  private:
   void build_graph() {
     std::vector<cudnnBackendDescriptor_t> ops;
@@ -253,38 +283,6 @@ class cudnn_graph {
     return false;
   }
 
- public:
-  std::size_t workspace_bytes() const { return static_cast<std::size_t>(workspace_bytes_); }
-
-  // Runs the plan on `stream`: every memory tensor bound, `workspace` of workspace_bytes().
-  void run(cudaStream_t stream, std::initializer_list<binding> bindings, void* workspace) {
-    std::vector<std::int64_t> uids;
-    std::vector<void*> pointers;
-    for (const binding& b : bindings) {
-      uids.push_back(b.uid);
-      pointers.push_back(b.data);
-    }
-    for (auto& s : scalars_) {
-      uids.push_back(s.uid);
-      pointers.push_back(&s.value);
-    }
-    if (uids.size() != uids_.size() + scalars_.size())
-      fail(detail::text("cudnn: ", name_),
-           detail::text("run() binds ", bindings.size(), " tensors, the graph has ", uids_.size()),
-           "this is a bug in shardgraph's cuDNN attention; please report it");
-    detail::cudnn_descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, name_ + ": variant pack");
-    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(),
-             static_cast<std::int64_t>(uids.size()))
-        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers.data(),
-             static_cast<std::int64_t>(pointers.size()))
-        .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace)
-        .finalize();
-    detail::check_cudnn(cudnnSetStream(handle_, stream), name_ + " (cudnnSetStream)");
-    detail::check_cudnn(cudnnBackendExecute(handle_, plan_.get(), pack.get()),
-                        name_ + " (cudnnBackendExecute)");
-  }
-
- private:
   struct scalar_value {
     std::int64_t uid;
     float value;
