@@ -822,6 +822,70 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "cuda backend: the loss's call writing the logits' gradient equals the loss and the gradient apart, "
+    "in place and not",
+    "[cuda][gpu]") {
+  // kernel_call::logits_grad on the loss: one kernel where the rows are whole 16-byte vectors ((37,
+  // 96) and a GPT-2 row of 50304), the two kernels in turn otherwise ((5, 300)); the gradient is
+  // the one for a loss gradient of 1, written into its own buffer or over the logits.
+  using buffer = sg::cuda::backend::buffer;
+  sg::cuda::backend cuda;
+  struct loss_size {
+    std::string name;
+    std::int64_t rows, vocab;
+  };
+  for (const loss_size& s :
+       {loss_size{"(37, 96)", 37, 96}, loss_size{"(5, 300)", 5, 300}, loss_size{"(6, 50304)", 6, 50304}})
+    for (const dtype t : every_dtype)
+      for (const bool in_place : {false, true}) {
+        SECTION(s.name + " " + std::string(sg::dtype_name(t)) + (in_place ? " in place" : "")) {
+          const std::int64_t global_rows = 2 * s.rows;
+          const dtype loss_type = t == dtype::bf16 ? dtype::f32 : t;
+          const host_tensor logits_values = random_tensor(t, s.rows * s.vocab, 5, -3, 3);
+          buffer logits = make_buffer(cuda, logits_values);
+          buffer targets = make_buffer(cuda, id_tensor(targets_for(s.rows, s.vocab)));
+          buffer one = make_buffer(cuda, host_tensor{loss_type, {1.0}});
+          const auto call_of = [&](op kind, buffer& result) {
+            sg::compute::kernel_call<buffer> call;
+            call.kind = kind;
+            call.type = kind == op::cross_entropy ? loss_type : t;
+            call.out = &result;
+            call.in[0] = &logits;
+            call.in[1] = &targets;
+            if (kind == op::cross_entropy_grad) call.in[2] = &one;
+            set_dims(call, {s.rows, s.vocab, global_rows});
+            return call;
+          };
+          buffer loss_apart = cuda.allocate(loss_type, 1);
+          buffer gradient_apart = make_buffer(
+              cuda,
+              host_tensor{t, std::vector<double>(static_cast<std::size_t>(s.rows * s.vocab), not_a_number)});
+          cuda.run(call_of(op::cross_entropy, loss_apart));
+          cuda.run(call_of(op::cross_entropy_grad, gradient_apart));
+          buffer loss = cuda.allocate(loss_type, 1);
+          buffer own_gradient = make_buffer(
+              cuda,
+              host_tensor{t, std::vector<double>(static_cast<std::size_t>(s.rows * s.vocab), not_a_number)});
+          auto together = call_of(op::cross_entropy, loss);
+          together.logits_grad = in_place ? &logits : &own_gradient;
+          cuda.run(together);
+          const double loss_difference =
+              relative_difference(values_of(cuda, loss), values_of(cuda, loss_apart));
+          const double gradient_difference =
+              relative_difference(values_of(cuda, *together.logits_grad), values_of(cuda, gradient_apart));
+          CAPTURE(loss_difference, gradient_difference);
+          CHECK(loss_difference <= loss_tolerance.of(t));
+          CHECK(gradient_difference <= elementwise.of(t));
+          // The ignored row's gradient is zero, written (not left NaN).
+          const std::vector<double> g = values_of(cuda, *together.logits_grad);
+          CHECK(
+              std::all_of(g.begin() + 2 * s.vocab, g.begin() + 3 * s.vocab, [](double x) { return x == 0; }));
+          if (!in_place) CHECK(values_of(cuda, logits) == values_of(cuda, make_buffer(cuda, logits_values)));
+        }
+      }
+}
+
 TEST_CASE("cuda backend: cross_entropy and its gradient match the cpu backend", "[cuda][gpu]") {
   both_backends b;
   struct loss_size {

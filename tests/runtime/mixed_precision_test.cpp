@@ -205,3 +205,27 @@ TEST_CASE("mixed precision: bf16 halves the parameters and adds f32 master weigh
   CHECK(zero_optimizer.master_weights * 4 <= f32_parameters + 36 * 4 * 4 * 4);
   CHECK(zero_parameters == bf16_parameters);
 }
+
+namespace {
+// The cpu backend with the logits' gradient written by its own step, not by the loss's call.
+struct cpu_gradient_apart_from_loss : sg::cpu::backend {
+  static constexpr bool cross_entropy_gradient_with_loss = false;
+};
+}  // namespace
+
+TEST_CASE(
+    "mixed precision: under a loss scale the loss and the logits' gradient run apart, as a backend "
+    "without them in one call does",
+    "[runtime][training][threads]") {
+  // The loss's call writes the gradient for a loss gradient of 1; under a scale the executor hands
+  // it no gradient and runs the gradient's step, which multiplies by the scale as it rounds.
+  sg::training_options o = options;
+  o.loss_scaler.scale = 0x1p8;  // finite from the first step: every step updates
+  const sg::program& p = program_of(sg::dtype::f16, false);
+  std::vector<sg::step_report> with, apart;
+  const weights together = train(p, 1, 1, 3, 1, &with, o);
+  const weights alone = train_on([] { return cpu_gradient_apart_from_loss{}; }, p, 1, 1, 3, 1, &apart, o);
+  REQUIRE(with.size() == 3);
+  CHECK_FALSE(with[0].skipped);
+  CHECK(together == alone);
+}

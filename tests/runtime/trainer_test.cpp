@@ -375,16 +375,18 @@ struct cpu_every_step_apart : sg::cpu::backend {
   static constexpr bool attention_output_reuse = false;
   static constexpr bool attention_gradients_together = false;
   static constexpr bool norm_gradients_together = false;
+  static constexpr bool cross_entropy_gradient_with_loss = false;
 };
 
 TEST_CASE(
     "trainer: GELU, its gradient and the adds after products and norm gradients, done in their "
-    "epilogues, attention on the products' layout, its three gradients in one call and a norm's three "
-    "in one call train exactly as apart",
+    "epilogues, attention on the products' layout, its three gradients in one call, a norm's three "
+    "in one call and the loss with the logits' gradient train exactly as apart",
     "[runtime][training][threads]") {
   // The values a product's epilogue writes are live from the product's step, and so are q, k, v
-  // written by their products into the skipped split_heads' memory: a wrong lifetime lets the
-  // memory plan hand their memory to another value, and the weights differ.
+  // written by their products into the skipped split_heads' memory and the logits' gradient written
+  // by the loss's call: a wrong lifetime lets the memory plan hand their memory to another value,
+  // and the weights differ.
   struct layout {
     const sg::program* p;
     int dp, tp;
@@ -425,6 +427,7 @@ struct cpu_counting_calls : sg::cpu::backend {
     ++(*calls)[std::string(sg::op_name(call.kind))];
     if (call.key_grad != nullptr) ++(*calls)[std::string(sg::op_name(call.kind)) + " with dk and dv"];
     if (call.weight_grad != nullptr) ++(*calls)[std::string(sg::op_name(call.kind)) + " with dw"];
+    if (call.logits_grad != nullptr) ++(*calls)[std::string(sg::op_name(call.kind)) + " with its gradient"];
     using sg::compute::product_epilogue;
     const std::string then = std::string(sg::op_name(call.kind)) + " then ";
     if (call.epilogue == product_epilogue::gelu) ++(*calls)[then + "gelu"];
@@ -490,6 +493,10 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   // projection's weight gradient) instead of running the forward again.
   CHECK(calls["attention then its gradients read its result"] == config.layers);
   CHECK(calls["attention_grad_q reading the forward's result"] == config.layers);
+  // The loss's call writes the logits' gradient as it reads them.
+  CHECK(calls["cross_entropy"] == 1);
+  CHECK(calls["cross_entropy with its gradient"] == 1);
+  CHECK(calls["cross_entropy_grad"] == 0);
 }
 
 // One micro-batch reads the gradients directly (no sum); two sum them first: the same update.

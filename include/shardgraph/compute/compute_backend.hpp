@@ -85,6 +85,12 @@ struct kernel_call {
   // = true`: the logits stay unchanged until the cross_entropy_grad call of the same logits and
   // targets, whose side is then this call's loss (the backend may keep each row's log-sum-exp).
   bool output_kept = false;
+  // cross_entropy only: also the logits' gradient, what the cross_entropy_grad call of the same
+  // logits and targets would write for a loss gradient of 1 (the backward's seed), set when the
+  // backend declares `static constexpr bool cross_entropy_gradient_with_loss = true` (one kernel
+  // reads each row once for both). It may be the logits' own memory (the memory plan puts it there
+  // when nothing reads the logits later); the gradient's step is then skipped.
+  Buffer* logits_grad = nullptr;
   // attention_grad_q only: also dk and dv, the results the attention_grad_k and _v calls of the same
   // operands would write, set when the backend declares `static constexpr bool
   // attention_gradients_together = true` (one backward makes all three).
@@ -143,6 +149,28 @@ std::array<kernel_call<Buffer>, 3> split_attention_gradients(const kernel_call<B
   apart[1].out = c.key_grad;
   apart[2].kind = op::attention_grad_v;
   apart[2].out = c.value_grad;
+  return apart;
+}
+
+// A cross_entropy call carrying logits_grad, as the two calls it stands for, to run in this order
+// (logits_grad may be the logits' memory): the loss alone, then the cross_entropy_grad of the same
+// logits and targets writing logits_grad, whose loss gradient is `one` (one element of the loss's
+// dtype holding 1).
+template <class Buffer>
+struct loss_and_logits_grad {
+  kernel_call<Buffer> loss, gradient;
+};
+template <class Buffer>
+loss_and_logits_grad<Buffer> split_cross_entropy_gradient(const kernel_call<Buffer>& c, const Buffer& one) {
+  loss_and_logits_grad<Buffer> apart{.loss = c, .gradient = c};
+  apart.loss.logits_grad = nullptr;
+  kernel_call<Buffer>& g = apart.gradient;
+  g.logits_grad = nullptr;
+  g.output_kept = false;
+  g.kind = op::cross_entropy_grad;
+  g.type = c.logits_grad->type();
+  g.out = c.logits_grad;
+  g.in[2] = &one;  // dims: (rows, vocab, global rows), as the loss's
   return apart;
 }
 

@@ -97,7 +97,8 @@ class rank_program {
                                         .producer_step = producer_step_,
                                         .layout = layout_,
                                         .recomputed = [&](int i) { return recomputed(i); },
-                                        .per_layer = [&](int i) { return per_layer(i); }});
+                                        .per_layer = [&](int i) { return per_layer(i); },
+                                        .pipelined = pipelined()});
     allocate();
     load_weights(weights, world.rank() == 0);
   }
@@ -885,10 +886,13 @@ class rank_program {
         if (fused_.bias_grad_by_product[index(st.node)]) return;     // its weight product wrote it
         if (fused_.made_with_query[index(st.node)]) return;          // its attention_grad_q wrote it
         if (fused_.made_with_input_grad[index(st.node)]) return;     // its norm's input gradient wrote it
+        if (fused_.made_with_loss[index(st.node)] && loss_scale_ == 1.0) return;  // its loss's call wrote it
         if (fused_.written_by_product[index(st.node)] >= 0) return;  // a linear's epilogue wrote it
         if (fused_.stored_from[index(st.node)] >= 0) return;         // a split or merge of heads, in place
         run_compute(st.node);
         if (fused_.bias_grad_of[index(st.node)] >= 0) check_finite(fused_.bias_grad_of[index(st.node)]);
+        if (fused_.logits_grad_of[index(st.node)] >= 0 && loss_scale_ == 1.0)
+          check_finite(fused_.logits_grad_of[index(st.node)]);
         if (fused_.key_grad_of[index(st.node)] >= 0) {
           check_finite(fused_.key_grad_of[index(st.node)]);
           check_finite(fused_.value_grad_of[index(st.node)]);
@@ -1882,6 +1886,8 @@ class rank_program {
     }
     call.token_major = fused_.token_major[index(i)];
     call.output_kept = fused_.output_kept[index(i)];
+    if (fused_.logits_grad_of[index(i)] >= 0 && loss_scale_ == 1.0)  // a scaled seed: the two apart
+      call.logits_grad = &value(fused_.logits_grad_of[index(i)]);
     if (fused_.forward_output_of[index(i)] >= 0) call.side = &value(fused_.forward_output_of[index(i)]);
     if (const step_fusion::epilogue& e = fused_.epilogue_of[index(i)]; e.out >= 0) {
       call.epilogue = e.kind;

@@ -27,6 +27,7 @@ struct step_graph {
   const local_layout& layout;
   std::function<bool(int)> recomputed;  // the node is computed again inside the backward
   std::function<bool(int)> per_layer;   // the node's value is kept per layer for a later phase
+  bool pipelined = false;               // micro-batches' forwards and backwards interleave
 };
 
 // The plan, per node.
@@ -55,6 +56,8 @@ struct step_fusion {
   std::vector<bool> made_with_query;   // attention_grad_k or _v -> its attention_grad_q writes it
   std::vector<int> weight_grad_of;     // layer_norm_grad_x or rms_norm_grad_x -> the _grad_w it writes (-1)
   std::vector<bool> made_with_input_grad;  // layer_norm_grad_w or rms_norm_grad_w -> its _grad_x writes it
+  std::vector<int> logits_grad_of;         // cross_entropy -> the cross_entropy_grad it writes (-1: none)
+  std::vector<bool> made_with_loss;        // cross_entropy_grad -> its cross_entropy writes it
 };
 
 namespace detail {
@@ -70,6 +73,7 @@ class step_fusion_planner {
     plan_token_major_attention();
     plan_attention_output_reuse();
     plan_cross_entropy_statistics();
+    plan_cross_entropy_gradient_with_loss();
     plan_attention_gradients_together();
     plan_norm_gradients_together();
     return std::move(fused_);
@@ -332,6 +336,42 @@ class step_fusion_planner {
             fused_.forward_output_of[index(i)] = f;
             fused_.output_kept[index(f)] = true;
           }
+      }
+    }
+  }
+
+  // For backends declaring cross_entropy_gradient_with_loss: the loss's call also writes the
+  // logits' gradient, for a gradient whose loss gradient is the backward's seed (op::ones). One
+  // read of each row makes both, and the gradient's step is skipped; nothing in between writes the
+  // logits or the targets (every value is written once). The gradient's lifetime starts at the
+  // loss's step (the memory plan), where it may take the logits' memory. It supersedes the kept
+  // statistics. The seed is 1 but under a loss scale (executor::set_loss_scale); then the executor
+  // runs the two steps apart, as planned without this. Pipelines interleave micro-batches between a
+  // loss and its gradient, and recomputed or per-layer values are not planned.
+  void plan_cross_entropy_gradient_with_loss() {
+    const graph& g = in_.program.nodes;
+    fused_.logits_grad_of.assign(index(g.size()), -1);
+    fused_.made_with_loss.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::cross_entropy_gradient_with_loss; }) {
+      if (in_.pipelined) return;
+      for (int i = 0; i < g.size(); ++i) {
+        if (g[i].kind != op::cross_entropy_grad || !computed_alone(i) || g[i].input_count != 3) continue;
+        if (g[g[i].inputs[2]].kind != op::ones) continue;
+        const int logits = g[i].inputs[0];
+        if (g[i].type != g[logits].type || in_.recomputed(i) || in_.per_layer(i)) continue;
+        for (int f : in_.readers[index(logits)]) {
+          if (g[f].kind != op::cross_entropy || g[f].inputs[1] != g[i].inputs[1] || !computed_alone(f) ||
+              g[f].region != g[i].region || in_.recomputed(f) || fused_.logits_grad_of[index(f)] >= 0 ||
+              in_.producer_step[index(f)] == no_step ||
+              in_.producer_step[index(f)] > in_.producer_step[index(i)])
+            continue;
+          fused_.logits_grad_of[index(f)] = i;
+          fused_.made_with_loss[index(i)] = true;
+          fused_.output_kept[index(f)] = false;
+          fused_.forward_output_of[index(i)] = -1;
+          in_.producer_step[index(i)] = in_.producer_step[index(f)];  // its lifetime starts there
+          break;
+        }
       }
     }
   }

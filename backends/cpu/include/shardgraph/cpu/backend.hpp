@@ -52,6 +52,9 @@ class backend {
   static constexpr bool attention_gradients_together = true;
   // kernel_call::weight_grad of a norm's input gradient: run as the two calls it stands for
   static constexpr bool norm_gradients_together = true;
+  // A cross_entropy call may carry the logits' gradient (kernel_call::logits_grad), as a GPU's
+  // kernel makes both in one read of the logits; here the loss, then the gradient in place.
+  static constexpr bool cross_entropy_gradient_with_loss = true;
   backend() = default;
   backend(const backend&) {}  // scratch memory is per instance
   backend& operator=(const backend&) { return *this; }
@@ -179,6 +182,17 @@ class backend {
       run(apart.product);
       return run(apart.bias_grad);
     }
+    if (call.logits_grad != nullptr) {
+      if (unit_.type() != call.type || unit_.numel() != 1) {  // the loss gradient 1, in the loss's dtype
+        buffer one(dtype::f32, 1);
+        one.as<float>()[0] = 1.0f;
+        unit_ = buffer(call.type, 1);
+        convert_floats(one, unit_);
+      }
+      const auto apart = compute::split_cross_entropy_gradient(call, unit_);
+      run(apart.loss);
+      return run(apart.gradient);
+    }
     if (call.epilogue != compute::product_epilogue::none) {
       const auto apart = compute::split_epilogue(call);
       run(apart.product);
@@ -209,6 +223,7 @@ class backend {
 
   std::vector<std::byte> scratch_;
   std::vector<buffer> widened_;  // f32 copies of a call's 16-bit buffers, reused across calls
+  buffer unit_;                  // a cross-entropy gradient's loss gradient of 1 (run)
 
   static bool touches_half_floats(const compute::kernel_call<buffer>& c) {
     if (is_half_float(c.out->type())) return true;

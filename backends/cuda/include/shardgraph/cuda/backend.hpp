@@ -56,6 +56,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -114,10 +115,16 @@ struct backend_state {
   std::uint64_t moves = 0;
   std::uint64_t memory_generation() const { return moves + scratch.generation(); }
   int multiprocessors = 1;                   // the device's SMs
-  std::map<const void*, int> blocks_per_sm;  // resident blocks of 256 threads, by kernel
+  // resident blocks an SM, by kernel, dynamic shared memory and threads a block
+  std::map<std::tuple<const void*, std::size_t, unsigned>, int> blocks_per_sm;
+  std::size_t shared_per_block = 48 * 1024;  // the most shared memory a block may ask for (opt-in)
   explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
     check_cuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, d),
                "backend (cudaDeviceGetAttribute)");
+    int optin = 0;
+    check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d),
+               "backend (cudaDeviceGetAttribute)");
+    shared_per_block = static_cast<std::size_t>(optin);
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                "backend (cudaStreamCreateWithFlags)");
     check_cuda(cudaMemset(flags.data(), 0, flags.size_bytes()), "backend (cudaMemset)");
@@ -224,6 +231,9 @@ class backend {
   // kernel_call::weight_grad (and bias_grad) of a norm's input gradient: one pass over x and dy
   // writes the three where the rows fit the warp kernels, else the calls run apart
   static constexpr bool norm_gradients_together = true;
+  // kernel_call::logits_grad of cross_entropy: one kernel reads each row of logits once for the loss
+  // and writes its gradient (in place where the memory plan puts it in the logits' memory)
+  static constexpr bool cross_entropy_gradient_with_loss = true;
 
   explicit backend(backend_options options = {})
       : options_(options),
@@ -908,12 +918,12 @@ class backend {
     });
   }
 
-  // Blocks of 256 threads with `shared` bytes of dynamic shared memory that the GPU runs at once
+  // Blocks of `threads` with `shared` bytes of dynamic shared memory that the GPU runs at once
   // (occupancy times SMs): a grid of that many strides over all rows in one wave. Asked of CUDA
-  // once per kernel.
+  // once per kernel and size; more than 48 KiB of shared memory is allowed to the kernel here.
   template <class Kernel>
-  std::int64_t resident_blocks(Kernel kernel, std::size_t shared) {
-    const auto key = reinterpret_cast<const void*>(kernel);
+  std::int64_t resident_blocks(Kernel kernel, std::size_t shared, unsigned threads = 256) {
+    const auto key = std::tuple{reinterpret_cast<const void*>(kernel), shared, threads};
     auto found = state_->blocks_per_sm.find(key);
     if (found == state_->blocks_per_sm.end()) {
       if (shared > 48 * 1024)
@@ -921,8 +931,9 @@ class backend {
                                         static_cast<int>(shared)),
                    "backend (cudaFuncSetAttribute)");
       int per_sm = 0;
-      check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, shared),
-                 "backend (cudaOccupancyMaxActiveBlocksPerMultiprocessor)");
+      check_cuda(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads), shared),
+          "backend (cudaOccupancyMaxActiveBlocksPerMultiprocessor)");
       found = state_->blocks_per_sm.emplace(key, std::max(per_sm, 1)).first;
     }
     return std::int64_t{found->second} * state_->multiprocessors;
@@ -1012,6 +1023,43 @@ class backend {
     forget_lse(logits);
     kernels::cross_entropy_rows_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
         in(c, 0), in(c, 1), losses, d[1], state_->bad_target());
+  }
+  // The rows' losses and the logits' gradient for a loss gradient of 1 (kernel_call::logits_grad,
+  // which may be the logits' memory): one kernel where the rows are 16-byte aligned whole vectors,
+  // else the loss's kernel, then the gradient's (each reads an element before writing it).
+  template <class C>
+  void cross_entropy_with_gradient(const call_t& c, C* losses) {
+    const std::int64_t* d = c.dims;
+    buffer& g = *c.logits_grad;
+    const dtype t = g.type();
+    const unsigned rows = static_cast<unsigned>(d[0]);
+    forget_lse(c.in[0]->data());
+    if (c.in[0]->type() == t && vector_ready(t, d[1], {in(c, 0), in(g)}) && compute_type_is<C>(t)) {
+      return with_vector_types(t, [&]<class T, class V>() {
+        if constexpr (std::is_same_v<V, C>) {
+          const T* logits = typed<T>(*c.in[0]);
+          T* gradient = static_cast<T*>(g.data());
+          const C scale = C(1) / C(d[2]);
+          // Two rows in shared memory, with room for the reductions' static shared memory.
+          const std::size_t shared = kernels::loss_grad_staged_bytes<T>(d[1]);
+          if (shared + 1024 <= state_->shared_per_block) {
+            const auto kernel = kernels::cross_entropy_with_grad_staged_kernel<T, C>;
+            const std::int64_t blocks =
+                std::min<std::int64_t>(resident_blocks(kernel, shared, kernels::loss_grad_threads), d[0]);
+            kernel<<<static_cast<unsigned>(blocks), kernels::loss_grad_threads, shared, stream()>>>(
+                logits, in(c, 1), losses, gradient, d[0], d[1], scale, state_->bad_target());
+          } else {
+            kernels::cross_entropy_with_grad_vector_kernel<T, C>
+                <<<rows, kernels::loss_grad_threads, 0, stream()>>>(logits, in(c, 1), losses, gradient, d[1],
+                                                                    scale, state_->bad_target());
+          }
+        }
+      });
+    }
+    kernels::cross_entropy_rows_kernel<C>
+        <<<rows, kernels::row_threads, 0, stream()>>>(in(c, 0), in(c, 1), losses, d[1], state_->bad_target());
+    kernels::cross_entropy_grad_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
+        in(c, 0), in(c, 1), kernels::ref{}, out(g), d[1], C(d[2]), state_->bad_target());
   }
   // logits (in 0), targets (in 1), the loss's gradient (in 2) -> dlogits
   template <class C>
@@ -1117,7 +1165,10 @@ class backend {
       case op::cross_entropy: {
         C* losses = state_->scratch.get<C>(scratch_use::row_losses, static_cast<std::size_t>(d[0]));
         if (d[0] == 0) return fill_zero(o);
-        cross_entropy_rows<C>(c, losses);
+        if (c.logits_grad != nullptr)
+          cross_entropy_with_gradient<C>(c, losses);
+        else
+          cross_entropy_rows<C>(c, losses);
         return kernels::sum_rows_kernel<C><<<1, 1024, 0, stream()>>>(losses, d[0], C(d[2]), out(o));
       }
       case op::cross_entropy_grad:

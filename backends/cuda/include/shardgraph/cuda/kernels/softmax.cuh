@@ -6,9 +6,12 @@
 #include <shardgraph/cuda/kernels/element_access.cuh>
 #include <shardgraph/cuda/kernels/vectorized.cuh>
 
+#include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace shardgraph::cuda::kernels {
 
@@ -87,7 +90,15 @@ __global__ void sum_rows_kernel(const C* losses, std::int64_t rows, C divisor, m
   if (threadIdx.x == 0) store<C>(out, 0, s / divisor);
 }
 
+// The loss's gradient as a scalar: loss_gradient[0], or 1 where it has no data (the gradient a
+// loss's call writes with it, kernel_call::logits_grad).
+template <class C>
+__device__ C loss_gradient_or_one(ref loss_gradient) {
+  return loss_gradient.data != nullptr ? load<C>(loss_gradient, 0) : C(1);
+}
+
 // dlogits = (softmax - onehot(target)) * loss_gradient[0] / divisor; zero rows for ignore_index.
+// dlogits may be logits (in place): each element is read before it is written, by its thread.
 template <class C>
 __global__ void cross_entropy_grad_kernel(ref logits, ref targets, ref loss_gradient, mut_ref dlogits,
                                           std::int64_t vocab, C divisor, int* bad) {
@@ -98,7 +109,7 @@ __global__ void cross_entropy_grad_kernel(ref logits, ref targets, ref loss_grad
     for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) store<C>(dlogits, base + j, C(0));
     return;
   }
-  const C scale = load<C>(loss_gradient, 0) / divisor;
+  const C scale = loss_gradient_or_one<C>(loss_gradient) / divisor;
   C row_max, sum;
   row_softmax_statistics<C>(logits, base, vocab, C(1), row_max, sum);
   const C inverse = C(1) / sum;
@@ -163,7 +174,7 @@ __global__ void cross_entropy_grad_vector_kernel(const T* logits, ref targets, r
     row_softmax_statistics_vector<T, C>(x, vectors, row_max, sum);
     inverse = C(1) / sum;
   }
-  const C scale = ignored ? C(0) : load<C>(loss_gradient, 0) / divisor;
+  const C scale = ignored ? C(0) : loss_gradient_or_one<C>(loss_gradient) / divisor;
   for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x) {
     C v[lanes<T>];
     if (ignored) {
@@ -177,6 +188,129 @@ __global__ void cross_entropy_grad_vector_kernel(const T* logits, ref targets, r
     }
     store_vector(dx + w * lanes<T>, v);
   }
+}
+
+// ---- the loss and the logits' gradient in one kernel (kernel_call::logits_grad) ------------------
+// losses[row] as cross_entropy_rows_vector_kernel writes it, and dlogits as
+// cross_entropy_grad_vector_kernel writes it for a loss gradient of 1, from one read of the row in
+// memory. The exponentials are ex2.approx of (x - shift) log2(e) in f32 (relative error under
+// 2^-21, far below a bf16 gradient's rounding): at GPT-2's rows these kernels are bound by the
+// exponentials, not by memory, where expf's range reduction doubles their cost.
+inline constexpr unsigned loss_grad_threads = 1024;
+
+template <class C>
+__device__ __forceinline__ C exp2_fast(C x) {
+  if constexpr (std::is_same_v<C, float>) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  } else {
+    return exp2(x);
+  }
+}
+
+// One row's loss and gradient, by the whole block, from x (the row in memory or in shared memory;
+// each thread reads vectors threadIdx.x, + blockDim.x, ...): its max, the sum of exp(x - max), then
+// p - onehot(target) scaled. dx may be the row's memory in global memory (in place): x is read
+// through before the block's last reduction, and each element of it again by the thread writing it.
+// target_logit: read by thread 0 from memory before any write to the row.
+template <class T, class C>
+__device__ void loss_and_gradient_of_row(const T* x, T* dx, std::int64_t vectors, std::int64_t target,
+                                         C target_logit, C scale, C* loss) {
+  constexpr C log2e = C(1.4426950408889634);
+  C m = -INFINITY;
+  for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x) {
+    C v[lanes<T>];
+    load_vector(x + w * lanes<T>, v);
+    for (int j = 0; j < lanes<T>; ++j) m = max(m, v[j]);
+  }
+  const C row_max = block_max(m), shift = row_max * log2e;
+  C s = 0;
+  for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x) {
+    C v[lanes<T>];
+    load_vector(x + w * lanes<T>, v);
+    for (int j = 0; j < lanes<T>; ++j) s += exp2_fast(v[j] * log2e - shift);
+  }
+  const C log_sum_exp = row_max + log(block_sum(s)), lse_shift = log_sum_exp * log2e;
+  if (threadIdx.x == 0) *loss = log_sum_exp - target_logit;
+  const std::int64_t target_vector = target / lanes<T>;
+  for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x) {
+    C v[lanes<T>];
+    load_vector(x + w * lanes<T>, v);
+    for (int j = 0; j < lanes<T>; ++j) v[j] = exp2_fast(v[j] * log2e - lse_shift) * scale;
+    if (w == target_vector)  // (a constant index for each j: v stays in registers)
+      for (int j = 0; j < lanes<T>; ++j)
+        if (j == target % lanes<T>) v[j] -= scale;
+    store_vector(dx + w * lanes<T>, v);
+  }
+}
+
+// A row without a loss: loss 0 and a zero gradient; a target outside the vocabulary is flagged.
+template <class T, class C>
+__device__ void row_without_gradient(std::int64_t target, std::int64_t vocab, T* dx, C* loss, int* bad) {
+  row_without_loss(target, vocab, loss, bad);
+  C zeros[lanes<T>] = {};
+  for (std::int64_t w = threadIdx.x; w < vocab / lanes<T>; w += blockDim.x)
+    store_vector(dx + w * lanes<T>, zeros);
+}
+
+// Rows staged in shared memory: a persistent block (one an SM) walks rows blockIdx.x, + gridDim.x,
+// ...; while it computes a row from one of its two shared buffers, the next row's copy into the
+// other is in flight (cp.async), so each row is read from memory once and the reads do not wait on
+// the reductions. Each thread copies and reads only its own vectors of a buffer, so a buffer is
+// reused without a block barrier. Shared memory: loss_grad_staged_bytes (two rows).
+template <class T>
+constexpr std::size_t loss_grad_staged_bytes(std::int64_t vocab) {
+  return 2 * static_cast<std::size_t>(vocab) * sizeof(T);
+}
+template <class T, class C>
+__global__ void __launch_bounds__(loss_grad_threads, 1)
+    cross_entropy_with_grad_staged_kernel(const T* logits, ref targets, C* losses, T* dlogits,
+                                          std::int64_t rows, std::int64_t vocab, C scale, int* bad) {
+  extern __shared__ __align__(16) unsigned char staged_rows[];
+  T* const buffers = reinterpret_cast<T*>(staged_rows);  // buffer b: [b * vocab, (b + 1) * vocab)
+  const std::int64_t vectors = vocab / lanes<T>;
+  const auto stage = [&](std::int64_t row, T* into) {  // this thread's vectors of `row`, in flight
+    const T* x = logits + row * vocab;
+    for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x)
+      __pipeline_memcpy_async(into + w * lanes<T>, x + w * lanes<T>, 16);
+    __pipeline_commit();
+  };
+  int b = 0;
+  if (blockIdx.x < rows) stage(blockIdx.x, buffers);
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x, b ^= 1) {
+    const std::int64_t next = row + gridDim.x;
+    if (next < rows) stage(next, buffers + (b ^ 1) * vocab);
+    T* dx = dlogits + row * vocab;
+    const std::int64_t target = load_id(targets, row);
+    const bool ignored = target == ignore_index || target < 0 || target >= vocab;
+    const C target_logit = threadIdx.x == 0 && !ignored ? widen<T, C>(logits[row * vocab + target]) : C(0);
+    // This row's copy has landed (also for a row without a loss: its buffer is staged into next).
+    next < rows ? __pipeline_wait_prior(1) : __pipeline_wait_prior(0);
+    if (ignored) {
+      row_without_gradient<T, C>(target, vocab, dx, losses + row, bad);
+      continue;
+    }
+    loss_and_gradient_of_row<T, C>(buffers + b * vocab, dx, vectors, target, target_logit, scale,
+                                   losses + row);
+  }
+  __pipeline_wait_prior(0);
+}
+
+// Rows too long for two in shared memory: a block of loss_grad_threads a row, two resident an SM,
+// reading the row from memory once and again from L2 (the rows in flight take a few MB).
+template <class T, class C>
+__global__ void __launch_bounds__(loss_grad_threads, 2)
+    cross_entropy_with_grad_vector_kernel(const T* logits, ref targets, C* losses, T* dlogits,
+                                          std::int64_t vocab, C scale, int* bad) {
+  const std::int64_t row = blockIdx.x;
+  const T* x = logits + row * vocab;
+  T* dx = dlogits + row * vocab;
+  const std::int64_t target = load_id(targets, row);
+  if (target == ignore_index || target < 0 || target >= vocab)
+    return row_without_gradient<T, C>(target, vocab, dx, losses + row, bad);
+  const C target_logit = threadIdx.x == 0 ? widen<T, C>(x[target]) : C(0);
+  loss_and_gradient_of_row<T, C>(x, dx, vocab / lanes<T>, target, target_logit, scale, losses + row);
 }
 
 }  // namespace shardgraph::cuda::kernels
