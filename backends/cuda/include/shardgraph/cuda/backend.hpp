@@ -44,6 +44,7 @@
 #include <shardgraph/optim/adamw.hpp>
 
 #include <cuda_runtime.h>
+#include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
 #include <cmath>
@@ -1061,6 +1062,52 @@ class backend {
     kernels::cross_entropy_grad_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
         in(c, 0), in(c, 1), kernels::ref{}, out(g), d[1], C(d[2]), state_->bad_target());
   }
+  // ids (in 0, n), dout (in 1, (n, cols)) -> the table's gradient (table_rows, cols), each row the
+  // sum of its tokens' rows in token order (kernels/embedding.cuh): the tokens sorted by row with
+  // CUB's radix sort (stable), each row's range marked, then a warp writes each row once. No
+  // atomics: the same bits every run, and the cpu backend's.
+  template <class C, class I>
+  void embedding_grad(const call_t& c) {
+    const std::int64_t n = c.dims[0], table_rows = c.dims[1], cols = c.dims[2], row_offset = c.dims[3];
+    if (n > std::int64_t{1} << 31 || table_rows >= std::int64_t{1} << 31)
+      fail("cuda::backend: embedding_grad",
+           detail::text(n, " tokens into ", table_rows, " rows: the token sort takes under 2^31 of each"),
+           "split the batch into micro-batches, or the table over more ranks");
+    int bits = 1;  // the sort's key bits: rows 0 .. table_rows (the key of ids outside the table)
+    while ((std::int64_t{1} << bits) <= table_rows) ++bits;
+    const int items = static_cast<int>(n);
+    std::size_t sort_bytes = 0;
+    check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const unsigned*>(nullptr),
+                                               static_cast<unsigned*>(nullptr),
+                                               static_cast<const unsigned*>(nullptr),
+                                               static_cast<unsigned*>(nullptr), items, 0, bits, stream()),
+               "backend: embedding_grad (cub::DeviceRadixSort, its memory)");
+    const auto aligned = [](std::int64_t count) {
+      return static_cast<std::size_t>((count * 4 + 255) / 256 * 256);
+    };
+    const std::size_t token_bytes = aligned(n), row_bytes = aligned(table_rows);
+    auto* base = static_cast<unsigned char*>(
+        state_->scratch.get(scratch_use::token_order, 4 * token_bytes + 2 * row_bytes + sort_bytes));
+    const auto at = [&](std::size_t offset) { return reinterpret_cast<unsigned*>(base + offset); };
+    unsigned *keys = at(0), *sorted = at(token_bytes), *order = at(2 * token_bytes),
+             *sorted_order = at(3 * token_bytes), *begin = at(4 * token_bytes),
+             *end = at(4 * token_bytes + row_bytes);
+    check_cuda(cudaMemsetAsync(begin, 0, 2 * row_bytes, stream()),
+               "backend: embedding_grad (cudaMemsetAsync)");
+    const unsigned threads = 256;
+    if (n > 0) {
+      kernels::embedding_rows_of_tokens_kernel<I><<<kernels::blocks_for(n, threads), threads, 0, stream()>>>(
+          in(c, 0), keys, order, n, table_rows, row_offset);
+      check_cuda(cub::DeviceRadixSort::SortPairs(base + 4 * token_bytes + 2 * row_bytes, sort_bytes, keys,
+                                                 sorted, order, sorted_order, items, 0, bits, stream()),
+                 "backend: embedding_grad (cub::DeviceRadixSort)");
+      kernels::embedding_row_ranges_kernel<I>
+          <<<kernels::blocks_for(n, threads), threads, 0, stream()>>>(sorted, n, table_rows, begin, end);
+    }
+    kernels::embedding_grad_rows_kernel<C>
+        <<<kernels::blocks_for(table_rows * 32, threads), threads, 0, stream()>>>(
+            in(c, 1), sorted_order, begin, end, out(*c.out), table_rows, cols);
+  }
   // logits (in 0), targets (in 1), the loss's gradient (in 2) -> dlogits
   template <class C>
   void cross_entropy_grad(const call_t& c) {
@@ -1249,19 +1296,8 @@ class backend {
       case op::softmax_grad:
         return kernels::softmax_grad_kernel<C><<<rows_grid(d[0]), kernels::row_threads, 0, stream()>>>(
             in(c, 0), in(c, 1), out(o), d[1], d[1], false, C(1));
-      case op::embedding_grad: {  // ids (n), dout (n, cols) -> table (table_rows, cols)
-        const bool direct = dtype_of<C>() == o.type();
-        C* sums = direct ? static_cast<C*>(o.data())
-                         : state_->scratch.get<C>(scratch_use::widened, static_cast<std::size_t>(o.numel()));
-        check_cuda(cudaMemsetAsync(sums, 0, static_cast<std::size_t>(o.numel()) * sizeof(C), stream()),
-                   "backend: embedding_grad (cudaMemsetAsync)");
-        kernels::embedding_grad_kernel<C, I>
-            <<<blocks(d[0] * d[2]), threads, 0, stream()>>>(in(c, 0), in(c, 1), sums, d[0], d[1], d[2], d[3]);
-        if (!direct)
-          kernels::axpby_kernel<C, I><<<blocks(o.numel()), threads, 0, stream()>>>(
-              kernels::ref{sums, dtype_of<C>()}, out(o), o.numel(), C(0), C(1));
-        return;
-      }
+      case op::embedding_grad:  // ids (n), dout (n, cols) -> table (table_rows, cols)
+        return embedding_grad<C, I>(c);
       case op::ones:
         return kernels::fill_kernel<C, I>
             <<<blocks(d[0]), threads, 0, stream()>>>(out(o), d[0], c.scalar != 0 ? C(c.scalar) : C(1));

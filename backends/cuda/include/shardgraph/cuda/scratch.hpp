@@ -26,7 +26,7 @@ enum class scratch_use : int {
   partials,              // column sums: (splits, n)
   row_statistics,
   row_losses,
-  widened,          // a 16-bit gradient summed in f32 (embedding)
+  token_order,      // embedding_grad: the tokens sorted by table row, each row's range, the sort's own
   optimizer_tasks,  // adamw_many: its tasks and chunks
   count
 };

@@ -31,15 +31,53 @@ __global__ void position_embedding_kernel(ref x, ref table, mut_ref out, std::in
   }
 }
 
-// sums (table_rows, cols), zeroed first, += dout's rows at their ids. Atomic adds: the order of a
-// repeated id's rows varies, so f32 sums may differ in the last bits from run to run.
-template <class C, class I>
-__global__ void embedding_grad_kernel(ref ids, ref dout, C* sums, std::int64_t n, std::int64_t table_rows,
-                                      std::int64_t cols, std::int64_t row_offset) {
-  for (I e = global_thread<I>(); e < static_cast<I>(n * cols); e += grid_threads<I>()) {
-    const I i = e / static_cast<I>(cols), j = e % static_cast<I>(cols);
+// ---- the table's gradient, summed in token order (no atomics: the same bits every run) ------------
+// dtable row r = the sum of dout's rows at the tokens whose id is row_offset + r, in token order,
+// as the cpu backend adds them. The tokens are sorted by row (a stable radix sort, so each row's
+// tokens stay in order: the backend's embedding_grad), each row's range in the sorted order is
+// marked, and a warp writes each table row once (zeros where no token has it).
+
+// keys[i] = token i's table row (its id - row_offset), or table_rows where the id lies outside;
+// order[i] = i, the values the sort carries.
+template <class I>
+__global__ void embedding_rows_of_tokens_kernel(ref ids, unsigned* keys, unsigned* order, std::int64_t n,
+                                                std::int64_t table_rows, std::int64_t row_offset) {
+  for (I i = global_thread<I>(); i < static_cast<I>(n); i += grid_threads<I>()) {
     const std::int64_t row = load_id(ids, i) - row_offset;
-    if (row >= 0 && row < table_rows) atomicAdd(sums + row * cols + j, load<C>(dout, e));
+    keys[i] = static_cast<unsigned>(row >= 0 && row < table_rows ? row : table_rows);
+    order[i] = static_cast<unsigned>(i);
+  }
+}
+
+// [begin[r], end[r]): row r's positions in the sorted keys; both zeroed first (an empty range).
+template <class I>
+__global__ void embedding_row_ranges_kernel(const unsigned* sorted, std::int64_t n, std::int64_t table_rows,
+                                            unsigned* begin, unsigned* end) {
+  for (I k = global_thread<I>(); k < static_cast<I>(n); k += grid_threads<I>()) {
+    const unsigned row = sorted[k];
+    if (row >= table_rows) continue;
+    if (k == 0 || sorted[k - 1] != row) begin[row] = static_cast<unsigned>(k);
+    if (k + 1 == static_cast<I>(n) || sorted[k + 1] != row) end[row] = static_cast<unsigned>(k + 1);
+  }
+}
+
+// dtable (table_rows, cols): a warp a row, each lane a column at a time, summing in C over the
+// row's tokens in order and rounding once.
+template <class C>
+__global__ void embedding_grad_rows_kernel(ref dout, const unsigned* order, const unsigned* begin,
+                                           const unsigned* end, mut_ref dtable, std::int64_t table_rows,
+                                           std::int64_t cols) {
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (std::int64_t r = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       r < table_rows; r += warps) {
+    const unsigned first = begin[r], last = end[r];
+    for (std::int64_t j = lane; j < cols; j += 32) {
+      C sum = 0;
+      for (unsigned k = first; k < last; ++k)
+        sum += load<C>(dout, static_cast<std::int64_t>(order[k]) * cols + j);
+      store<C>(dtable, r * cols + j, sum);
+    }
   }
 }
 

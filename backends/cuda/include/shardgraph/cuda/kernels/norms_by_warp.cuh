@@ -171,24 +171,21 @@ __global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, con
 // the bias gradient's, dy. Each warp takes rows warp, warp + warps, ... (warps: the grid's, one
 // wave of blocks) and sums its columns; the block's 8 warps' sums are then added in order into
 // partial (gridDim.x, cols) and, with Bias, partial + gridDim.x * cols: the splits
-// column_total_kernel adds up. With SharedSums a warp adds into its own row of shared memory, so
-// that the kernel needs fewer registers and two blocks fit an SM (measured on an H100 for rows of
-// 768 bf16 values: 0.053 against 0.065 ms with the sums in registers and one block an SM); for
-// rows of 4 x 32 vectors a lane, the registers the row takes leave one block an SM either way, and
-// the sums stay in registers (0.082 against 0.087 ms). The shared sums are element-major (element
-// j of vector i at j * Vectors * 32 + i): a warp's lanes touch consecutive words. Dynamic shared
-// memory: norm_gradients_shared_bytes.
+// column_total_kernel adds up. A warp adds into its own row of shared memory, and reads w's
+// vectors again for each row (from L1) instead of holding them, so that the kernel needs at most
+// 128 registers and two blocks fit an SM. Measured on an H100 (bf16 rows, one wave): 768 wide
+// 0.053 ms, against 0.065 with the sums in registers (one block an SM); 1024 wide 0.066 ms,
+// against 0.082 with the sums and w in registers (212 registers). The shared sums are
+// element-major (element j of vector i at j * Vectors * 32 + i): a warp's lanes touch consecutive
+// words. Dynamic shared memory: norm_gradients_shared_bytes (64 KiB for 1024 bf16 values).
 inline constexpr int gradient_vectors_per_lane = 4;  // the widest row: 4 x 32 vectors
-template <int Vectors>
-inline constexpr bool norm_gradients_shared_sums = Vectors < 4;
 template <class T, class C, int Vectors, bool Bias>
 constexpr std::size_t norm_gradients_shared_bytes = std::size_t{Bias ? 2u : 1u} *
                                                     warp_rows_per_block* Vectors * 32 * lanes<T> * sizeof(C);
 template <class T, class C, int Vectors, bool Layer, bool Bias>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, 2)
     norm_gradients_warp_kernel(const T* x, const T* w, const T* dy, const T* addend, T* dx, C* partial,
                                std::int64_t rows, int cols, double eps) {
-  constexpr bool SharedSums = norm_gradients_shared_sums<Vectors>;
   constexpr int L = lanes<T>, Width = Vectors * 32 * L, Totals = Bias ? 2 : 1;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   C* sums = reinterpret_cast<C*>(shared_bytes);  // [Totals][warp_rows_per_block][Width]
@@ -197,14 +194,9 @@ __global__ void __launch_bounds__(256)
   const auto at = [&](int k, int j) { return j * Vectors * 32 + lane + 32 * k; };
   C* own_weight_sums = sums + warp * Width;
   C* own_bias_sums = sums + (warp_rows_per_block + warp) * Width;
-  C weight_sums[SharedSums ? 1 : Vectors][L] = {}, bias_sums[SharedSums ? 1 : Vectors][L] = {};
-  if constexpr (SharedSums) {
-    for (int i = threadIdx.x; i < Totals * static_cast<int>(warp_rows_per_block) * Width; i += blockDim.x)
-      sums[i] = 0;
-    __syncthreads();
-  }
-  warp_row<T, C, Vectors> wr;
-  wr.load(w, vectors);
+  for (int i = threadIdx.x; i < Totals * static_cast<int>(warp_rows_per_block) * Width; i += blockDim.x)
+    sums[i] = 0;
+  __syncthreads();
   for (std::int64_t row = warp_row_index(); row < rows; row += warps) {
     warp_row<T, C, Vectors> xr, gr;
     xr.load(x + row * cols, vectors);
@@ -212,26 +204,19 @@ __global__ void __launch_bounds__(256)
     C mean = 0, inverse = 0;  // xhat = (x - mean) * inverse
     warp_norm_statistics<Layer>(xr, vectors, cols, eps, mean, inverse);
     gr.each(vectors, [&](int k, int j, C g) {
-      const C term = g * (xr.v[k][j] - mean) * inverse;
-      if constexpr (SharedSums) {
-        own_weight_sums[at(k, j)] += term;
-        if constexpr (Bias) own_bias_sums[at(k, j)] += g;
-      } else {
-        weight_sums[k][j] += term;
-        if constexpr (Bias) bias_sums[k][j] += g;
-      }
+      own_weight_sums[at(k, j)] += g * (xr.v[k][j] - mean) * inverse;
+      if constexpr (Bias) own_bias_sums[at(k, j)] += g;
     });
-    gr.multiply(wr, vectors);  // g = dy w
+#pragma unroll
+    for (int k = 0; k < Vectors; ++k)  // g = dy w
+      if (lane + 32 * k < vectors) {
+        C weights[L];
+        load_vector(w + (lane + 32 * k) * L, weights);
+#pragma unroll
+        for (int j = 0; j < L; ++j) gr.v[k][j] *= weights[j];
+      }
     store_norm_input_gradient<Layer>(xr, gr, mean, inverse, dx + row * cols,
                                      addend != nullptr ? addend + row * cols : nullptr, vectors, cols);
-  }
-  if constexpr (!SharedSums) {
-    for (int k = 0; k < Vectors; ++k)
-      if (lane + 32 * k < vectors)
-        for (int j = 0; j < L; ++j) {
-          own_weight_sums[at(k, j)] = weight_sums[k][j];
-          if constexpr (Bias) own_bias_sums[at(k, j)] = bias_sums[k][j];
-        }
   }
   __syncthreads();
   for (int total = 0; total < Totals; ++total)
