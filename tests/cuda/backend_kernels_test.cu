@@ -330,15 +330,27 @@ TEST_CASE("cuda backend: embedding and position_embedding match the cpu backend"
                           set_dims(call, {tokens, table_rows, cols, row_offset});
                         });
   });
-  in_each_dtype("position_embedding", elementwise, [&](dtype t) {
-    const std::int64_t batch = 3, seq = 7, width = 40, positions = 9;  // x (3, 7, 40) + table (9, 40)[t]
-    return b.difference(t, batch * seq * width,
-                        {random_tensor(t, batch * seq * width, 3), random_tensor(t, positions * width, 4)},
+  // Rows of whole 16-byte vectors (24 and 40 wide) run the vector kernels; 21 and 13 wide the
+  // element kernels.
+  in_each_dtype("embedding, rows of 21", exact, [&](dtype t) {
+    const std::int64_t table_rows = 30, odd = 21;
+    return b.difference(t, tokens * odd,
+                        {id_tensor(embedding_ids(tokens)), random_tensor(t, table_rows * odd, 5)},
                         [&](auto& call, auto&) {
-                          call.kind = op::position_embedding;
-                          set_dims(call, {batch, seq, width});
+                          call.kind = op::embedding;
+                          set_dims(call, {tokens, table_rows, odd, 0});
                         });
   });
+  for (const std::int64_t width : {40, 13})
+    in_each_dtype("position_embedding, rows of " + std::to_string(width), elementwise, [&](dtype t) {
+      const std::int64_t batch = 3, seq = 7, positions = 9;  // x (3, 7, width) + table (9, width)[t]
+      return b.difference(t, batch * seq * width,
+                          {random_tensor(t, batch * seq * width, 3), random_tensor(t, positions * width, 4)},
+                          [&](auto& call, auto&) {
+                            call.kind = op::position_embedding;
+                            set_dims(call, {batch, seq, width});
+                          });
+    });
 }
 
 TEST_CASE("cuda backend: linear and matmul match the cpu backend", "[cuda][gpu]") {

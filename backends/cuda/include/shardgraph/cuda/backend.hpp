@@ -1151,10 +1151,24 @@ class backend {
         (row_op && d[0] == 0))
       return fill_zero(o);  // an empty sum: zero, as on the cpu
     switch (c.kind) {
-      case op::embedding:
+      case op::embedding:  // ids, table (table_rows, cols) -> (n, cols); dims (n, table_rows, cols, offset)
+        if (vector_ready(o.type(), d[2], {in(c, 1), in(o)}))
+          return with_vector_types(o.type(), [&]<class T, class V>() {
+            kernels::embedding_vector_kernel<T, I>
+                <<<blocks(d[0] * d[2] / kernels::lanes<T>), threads, 0, stream()>>>(
+                    in(c, 0), typed<T>(*c.in[1]), static_cast<T*>(o.data()), d[0], d[1], d[2], d[3]);
+          });
         return kernels::embedding_kernel<C, I><<<blocks(d[0] * d[2]), threads, 0, stream()>>>(
             in(c, 0), in(c, 1), out(o), d[0], d[1], d[2], d[3]);
-      case op::position_embedding:
+      case op::position_embedding:  // x (batch, seq, cols) + table[t]
+        if (vector_ready(o.type(), d[2], {in(c, 0), in(c, 1), in(o)}) && compute_type_is<C>(o.type()))
+          return with_vector_types(o.type(), [&]<class T, class V>() {
+            if constexpr (std::is_same_v<V, C>)
+              kernels::position_embedding_vector_kernel<T, C, I>
+                  <<<blocks(o.numel() / kernels::lanes<T>), threads, 0, stream()>>>(
+                      typed<T>(*c.in[0]), typed<T>(*c.in[1]), static_cast<T*>(o.data()), d[1], d[2],
+                      o.numel());
+          });
         return kernels::position_embedding_kernel<C, I><<<blocks(o.numel()), threads, 0, stream()>>>(
             in(c, 0), in(c, 1), out(o), d[1], d[2], d[0] * d[1] * d[2]);
       case op::linear: {

@@ -3,6 +3,7 @@
 // backend's (cpu/embedding.hpp): this rank holds table rows [row_offset, row_offset + table_rows);
 // other ids give zero rows and no gradient.
 #include <shardgraph/cuda/kernels/element_access.cuh>
+#include <shardgraph/cuda/kernels/vectorized.cuh>
 
 #include <cuda_runtime.h>
 
@@ -28,6 +29,36 @@ __global__ void position_embedding_kernel(ref x, ref table, mut_ref out, std::in
   for (I e = global_thread<I>(); e < static_cast<I>(numel); e += grid_threads<I>()) {
     const I t = (e / static_cast<I>(cols)) % static_cast<I>(seq), j = e % static_cast<I>(cols);
     store<C>(out, e, load<C>(x, e) + load<C>(table, t * cols + j));
+  }
+}
+
+// ---- rows of whole 16-byte vectors (cols a multiple of lanes<T>, every buffer 16-byte aligned) ---
+// The same two ops a vector at a time: a row's vectors are copied (or added) whole, and the index
+// arithmetic runs once a vector instead of once an element.
+template <class T, class I>
+__global__ void embedding_vector_kernel(ref ids, const T* table, T* out, std::int64_t n,
+                                        std::int64_t table_rows, std::int64_t cols, std::int64_t row_offset) {
+  const I vectors = static_cast<I>(cols / lanes<T>);
+  for (I e = global_thread<I>(); e < static_cast<I>(n) * vectors; e += grid_threads<I>()) {
+    const I i = e / vectors, v = e % vectors;
+    const std::int64_t row = load_id(ids, i) - row_offset;
+    uint4 bits{};  // zeros: an id outside this rank's rows
+    if (row >= 0 && row < table_rows)
+      bits = *reinterpret_cast<const uint4*>(table + row * cols + v * lanes<T>);
+    *reinterpret_cast<uint4*>(out + static_cast<std::int64_t>(i) * cols + v * lanes<T>) = bits;
+  }
+}
+template <class T, class C, class I>
+__global__ void position_embedding_vector_kernel(const T* x, const T* table, T* out, std::int64_t seq,
+                                                 std::int64_t cols, std::int64_t numel) {
+  const I vectors = static_cast<I>(cols / lanes<T>);
+  for (I e = global_thread<I>(); e < static_cast<I>(numel / lanes<T>); e += grid_threads<I>()) {
+    const I t = (e / vectors) % static_cast<I>(seq), v = e % vectors;
+    C a[lanes<T>], b[lanes<T>];
+    load_vector(x + static_cast<std::int64_t>(e) * lanes<T>, a);
+    load_vector(table + static_cast<std::int64_t>(t) * cols + v * lanes<T>, b);
+    for (int j = 0; j < lanes<T>; ++j) a[j] += b[j];
+    store_vector(out + static_cast<std::int64_t>(e) * lanes<T>, a);
   }
 }
 
