@@ -346,8 +346,9 @@ class step_fusion_planner {
   // logits or the targets (every value is written once). The gradient's lifetime starts at the
   // loss's step (the memory plan), where it may take the logits' memory. It supersedes the kept
   // statistics. The seed is 1 but under a loss scale (executor::set_loss_scale); then the executor
-  // runs the two steps apart, as planned without this. Pipelines interleave micro-batches between a
-  // loss and its gradient, and recomputed or per-layer values are not planned.
+  // runs the two steps apart (the gradient's computing the rows' statistics again). Pipelines
+  // interleave micro-batches between a loss and its gradient, and recomputed or per-layer values
+  // are not planned.
   void plan_cross_entropy_gradient_with_loss() {
     const graph& g = in_.program.nodes;
     fused_.logits_grad_of.assign(index(g.size()), -1);
