@@ -9,6 +9,7 @@
 #   test         ctest -L gpu
 #   train        bench/train_gpt2 for 124M (median of 10 steps) and its per-op profile
 #   attention    bench/attention_cuda (the own flash kernels and cuDNN's, alone) and bench/attention_pytorch.py
+#   kernels      bench/memory_bound_cuda (the step's memory-bound kernels alone, TB/s)
 #   compare      bench/compare_pytorch.py for 124M and 350M, eager and torch.compile, in one run
 #   load-1b      random llama-1b (bf16) checkpoint, bench/load_hf/compare_hf.py against from_pretrained
 #   load-7b      the same for llama-7b
@@ -39,7 +40,7 @@ stage_build() {
   timed configure cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DSHARDGRAPH_FUZZ_SECONDS=0 || { tail -30 "$out/configure.log"; return 1; }
   local targets
-  targets=$(cmake --build build-gpu --target help | awk '/^\.\.\. ((cuda|nccl|mpi_nccl)[a-z_]*|bench_train_gpt2|bench_attention_cuda|bench_load_hf|shardgraph_convert|bench_gemm_cuda)$/ {print $2}' | tr '\n' ' ')
+  targets=$(cmake --build build-gpu --target help | awk '/^\.\.\. ((cuda|nccl|mpi_nccl)[a-z_]*|bench_train_gpt2|bench_attention_cuda|bench_memory_bound_cuda|bench_load_hf|shardgraph_convert|bench_gemm_cuda)$/ {print $2}' | tr '\n' ' ')
   timed build cmake --build build-gpu -j "$jobs" --target $targets || { grep -m20 -B2 -A10 "error" "$out/build.log"; return 1; }
 }
 
@@ -59,6 +60,11 @@ stage_attention() {
   timed attention build-gpu/bench/attention_cuda --repeat 20
   PYTHONUNBUFFERED=1 timed attention-pytorch python3 bench/attention_pytorch.py --repeat 20
   cat "$out/attention.log" "$out/attention-pytorch.log" | grep '^{' | tee -a "$summary"
+}
+
+stage_kernels() {
+  timed kernels build-gpu/bench/memory_bound_cuda --repeat 20
+  grep '^{' "$out/kernels.log" | tee -a "$summary"
 }
 
 stage_compare() {
@@ -83,10 +89,11 @@ for stage in "$@"; do
     test) stage_test ;;
     train) stage_train ;;
     attention) stage_attention ;;
+    kernels) stage_kernels ;;
     compare) stage_compare ;;
     load-1b) load_stage llama-1b 3 ;;
     load-7b) load_stage llama-7b 2 ;;
-    *) echo "shardgraph: gpu_session.sh: unknown stage '$stage'. Use build, test, train, compare, load-1b, load-7b"; exit 2 ;;
+    *) echo "shardgraph: gpu_session.sh: unknown stage '$stage'. Use build, test, train, attention, kernels, compare, load-1b, load-7b"; exit 2 ;;
   esac
 done
 echo "==== summary"; cat "$summary"

@@ -1,0 +1,256 @@
+// memory_bound_cuda: the GPT-2 step's memory-bound kernels alone, through the cuda backend's calls
+// (the kernels the trainer runs), bf16, 16384 tokens: the loss with the logits' gradient (in place,
+// kernel_call::logits_grad) against the loss and its gradient apart (the gradient reading the kept
+// log-sum-exp), the token table's gradient, a layer norm's three gradients with the residual add,
+// the layer norm forward, and the token and position embeddings. Each call is recorded 10 times in
+// one CUDA graph, which is replayed --repeat times: the median replay over 10 is a call's GPU time,
+// without the host's launch work. One JSON line per kernel and width, with the bytes the call must
+// move at least (each input read once, each output written once) over that time.
+//
+//   memory_bound_cuda [--repeat 20]
+#include <shardgraph/compute/compute_backend.hpp>
+#include <shardgraph/cuda/backend.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sg = shardgraph;
+using buffer = sg::cuda::backend::buffer;
+using call = sg::compute::kernel_call<buffer>;
+using sg::dtype;
+using sg::op;
+
+namespace {
+
+constexpr std::int64_t tokens = 16384, vocab = 50304;  // GPT-2 at B=16, T=1024 (padded vocabulary)
+constexpr int calls_per_replay = 10;
+
+buffer random_buffer(sg::cuda::backend& gpu, dtype t, std::int64_t n, std::uint32_t seed) {
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
+  std::vector<float> values(static_cast<std::size_t>(n));
+  for (float& x : values) x = uniform(engine);
+  buffer wide = gpu.allocate(dtype::f32, n), b = gpu.allocate(t, n);
+  gpu.upload(wide, values.data());
+  gpu.convert(wide, b);
+  return b;
+}
+buffer ids_buffer(sg::cuda::backend& gpu, std::int64_t n, std::int64_t range, std::uint32_t seed) {
+  std::mt19937 engine(seed);
+  std::uniform_int_distribution<std::int64_t> uniform(0, range - 1);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+  for (std::int64_t& id : ids) id = uniform(engine);
+  buffer b = gpu.allocate(dtype::i64, n);
+  gpu.upload(b, ids.data());
+  return b;
+}
+template <class... Dims>
+void set_dims(call& c, Dims... dims) {
+  const std::int64_t all[] = {dims...};
+  for (std::size_t k = 0; k < sizeof...(Dims); ++k) c.dims[k] = all[k];
+}
+
+// The median time of one run of `work` (the backend's calls), recorded 10 times into one graph.
+double median_ms(sg::cuda::backend& gpu, const std::function<void()>& work, int repeat) {
+  work();  // sizes the scratch memory before recording
+  gpu.synchronize();
+  gpu.begin_recording();
+  for (int k = 0; k < calls_per_replay; ++k) work();
+  std::optional<sg::cuda::backend::recording> graph = gpu.end_recording();
+  if (!graph) {
+    std::fprintf(stderr, "shardgraph: memory_bound_cuda: the calls could not be recorded: %s\n",
+                 gpu.recording_failure().c_str());
+    std::exit(1);
+  }
+  std::vector<double> ms;
+  for (int r = 0; r < repeat + 2; ++r) {
+    gpu.synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    if (!gpu.replay(*graph)) {
+      std::fprintf(stderr, "shardgraph: memory_bound_cuda: the recording's scratch memory moved\n");
+      std::exit(1);
+    }
+    gpu.synchronize();
+    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - start;
+    if (r >= 2) ms.push_back(took.count() / calls_per_replay);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void report(std::string_view kernel, std::string_view variant, std::int64_t cols, double ms, double bytes) {
+  std::printf(
+      "{\"bench\": \"memory_bound_cuda\", \"kernel\": \"%.*s\", \"variant\": \"%.*s\", \"rows\": %lld, "
+      "\"cols\": %lld, \"ms\": %.4f, \"min_bytes_mb\": %.1f, \"tb_per_s\": %.2f}\n",
+      static_cast<int>(kernel.size()), kernel.data(), static_cast<int>(variant.size()), variant.data(),
+      static_cast<long long>(tokens), static_cast<long long>(cols), ms, bytes / 1e6, bytes / ms / 1e9);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeat = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--repeat" && i + 1 < argc) {
+      repeat = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(
+          stderr,
+          "shardgraph: memory_bound_cuda: unknown argument '%s'. usage: memory_bound_cuda [--repeat N]\n",
+          argv[i]);
+      return 2;
+    }
+  }
+  if (repeat < 1) {
+    std::fprintf(stderr, "shardgraph: memory_bound_cuda: --repeat must be at least 1\n");
+    return 2;
+  }
+  try {
+    sg::cuda::backend gpu;
+    constexpr double bf16_bytes = 2;
+
+    // ---- the loss and the logits' gradient (in place, as the memory plan puts it) -------------
+    {
+      buffer logits = random_buffer(gpu, dtype::bf16, tokens * vocab, 1);
+      buffer targets = ids_buffer(gpu, tokens, vocab, 2);
+      buffer loss = gpu.allocate(dtype::f32, 1), seed = gpu.allocate(dtype::f32, 1);
+      const float one = 1;
+      gpu.upload(seed, &one);
+      call forward;
+      forward.kind = op::cross_entropy;
+      forward.type = dtype::f32;
+      forward.out = &loss;
+      forward.in[0] = &logits;
+      forward.in[1] = &targets;
+      set_dims(forward, tokens, vocab, tokens);
+      call gradient = forward;
+      gradient.kind = op::cross_entropy_grad;
+      gradient.type = dtype::bf16;
+      gradient.out = &logits;
+      gradient.in[2] = &seed;
+      gradient.side = &loss;
+      forward.output_kept = true;
+      const double bytes = 2 * bf16_bytes * tokens * vocab;  // the logits read, the gradient written
+      report("cross_entropy", "loss, then the gradient on the kept statistics", vocab,
+             median_ms(
+                 gpu,
+                 [&] {
+                   gpu.run(forward);
+                   gpu.run(gradient);
+                 },
+                 repeat),
+             bytes);
+      call together = forward;
+      together.output_kept = false;
+      together.logits_grad = &logits;
+      report("cross_entropy", "the loss's call writing the gradient", vocab,
+             median_ms(
+                 gpu, [&] { gpu.run(together); }, repeat),
+             bytes);
+    }
+
+    // ---- the token table's gradient ----------------------------------------------------------------
+    {
+      const std::int64_t cols = 768;
+      buffer ids = ids_buffer(gpu, tokens, 50257, 3);
+      buffer dout = random_buffer(gpu, dtype::bf16, tokens * cols, 4);
+      buffer table = gpu.allocate(dtype::bf16, vocab * cols);
+      call c;
+      c.kind = op::embedding_grad;
+      c.type = dtype::bf16;
+      c.out = &table;
+      c.in[0] = &ids;
+      c.in[1] = &dout;
+      set_dims(c, tokens, vocab, cols, std::int64_t{0});
+      report("embedding_grad", "tokens sorted by row", cols,
+             median_ms(
+                 gpu, [&] { gpu.run(c); }, repeat),
+             bf16_bytes * (tokens + vocab) * cols);
+    }
+
+    // ---- norms and embeddings at GPT-2 124M's and 350M's widths -----------------------------------
+    for (const std::int64_t cols : {768, 1024}) {
+      buffer x = random_buffer(gpu, dtype::bf16, tokens * cols, 5),
+             dy = random_buffer(gpu, dtype::bf16, tokens * cols, 6);
+      buffer addend = random_buffer(gpu, dtype::bf16, tokens * cols, 7);
+      buffer w = random_buffer(gpu, dtype::bf16, cols, 8), b = random_buffer(gpu, dtype::bf16, cols, 9);
+      buffer dx = gpu.allocate(dtype::bf16, tokens * cols), y = gpu.allocate(dtype::bf16, tokens * cols);
+      buffer dw = gpu.allocate(dtype::bf16, cols), db = gpu.allocate(dtype::bf16, cols);
+      const double row_bytes = bf16_bytes * tokens * cols;
+
+      call gradients;  // layer_norm_grad_x (x, w, dy) with dw, db and the residual stream's add
+      gradients.kind = op::layer_norm_grad_x;
+      gradients.type = dtype::bf16;
+      gradients.out = &dx;
+      gradients.in[0] = &x;
+      gradients.in[1] = &w;
+      gradients.in[2] = &dy;
+      gradients.scalar = 1e-5;
+      gradients.weight_grad = &dw;
+      gradients.bias_grad = &db;
+      gradients.epilogue = sg::compute::product_epilogue::add;
+      gradients.side = &addend;
+      set_dims(gradients, tokens, cols);
+      report("layer_norm_grad_x", "dx + addend, dw and db in one pass", cols,
+             median_ms(
+                 gpu, [&] { gpu.run(gradients); }, repeat),
+             4 * row_bytes);
+
+      call norm;
+      norm.kind = op::layer_norm;
+      norm.type = dtype::bf16;
+      norm.out = &y;
+      norm.in[0] = &x;
+      norm.in[1] = &w;
+      norm.in[2] = &b;
+      norm.scalar = 1e-5;
+      set_dims(norm, tokens, cols);
+      report("layer_norm", "a warp a row", cols,
+             median_ms(
+                 gpu, [&] { gpu.run(norm); }, repeat),
+             2 * row_bytes);
+
+      buffer table = random_buffer(gpu, dtype::bf16, vocab * cols, 10),
+             ids = ids_buffer(gpu, tokens, 50257, 11);
+      call gather;
+      gather.kind = op::embedding;
+      gather.type = dtype::bf16;
+      gather.out = &y;
+      gather.in[0] = &ids;
+      gather.in[1] = &table;
+      set_dims(gather, tokens, vocab, cols, std::int64_t{0});
+      report("embedding", "16-byte vectors", cols,
+             median_ms(
+                 gpu, [&] { gpu.run(gather); }, repeat),
+             2 * row_bytes);
+
+      buffer positions = random_buffer(gpu, dtype::bf16, 1024 * cols, 12);
+      call position;
+      position.kind = op::position_embedding;
+      position.type = dtype::bf16;
+      position.out = &y;
+      position.in[0] = &x;
+      position.in[1] = &positions;
+      set_dims(position, tokens / 1024, std::int64_t{1024}, cols);
+      report("position_embedding", "16-byte vectors", cols,
+             median_ms(
+                 gpu, [&] { gpu.run(position); }, repeat),
+             2 * row_bytes);
+    }
+    gpu.synchronize();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
