@@ -55,10 +55,7 @@ find_package_handle_standard_args(KokkosCore
 
 if(KokkosCore_FOUND AND NOT TARGET KokkosCore::KokkosCore)
   find_package(Threads QUIET)
-  add_library(KokkosCore::KokkosCore UNKNOWN IMPORTED)
-  set_target_properties(KokkosCore::KokkosCore PROPERTIES
-    IMPORTED_LOCATION "${KokkosCore_LIBRARY}"
-    INTERFACE_INCLUDE_DIRECTORIES "${KokkosCore_INCLUDE_DIR}")
+  shardgraph_imported_library(KokkosCore::KokkosCore "${KokkosCore_LIBRARY}" "${KokkosCore_INCLUDE_DIR}")
   # A static libkokkoscore needs these itself; for the shared one they are harmless.
   if(TARGET Threads::Threads)
     set_property(TARGET KokkosCore::KokkosCore APPEND PROPERTY INTERFACE_LINK_LIBRARIES Threads::Threads)

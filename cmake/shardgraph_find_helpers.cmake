@@ -41,3 +41,14 @@ function(shardgraph_version_from_header out header prefix)
   endif()
   set(${out} "${version}" PARENT_SCOPE)
 endfunction()
+
+# shardgraph_imported_library(<target> <library> <include_dir>): the imported target of a found
+# library (its file and its headers' folder), unless it exists already.
+function(shardgraph_imported_library target library include_dir)
+  if(NOT TARGET ${target})
+    add_library(${target} UNKNOWN IMPORTED)
+    set_target_properties(${target} PROPERTIES
+      IMPORTED_LOCATION "${library}"
+      INTERFACE_INCLUDE_DIRECTORIES "${include_dir}")
+  endif()
+endfunction()

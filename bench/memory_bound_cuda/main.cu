@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <random>
 #include <string>
@@ -53,10 +54,18 @@ buffer ids_buffer(sg::cuda::backend& gpu, std::int64_t n, std::int64_t range, st
   gpu.upload(b, ids.data());
   return b;
 }
-template <class... Dims>
-void set_dims(call& c, Dims... dims) {
-  const std::int64_t all[] = {dims...};
-  for (std::size_t k = 0; k < sizeof...(Dims); ++k) c.dims[k] = all[k];
+// A call of `kind` writing `out` from `inputs`, its dims in order.
+call make_call(op kind, dtype type, buffer& out, std::initializer_list<const buffer*> inputs,
+               std::initializer_list<std::int64_t> dims) {
+  call c;
+  c.kind = kind;
+  c.type = type;
+  c.out = &out;
+  int k = 0;
+  for (const buffer* in : inputs) c.in[k++] = in;
+  k = 0;
+  for (const std::int64_t d : dims) c.dims[k++] = d;
+  return c;
 }
 
 // The median time of one run of `work` (the backend's calls), recorded 10 times into one graph.
@@ -85,6 +94,11 @@ double median_ms(sg::cuda::backend& gpu, const std::function<void()>& work, int 
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+double median_ms(sg::cuda::backend& gpu, const call& c, int repeat) {
+  return median_ms(
+      gpu, [&] { gpu.run(c); }, repeat);
 }
 
 void report(std::string_view kernel, std::string_view variant, std::int64_t cols, double ms, double bytes) {
@@ -127,20 +141,14 @@ int main(int argc, char** argv) {
       buffer loss = gpu.allocate(dtype::f32, 1), seed = gpu.allocate(dtype::f32, 1);
       const float one = 1;
       gpu.upload(seed, &one);
-      call forward;
-      forward.kind = op::cross_entropy;
-      forward.type = dtype::f32;
-      forward.out = &loss;
-      forward.in[0] = &logits;
-      forward.in[1] = &targets;
-      set_dims(forward, tokens, vocab, tokens);
-      call gradient = forward;
-      gradient.kind = op::cross_entropy_grad;
-      gradient.type = dtype::bf16;
-      gradient.out = &logits;
-      gradient.in[2] = &seed;
+      call forward =
+          make_call(op::cross_entropy, dtype::f32, loss, {&logits, &targets}, {tokens, vocab, tokens});
+      call gradient = make_call(op::cross_entropy_grad, dtype::bf16, logits, {&logits, &targets, &seed},
+                                {tokens, vocab, tokens});
+      call together = forward;
+      together.logits_grad = &logits;
+      forward.output_kept = true;  // the gradient reads the kept log-sum-exp
       gradient.side = &loss;
-      forward.output_kept = true;
       const double bytes = 2 * bf16_bytes * tokens * vocab;  // the logits read, the gradient written
       report("cross_entropy", "loss, then the gradient on the kept statistics", vocab,
              median_ms(
@@ -151,12 +159,7 @@ int main(int argc, char** argv) {
                  },
                  repeat),
              bytes);
-      call together = forward;
-      together.output_kept = false;
-      together.logits_grad = &logits;
-      report("cross_entropy", "the loss's call writing the gradient", vocab,
-             median_ms(
-                 gpu, [&] { gpu.run(together); }, repeat),
+      report("cross_entropy", "the loss's call writing the gradient", vocab, median_ms(gpu, together, repeat),
              bytes);
     }
 
@@ -166,16 +169,9 @@ int main(int argc, char** argv) {
       buffer ids = ids_buffer(gpu, tokens, 50257, 3);
       buffer dout = random_buffer(gpu, dtype::bf16, tokens * cols, 4);
       buffer table = gpu.allocate(dtype::bf16, vocab * cols);
-      call c;
-      c.kind = op::embedding_grad;
-      c.type = dtype::bf16;
-      c.out = &table;
-      c.in[0] = &ids;
-      c.in[1] = &dout;
-      set_dims(c, tokens, vocab, cols, std::int64_t{0});
-      report("embedding_grad", "tokens sorted by row", cols,
-             median_ms(
-                 gpu, [&] { gpu.run(c); }, repeat),
+      const call c =
+          make_call(op::embedding_grad, dtype::bf16, table, {&ids, &dout}, {tokens, vocab, cols, 0});
+      report("embedding_grad", "tokens sorted by row", cols, median_ms(gpu, c, repeat),
              bf16_bytes * (tokens + vocab) * cols);
     }
 
@@ -187,66 +183,31 @@ int main(int argc, char** argv) {
       buffer w = random_buffer(gpu, dtype::bf16, cols, 8), b = random_buffer(gpu, dtype::bf16, cols, 9);
       buffer dx = gpu.allocate(dtype::bf16, tokens * cols), y = gpu.allocate(dtype::bf16, tokens * cols);
       buffer dw = gpu.allocate(dtype::bf16, cols), db = gpu.allocate(dtype::bf16, cols);
+      buffer table = random_buffer(gpu, dtype::bf16, vocab * cols, 10),
+             ids = ids_buffer(gpu, tokens, 50257, 11);
+      buffer positions = random_buffer(gpu, dtype::bf16, 1024 * cols, 12);
       const double row_bytes = bf16_bytes * tokens * cols;
 
-      call gradients;  // layer_norm_grad_x (x, w, dy) with dw, db and the residual stream's add
-      gradients.kind = op::layer_norm_grad_x;
-      gradients.type = dtype::bf16;
-      gradients.out = &dx;
-      gradients.in[0] = &x;
-      gradients.in[1] = &w;
-      gradients.in[2] = &dy;
+      // layer_norm_grad_x (x, w, dy) with dw, db and the residual stream's add
+      call gradients = make_call(op::layer_norm_grad_x, dtype::bf16, dx, {&x, &w, &dy}, {tokens, cols});
       gradients.scalar = 1e-5;
       gradients.weight_grad = &dw;
       gradients.bias_grad = &db;
       gradients.epilogue = sg::compute::product_epilogue::add;
       gradients.side = &addend;
-      set_dims(gradients, tokens, cols);
       report("layer_norm_grad_x", "dx + addend, dw and db in one pass", cols,
-             median_ms(
-                 gpu, [&] { gpu.run(gradients); }, repeat),
-             4 * row_bytes);
+             median_ms(gpu, gradients, repeat), 4 * row_bytes);
 
-      call norm;
-      norm.kind = op::layer_norm;
-      norm.type = dtype::bf16;
-      norm.out = &y;
-      norm.in[0] = &x;
-      norm.in[1] = &w;
-      norm.in[2] = &b;
+      call norm = make_call(op::layer_norm, dtype::bf16, y, {&x, &w, &b}, {tokens, cols});
       norm.scalar = 1e-5;
-      set_dims(norm, tokens, cols);
-      report("layer_norm", "a warp a row", cols,
-             median_ms(
-                 gpu, [&] { gpu.run(norm); }, repeat),
-             2 * row_bytes);
+      report("layer_norm", "a warp a row", cols, median_ms(gpu, norm, repeat), 2 * row_bytes);
 
-      buffer table = random_buffer(gpu, dtype::bf16, vocab * cols, 10),
-             ids = ids_buffer(gpu, tokens, 50257, 11);
-      call gather;
-      gather.kind = op::embedding;
-      gather.type = dtype::bf16;
-      gather.out = &y;
-      gather.in[0] = &ids;
-      gather.in[1] = &table;
-      set_dims(gather, tokens, vocab, cols, std::int64_t{0});
-      report("embedding", "16-byte vectors", cols,
-             median_ms(
-                 gpu, [&] { gpu.run(gather); }, repeat),
-             2 * row_bytes);
+      const call gather = make_call(op::embedding, dtype::bf16, y, {&ids, &table}, {tokens, vocab, cols, 0});
+      report("embedding", "16-byte vectors", cols, median_ms(gpu, gather, repeat), 2 * row_bytes);
 
-      buffer positions = random_buffer(gpu, dtype::bf16, 1024 * cols, 12);
-      call position;
-      position.kind = op::position_embedding;
-      position.type = dtype::bf16;
-      position.out = &y;
-      position.in[0] = &x;
-      position.in[1] = &positions;
-      set_dims(position, tokens / 1024, std::int64_t{1024}, cols);
-      report("position_embedding", "16-byte vectors", cols,
-             median_ms(
-                 gpu, [&] { gpu.run(position); }, repeat),
-             2 * row_bytes);
+      const call position =
+          make_call(op::position_embedding, dtype::bf16, y, {&x, &positions}, {tokens / 1024, 1024, cols});
+      report("position_embedding", "16-byte vectors", cols, median_ms(gpu, position, repeat), 2 * row_bytes);
     }
     gpu.synchronize();
   } catch (const std::exception& e) {

@@ -878,6 +878,9 @@ class rank_program {
     if (n.body() >= 0) where += " in layer " + std::to_string(layer_);
     return where + " on rank " + std::to_string(world_rank_);
   }
+  // Whether the loss's calls write the logits' gradients planned with them
+  // (plan_cross_entropy_gradient_with_loss): for a seed of 1; under a loss scale the two run apart.
+  bool loss_writes_gradient() const { return loss_scale_ == 1.0; }
   void run_step_here(const step& st) {
     const node& n = program_.nodes[st.node];
     if (unread_[index(st.node)]) return;  // only outputs forward() does not return read it
@@ -886,12 +889,13 @@ class rank_program {
         if (fused_.bias_grad_by_product[index(st.node)]) return;     // its weight product wrote it
         if (fused_.made_with_query[index(st.node)]) return;          // its attention_grad_q wrote it
         if (fused_.made_with_input_grad[index(st.node)]) return;     // its norm's input gradient wrote it
-        if (fused_.made_with_loss[index(st.node)] && loss_scale_ == 1.0) return;  // its loss's call wrote it
+        if (loss_writes_gradient() && fused_.made_with_loss[index(st.node)])
+          return;                                                    // its loss's call wrote it
         if (fused_.written_by_product[index(st.node)] >= 0) return;  // a linear's epilogue wrote it
         if (fused_.stored_from[index(st.node)] >= 0) return;         // a split or merge of heads, in place
         run_compute(st.node);
         if (fused_.bias_grad_of[index(st.node)] >= 0) check_finite(fused_.bias_grad_of[index(st.node)]);
-        if (fused_.logits_grad_of[index(st.node)] >= 0 && loss_scale_ == 1.0)
+        if (loss_writes_gradient() && fused_.logits_grad_of[index(st.node)] >= 0)
           check_finite(fused_.logits_grad_of[index(st.node)]);
         if (fused_.key_grad_of[index(st.node)] >= 0) {
           check_finite(fused_.key_grad_of[index(st.node)]);
@@ -1886,7 +1890,7 @@ class rank_program {
     }
     call.token_major = fused_.token_major[index(i)];
     call.output_kept = fused_.output_kept[index(i)];
-    if (fused_.logits_grad_of[index(i)] >= 0 && loss_scale_ == 1.0)  // a scaled seed: the two apart
+    if (loss_writes_gradient() && fused_.logits_grad_of[index(i)] >= 0)
       call.logits_grad = &value(fused_.logits_grad_of[index(i)]);
     if (fused_.forward_output_of[index(i)] >= 0) call.side = &value(fused_.forward_output_of[index(i)]);
     if (const step_fusion::epilogue& e = fused_.epilogue_of[index(i)]; e.out >= 0) {

@@ -1,8 +1,9 @@
 #pragma once
 // Row softmax kernels: softmax and its gradient, the causal softmax of attention's scores and its
 // gradient, and the fused softmax cross-entropy (loss and gradient in one pass each, never
-// materialising the probabilities). One block per row. Formulas: cpu/softmax.hpp,
-// cpu/cross_entropy.hpp and their backward files.
+// materialising the probabilities), or both from one read of the logits. A block per row, but for
+// the persistent staged kernel at the end. Formulas: cpu/softmax.hpp, cpu/cross_entropy.hpp and
+// their backward files.
 #include <shardgraph/cuda/kernels/element_access.cuh>
 #include <shardgraph/cuda/kernels/vectorized.cuh>
 
