@@ -1,6 +1,8 @@
 // gemm_cuda: cuda::gemm_runner on the linear layers of GPT-2 124M at B=16, T=1024 (M = 16384 rows),
 // bf16, with and without the fused epilogue: median time over --repeat runs (CUDA events) and
-// TFLOP/s. One JSON line per shape; bench/gemm_pytorch.py times torch on the same shapes.
+// TFLOP/s, with cuBLASLt's first heuristic answer ("choice": "heuristic") and with the fastest of its
+// first answers ("timed", the backend's default). One JSON line per shape and choice;
+// bench/gemm_pytorch.py times torch on the same shapes.
 //
 //   gemm_cuda [--repeat 50] [--rows 16384]
 #include <shardgraph/core/half_types.hpp>
@@ -75,7 +77,7 @@ int main(int argc, char** argv) {
                                        {"mlp.c_fc + gelu", 768, 3072, epilogue::bias_gelu},
                                        {"mlp.c_proj", 3072, 768, epilogue::bias},
                                        {"lm_head", 768, 50304, epilogue::none}};
-    sg::cuda::gemm_runner gemm;
+    sg::cuda::gemm_runner heuristic(sg::cuda::gemm_choice::heuristic), timed(sg::cuda::gemm_choice::timed);
     for (const layer& l : layers) {
       const std::int64_t bytes = 2;
       sg::cuda::device_buffer x(static_cast<std::size_t>(rows * l.in * bytes)),
@@ -85,21 +87,25 @@ int main(int argc, char** argv) {
                            "gemm_cuda (cudaMemset)");  // bf16 ~0.01
       sg::cuda::check_cuda(cudaMemset(w.data(), 0x3c, w.size_bytes()), "gemm_cuda (cudaMemset)");
       sg::cuda::check_cuda(cudaMemset(b.data(), 0, b.size_bytes()), "gemm_cuda (cudaMemset)");
-      for (epilogue post : {epilogue::none, l.post}) {
-        const sg::cuda::gemm_shape s{rows, l.out, l.in, element::bf16, post};
-        const double ms = median_ms(gemm, s, x.data(), w.data(), b.data(), y.data(), repeat);
-        const double flop =
-            2.0 * static_cast<double>(rows) * static_cast<double>(l.in) * static_cast<double>(l.out);
-        const char* e = post == epilogue::none ? "none" : post == epilogue::bias ? "bias" : "bias+gelu";
-        std::printf(
-            "{\"bench\": \"gemm_cuda\", \"layer\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, \"type\": "
-            "\"bf16\", "
-            "\"epilogue\": \"%s\", \"median_ms\": %.4f, \"tflops\": %.1f}\n",
-            l.name, static_cast<long long>(rows), static_cast<long long>(l.in), static_cast<long long>(l.out),
-            e, ms, flop / (ms * 1e-3) / 1e12);
-        std::fflush(stdout);
-        if (post == l.post) break;
-      }
+      std::vector<epilogue> posts{epilogue::none};
+      if (l.post != epilogue::none) posts.push_back(l.post);
+      for (epilogue post : posts)
+        for (sg::cuda::gemm_runner* gemm : {&heuristic, &timed}) {
+          const sg::cuda::gemm_shape s{rows, l.out, l.in, element::bf16, post};
+          const double ms = median_ms(*gemm, s, x.data(), w.data(), b.data(), y.data(), repeat);
+          const double flop =
+              2.0 * static_cast<double>(rows) * static_cast<double>(l.in) * static_cast<double>(l.out);
+          const char* e = post == epilogue::none ? "none" : post == epilogue::bias ? "bias" : "bias+gelu";
+          std::printf(
+              "{\"bench\": \"gemm_cuda\", \"layer\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, "
+              "\"type\": "
+              "\"bf16\", "
+              "\"epilogue\": \"%s\", \"choice\": \"%s\", \"median_ms\": %.4f, \"tflops\": %.1f}\n",
+              l.name, static_cast<long long>(rows), static_cast<long long>(l.in),
+              static_cast<long long>(l.out), e, gemm == &timed ? "timed" : "heuristic", ms,
+              flop / (ms * 1e-3) / 1e12);
+          std::fflush(stdout);
+        }
     }
   } catch (const sg::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

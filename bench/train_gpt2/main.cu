@@ -5,13 +5,16 @@
 // which bench/compare_pytorch.py reads (--shardgraph build-gpu/bench/train_gpt2).
 //
 //   train_gpt2 [--model 124M|350M] [--batch 16] [--seq 1024] [--steps 20] [--warmup 5] [--precision bf16|f32]
-//              [--profile 1] [--graphs 0|1]
+//              [--profile 1] [--graphs 0|1] [--gemm timed|heuristic]
 //
 // --profile 1 times every op on the GPU (the backend's profile mode, which waits for each op) and
 // prints one line per op, largest first: KERNEL {"op": "linear bf16", "calls_per_step": 74,
 // "ms_per_step": 9.1}. Its step times include the waiting; take the speed figures from a run without it.
 // --graphs 0 launches every op of every step (by default the second step's forward and backward are
 // recorded as one CUDA graph and the later ones replay it: "replayed_steps" in the RESULT line).
+// --gemm heuristic runs cuBLASLt's first heuristic answer for every product instead of the fastest
+// of its first answers, timed at the first step (the backend's default); stderr says how many plans
+// the timing changed and the milliseconds of one call of each, with the first answer and chosen.
 //
 // MFU counts 6 N + 12 L H Q T FLOPs per token (N parameters without the position table, the tied
 // table once; L layers, H heads, Q head size, T tokens per sequence) against 989.4 TFLOP/s, the
@@ -49,12 +52,14 @@ struct options {
   std::int64_t batch = 16, seq = 1024;
   int steps = 20, warmup = 5;
   bool profile = false, graphs = true;
+  sg::cuda::gemm_choice gemm = sg::cuda::gemm_choice::timed;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "shardgraph: train_gpt2: %s. usage: train_gpt2 [--model 124M|350M] [--batch B] [--seq T] "
-               "[--steps S] [--warmup W] [--precision bf16|f32] [--profile 1] [--graphs 0|1]\n",
+               "[--steps S] [--warmup W] [--precision bf16|f32] [--profile 1] [--graphs 0|1] [--gemm "
+               "timed|heuristic]\n",
                why.c_str());
   std::exit(2);
 }
@@ -82,6 +87,10 @@ options parse(int argc, char** argv) {
         o.profile = std::stoi(v) != 0;
       else if (a == "--graphs")
         o.graphs = std::stoi(v) != 0;
+      else if (a == "--gemm" && (v == "timed" || v == "heuristic"))
+        o.gemm = v == "timed" ? sg::cuda::gemm_choice::timed : sg::cuda::gemm_choice::heuristic;
+      else if (a == "--gemm")
+        usage("--gemm is timed or heuristic");
       else
         usage("unknown option " + a);
     } catch (const std::logic_error&) {
@@ -131,7 +140,7 @@ int main(int argc, char** argv) {
       std::size_t free_before = 0, total = 0;
       sg::cuda::check_cuda(cudaMemGetInfo(&free_before, &total), "train_gpt2 (cudaMemGetInfo)");
       const auto bind_start = std::chrono::steady_clock::now();
-      sg::cuda::backend gpu({.profile = o.profile, .graphs = o.graphs});
+      sg::cuda::backend gpu({.profile = o.profile, .graphs = o.graphs, .gemm = o.gemm});
       auto rank = sg::bind(program, config.sizes(o.batch, o.seq), comm, gpu,
                            sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights(1, 0.02), {},
                            {.outputs = {"loss"}});  // the step reads the loss only: the logits are reused
@@ -179,6 +188,16 @@ int main(int argc, char** argv) {
           held.parameters / gib, held.gradients / gib, held.activations / gib, held.arena / gib,
           held.arena_values / gib,
           (trainer_held.master_weights + trainer_held.optimizer_states + trainer_held.gradient_sums) / gib);
+      const auto& choices = gpu.gemm_choices();
+      std::fprintf(
+          stderr,
+          "train_gpt2: GEMM plans timed %zu, of which %d chose another than cuBLASLt's first answer; "
+          "one call of each timed plan: %.3f ms with the first answers, %.3f ms as chosen\n",
+          choices.plans.size(), choices.changed(), choices.first_ms(), choices.chosen_ms());
+      for (const auto& p : choices.plans)
+        if (p.chosen_ms < p.first_ms)
+          std::fprintf(stderr, "train_gpt2:   %s: %.3f -> %.3f ms\n", p.what.c_str(), p.first_ms,
+                       p.chosen_ms);
       const double allocated = static_cast<double>(gpu.peak_bytes() + gpu.scratch_bytes()) / gib;
       std::printf(
           "RESULT {\"impl\": \"shardgraph\", \"model\": \"%s\", \"precision\": \"%s\", \"batch\": %lld, "

@@ -5,6 +5,7 @@
 #include <shardgraph/cuda.hpp>
 #include <shardgraph/cuda/gemm.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -208,4 +209,44 @@ TEST_CASE("cuda gemm: a plan per shape and alignment, right for unaligned pointe
   for (std::size_t i = 1; i <= 64; ++i) CHECK(shifted[i] == 8.0f);
   gemm.run({8, 16, 4, element::f32, epilogue::none}, x.data(), w.data(), nullptr, y.data());
   CHECK(gemm.plans() == 3);
+}
+
+TEST_CASE("cuda gemm: the timed choice times products it may repeat, and adds to C once", "[cuda][gpu]") {
+  // y += x w in place (beta 1, no addend): x and w all 1/4 (exact in bf16), y all 1, so each output
+  // is 1 + k/16 = 17 after one product and 33 after two. Timing would run it several times: a
+  // product adding to C itself takes the heuristic's first answer instead, untimed.
+  const std::int64_t m = 256, n = 768, k = 256;
+  const std::vector<sg::bfloat16> quarter(static_cast<std::size_t>(std::max(m, n) * k), sg::bfloat16(0.25f)),
+      one(static_cast<std::size_t>(m * n), sg::bfloat16(1.0f));
+  sg::cuda::device_buffer x(quarter.size() * 2), w(quarter.size() * 2), y(one.size() * 2);
+  x.upload(quarter.data());
+  w.upload(quarter.data());
+  y.upload(one.data());
+  const sg::cuda::matmul_problem add{.m = m,
+                                     .n = n,
+                                     .k = k,
+                                     .a_type = element::bf16,
+                                     .b_type = element::bf16,
+                                     .c_type = element::bf16,
+                                     .beta = 1};
+  sg::cuda::gemm_runner timed(sg::cuda::gemm_choice::timed);
+  timed.run(add, x.data(), w.data(), y.data(), nullptr, nullptr, "gemm_test");
+  std::vector<sg::bfloat16> got(one.size());
+  sg::cuda::check_cuda(cudaDeviceSynchronize(), "gemm_test (cudaDeviceSynchronize)");
+  y.download(got.data());
+  CHECK(static_cast<float>(got.front()) == 17.0f);
+  CHECK(static_cast<float>(got.back()) == 17.0f);
+  CHECK(timed.choices().plans.empty());
+  // Written afresh (beta 0), the product is timed among cuBLASLt's answers (it gives several for
+  // bf16 at these sizes) and the chosen one's result is the product's.
+  timed.run({m, n, k, element::bf16, epilogue::none}, x.data(), w.data(), nullptr, y.data());
+  sg::cuda::check_cuda(cudaDeviceSynchronize(), "gemm_test (cudaDeviceSynchronize)");
+  y.download(got.data());
+  CHECK(static_cast<float>(got.front()) == 16.0f);
+  CHECK(static_cast<float>(got.back()) == 16.0f);
+  CHECK(timed.choices().plans.size() == 1);
+  CHECK(timed.choices().chosen_ms() <= timed.choices().first_ms());
+  sg::cuda::gemm_runner first(sg::cuda::gemm_choice::heuristic);
+  first.run({m, n, k, element::bf16, epilogue::none}, x.data(), w.data(), nullptr, y.data());
+  CHECK(first.choices().plans.empty());
 }

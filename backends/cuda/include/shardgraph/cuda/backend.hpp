@@ -74,6 +74,10 @@ struct backend_options {
   // SHARDGRAPH_CUDA_CUDNN) rather than shardgraph's own kernels; false (or
   // SHARDGRAPH_CUDA_ATTENTION=flash) keeps the own kernels everywhere.
   bool cudnn_attention = true;
+  // A GEMM plan's algorithm: the fastest of cuBLASLt's first answers, timed at its first call
+  // (gemm.hpp); heuristic (or SHARDGRAPH_CUDA_GEMM_CHOICE=heuristic) takes the first answer, the
+  // same in every run, for bitwise-repeatable runs.
+  gemm_choice gemm = gemm_choice::timed;
 };
 
 // GPU time per op (profile mode): calls and total milliseconds, by op name and output dtype.
@@ -115,11 +119,11 @@ struct backend_state {
   // at another count may read memory that has moved.
   std::uint64_t moves = 0;
   std::uint64_t memory_generation() const { return moves + scratch.generation(); }
-  int multiprocessors = 1;                   // the device's SMs
+  int multiprocessors = 1;  // the device's SMs
   // resident blocks an SM, by kernel, dynamic shared memory and threads a block
   std::map<std::tuple<const void*, std::size_t, unsigned>, int> blocks_per_sm;
   std::size_t shared_per_block = 48 * 1024;  // the most shared memory a block may ask for (opt-in)
-  explicit backend_state(int d, bool profiling) : device(d), profile(profiling) {
+  backend_state(int d, bool profiling, gemm_choice choice) : device(d), gemm(choice), profile(profiling) {
     check_cuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, d),
                "backend (cudaDeviceGetAttribute)");
     int optin = 0;
@@ -158,6 +162,14 @@ inline bool cudnn_attention_chosen(bool option) {
          "set it to cudnn (cuDNN's fused attention where it applies) or flash (shardgraph's kernels)");
   if (v != nullptr && std::string_view(v) != "") return std::string_view(v) == "cudnn";
   return option;
+}
+inline gemm_choice gemm_choice_chosen(gemm_choice option) {
+  const char* v = std::getenv("SHARDGRAPH_CUDA_GEMM_CHOICE");
+  if (v == nullptr || std::string_view(v) == "") return option;
+  if (std::string_view(v) == "timed") return gemm_choice::timed;
+  if (std::string_view(v) == "heuristic") return gemm_choice::heuristic;
+  fail("cuda::backend", text("SHARDGRAPH_CUDA_GEMM_CHOICE is \"", v, "\""),
+       "set it to timed (the fastest of cuBLASLt's first answers) or heuristic (its first answer)");
 }
 inline bool graphs_allowed(bool option) {
   const char* v = std::getenv("SHARDGRAPH_CUDA_GRAPHS");
@@ -239,7 +251,8 @@ class backend {
   explicit backend(backend_options options = {})
       : options_(options),
         state_(std::make_shared<detail::backend_state>(detail::current_device(options.device),
-                                                       detail::profile_requested(options.profile))) {
+                                                       detail::profile_requested(options.profile),
+                                                       detail::gemm_choice_chosen(options.gemm))) {
     options_.graphs = detail::graphs_allowed(options_.graphs);
     options_.cudnn_attention = detail::cudnn_attention_chosen(options_.cudnn_attention);
 #if SHARDGRAPH_CUDA_CUDNN
@@ -282,6 +295,8 @@ class backend {
   }
   void reset_profile() { state_->times.clear(); }
   bool profiling() const { return state_->profile; }
+  // The GEMM plans' timed choices so far (gemm_runner::choices).
+  const gemm_choice_report& gemm_choices() const { return state_->gemm.choices(); }
 
   // Memory
   buffer allocate(dtype t, std::int64_t numel) {
@@ -1022,8 +1037,8 @@ class backend {
       });
     }
     forget_lse(logits);
-    kernels::cross_entropy_rows_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
-        in(c, 0), in(c, 1), losses, d[1], state_->bad_target());
+    kernels::cross_entropy_rows_kernel<C>
+        <<<rows, kernels::row_threads, 0, stream()>>>(in(c, 0), in(c, 1), losses, d[1], state_->bad_target());
   }
   // The rows' losses and the logits' gradient for a loss gradient of 1 (kernel_call::logits_grad,
   // which may be the logits' memory): one kernel where the rows are 16-byte aligned whole vectors,
@@ -1586,8 +1601,7 @@ class backend {
     const C scale = C(1 / std::sqrt(static_cast<double>(a.head_dim)));
     kernels::softmax_grad_kernel<C>
         <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, stream()>>>(
-            kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.seq, a.seq, true,
-            scale);
+            kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.seq, a.seq, true, scale);
     // dQ = dS K; dK = dS^T Q; dV = P^T dO (the transposes sum over the group's query heads)
     product(ds, t, k.data(), t, dq, t, times_values_product(a), "attention dQ");
     product(ds, t, q.data(), t, dk, t, transposed_product(a), "attention dK");

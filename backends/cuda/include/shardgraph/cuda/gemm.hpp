@@ -14,6 +14,12 @@
 // f16 take f32 accumulation and round the output once. Failures name the call, the sizes and the
 // status.
 //
+// The algorithm of a plan is, by default, the fastest of cuBLASLt's first few heuristic answers,
+// timed on the first call's own operands (gemm_choice::timed, as XLA autotunes its GEMMs): the
+// heuristic's first answer is not always its fastest, and a plan serves every later call. Choices
+// rest on timings, so two processes may pick different algorithms and round differently;
+// gemm_choice::heuristic takes the first answer, the same in every run.
+//
 // The general form, matmul_problem, is what the compute backend runs: a batch of row-major products
 //   C[i] (m, n) = alpha op(A[i]) op(B[i]) + beta C[i]   [+ bias]   op(X) = X or X^T (stored transposed)
 // with A, B and C of their own element types (bf16 inputs into an f32 C, for attention's scores).
@@ -30,6 +36,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace shardgraph::cuda {
 
@@ -58,6 +65,34 @@ struct epilogue_operands {
   const void* bias = nullptr;
   const void* aux = nullptr;
   const void* addend = nullptr;
+};
+
+// How a plan's algorithm is chosen (see the header comment).
+enum class gemm_choice { heuristic, timed };
+
+// A gemm_runner's timed choices: each timed plan (named as its first call named it) with the
+// median milliseconds of the heuristic's first answer and of the chosen one (equal: kept).
+struct gemm_timed_plan {
+  std::string what;
+  double first_ms = 0, chosen_ms = 0;
+};
+struct gemm_choice_report {
+  std::vector<gemm_timed_plan> plans;
+  int changed() const {
+    int n = 0;
+    for (const gemm_timed_plan& p : plans) n += p.chosen_ms < p.first_ms ? 1 : 0;
+    return n;
+  }
+  double first_ms() const {
+    double ms = 0;
+    for (const gemm_timed_plan& p : plans) ms += p.first_ms;
+    return ms;
+  }
+  double chosen_ms() const {
+    double ms = 0;
+    for (const gemm_timed_plan& p : plans) ms += p.chosen_ms;
+    return ms;
+  }
 };
 
 struct gemm_shape {
@@ -187,13 +222,62 @@ struct lt_handle {
   }
 };
 
+// Two CUDA events, made for one timing and destroyed with it.
+struct event_pair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  event_pair() {
+    check_cuda(cudaEventCreate(&start), "gemm_runner timing (cudaEventCreate)");
+    check_cuda(cudaEventCreate(&stop), "gemm_runner timing (cudaEventCreate)");
+  }
+  event_pair(const event_pair&) = delete;
+  event_pair& operator=(const event_pair&) = delete;
+  ~event_pair() {
+    static_cast<void>(cudaEventDestroy(start));
+    static_cast<void>(cudaEventDestroy(stop));
+  }
+};
+
+// Memory twice the size of the L2 cache, overwritten before a timed run so that the run reads its
+// operands from memory. Where the memory cannot be had, nothing is overwritten (and timings read
+// what the cache holds).
+class cache_flush {
+ public:
+  cache_flush() {
+    int device = 0, l2 = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess || l2 <= 0)
+      return;
+    bytes_ = 2 * static_cast<std::size_t>(l2);
+    if (cudaMalloc(&data_, bytes_) != cudaSuccess) {
+      static_cast<void>(cudaGetLastError());  // out of memory is not sticky: clear it
+      data_ = nullptr;
+    }
+  }
+  cache_flush(const cache_flush&) = delete;
+  cache_flush& operator=(const cache_flush&) = delete;
+  ~cache_flush() {
+    if (data_ != nullptr) static_cast<void>(cudaFree(data_));
+  }
+  void overwrite(cudaStream_t stream) {
+    if (data_ != nullptr)
+      check_cuda(cudaMemsetAsync(data_, 0, bytes_, stream), "gemm_runner timing (cache flush)");
+  }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
 }  // namespace detail
 
 class gemm_runner {
  public:
   static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;  // cuBLASLt's split-K and friends
 
-  gemm_runner() : workspace_(workspace_bytes) {
+  static constexpr int candidates_timed = 8;  // cuBLASLt's first answers, timed by gemm_choice::timed
+
+  explicit gemm_runner(gemm_choice choice = gemm_choice::timed)
+      : workspace_(workspace_bytes), choice_(choice) {
     detail::check_cublas(cublasLtCreate(&handle_.value), "gemm_runner (cublasLtCreate)");
   }
 
@@ -258,9 +342,14 @@ class gemm_runner {
     const bool f64 = s.c_type == element::f64;
     const void* alpha = f64 ? static_cast<const void*>(&s.alpha) : &alpha_f;
     const void* beta = f64 ? static_cast<const void*>(&s.beta) : &beta_f;
-    const cublasStatus_t status =
-        cublasLtMatmul(handle_.value, p.op.value, alpha, b, p.a.value, a, p.b.value, beta, addend, p.c.value,
-                       c, p.c.value, &p.algo, workspace_.data(), workspace_.size_bytes(), stream);
+    const auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
+      return cublasLtMatmul(handle_.value, p.op.value, alpha, b, p.a.value, a, p.b.value, beta, addend,
+                            p.c.value, c, p.c.value, &algo, workspace_.data(), workspace_.size_bytes(),
+                            stream);
+    };
+    // Running the product again changes nothing unless it adds to C itself.
+    if (p.candidate_count > 0) choose(*found, stream, s.beta == 0 || addend != c, launch, what);
+    const cublasStatus_t status = launch(p.algo);
     if (may_decline && status == CUBLAS_STATUS_NOT_SUPPORTED) {  // nothing ran: the caller computes it apart
       found->declined = true;
       return false;
@@ -270,14 +359,71 @@ class gemm_runner {
   }
 
   std::size_t plans() const { return plans_.size(); }  // shapes planned so far
+  const gemm_choice_report& choices() const { return report_; }
+  gemm_choice choice() const { return choice_; }
 
  private:
   struct plan {
     detail::lt_handle<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
     detail::lt_handle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> a, b, c;
     cublasLtMatmulAlgo_t algo{};
+    // cuBLASLt's answers, until the first call chooses among them (a plain array: nvcc's front end
+    // fails on a std::vector of cuBLASLt's unnamed algorithm struct)
+    cublasLtMatmulAlgo_t candidates[candidates_timed]{};
+    int candidate_count = 0;
     bool declined = false;  // try_run: cuBLASLt has no algorithm for this epilogue here
   };
+
+  // Sets p.algo: the fastest candidate where timing is allowed (gemm_choice::timed, `repeatable`:
+  // the caller's product may run several times, and a stream not being recorded into a CUDA graph);
+  // otherwise, and for candidates that fail to launch, the heuristic's first answer. Each candidate
+  // runs once to warm up, then five times, one run at a time after the L2 cache is overwritten (in
+  // a step, the product's operands come mostly from memory, not from its own previous run); its
+  // median counts. Another answer replaces the first only when 3 % faster: closer timings swap
+  // places from run to run.
+  template <class Launch>
+  void choose(plan& p, cudaStream_t stream, bool repeatable, const Launch& launch, const std::string& what) {
+    const int count = p.candidate_count;
+    const cublasLtMatmulAlgo_t* candidates = p.candidates;
+    p.candidate_count = 0;
+    p.algo = candidates[0];
+    const std::string timing = "cuda: " + what + " (timing cuBLASLt's answers)";
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    check_cuda(cudaStreamIsCapturing(stream, &capture), timing.c_str());
+    if (choice_ != gemm_choice::timed || !repeatable || capture != cudaStreamCaptureStatusNone || count < 2)
+      return;
+    constexpr int rounds = 5;
+    detail::event_pair events;
+    detail::cache_flush flush;
+    std::vector<std::vector<double>> ms(static_cast<std::size_t>(count));
+    std::vector<bool> runs(ms.size());
+    for (std::size_t i = 0; i < ms.size(); ++i) runs[i] = launch(candidates[i]) == CUBLAS_STATUS_SUCCESS;
+    for (int round = 0; round < rounds; ++round)
+      for (std::size_t i = 0; i < ms.size(); ++i) {
+        if (!runs[i]) continue;
+        flush.overwrite(stream);
+        check_cuda(cudaEventRecord(events.start, stream), timing.c_str());
+        static_cast<void>(launch(candidates[i]));
+        check_cuda(cudaEventRecord(events.stop, stream), timing.c_str());
+        check_cuda(cudaEventSynchronize(events.stop), timing.c_str());
+        float elapsed = 0;
+        check_cuda(cudaEventElapsedTime(&elapsed, events.start, events.stop), timing.c_str());
+        ms[i].push_back(elapsed);
+      }
+    if (!runs.front()) return;  // the first answer is what runs next and reports its failure
+    std::vector<double> median(ms.size());
+    for (std::size_t i = 0; i < ms.size(); ++i) {
+      if (!runs[i]) continue;
+      std::sort(ms[i].begin(), ms[i].end());
+      median[i] = ms[i][ms[i].size() / 2];
+    }
+    std::size_t fastest = 0;
+    for (std::size_t i = 1; i < ms.size(); ++i)
+      if (runs[i] && median[i] < median[fastest]) fastest = i;
+    if (median[fastest] > 0.97 * median.front()) fastest = 0;
+    p.algo = candidates[fastest];
+    report_.plans.push_back({what, median.front(), median[fastest]});
+  }
   using plan_key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, std::uint32_t, std::int64_t,
                               std::int64_t, std::int64_t, std::int64_t, int, bool>;
 
@@ -372,11 +518,12 @@ class gemm_runner {
       detail::check_cublas(
           cublasLtMatmulPreferenceSetAttribute(preference.value, attribute, &alignment, sizeof alignment),
           what + " (alignment)");
-    cublasLtMatmulHeuristicResult_t best{};
+    cublasLtMatmulHeuristicResult_t answers[candidates_timed]{};
     int found = 0;
+    const int wanted = choice_ == gemm_choice::timed ? candidates_timed : 1;
     const cublasStatus_t status =
         cublasLtMatmulAlgoGetHeuristic(handle_.value, p->op.value, p->a.value, p->b.value, p->c.value,
-                                       p->c.value, preference.value, 1, &best, &found);
+                                       p->c.value, preference.value, wanted, answers, &found);
     if (may_decline && (found == 0 || status == CUBLAS_STATUS_NOT_SUPPORTED)) {
       p->declined = true;
       plans_.emplace(key, std::move(p));
@@ -388,12 +535,17 @@ class gemm_runner {
            "cuBLASLt has no algorithm for these sizes, types, this epilogue and " +
                std::to_string(alignment) + "-byte aligned pointers",
            "pad the dimensions to multiples of 8 and align the buffers to 16 bytes, or use epilogue::none");
-    p->algo = best.algo;
+    for (int i = 0; i < found; ++i)
+      if (answers[i].state == CUBLAS_STATUS_SUCCESS) p->candidates[p->candidate_count++] = answers[i].algo;
+    if (p->candidate_count == 0) p->candidates[p->candidate_count++] = answers[0].algo;
+    p->algo = p->candidates[0];
     return plans_.emplace(key, std::move(p)).first->second.get();
   }
 
   detail::lt_handle<cublasLtHandle_t, cublasLtDestroy> handle_;
   device_buffer workspace_;
+  gemm_choice choice_;
+  gemm_choice_report report_;
   std::map<plan_key, std::unique_ptr<plan>> plans_;
 };
 
