@@ -1225,8 +1225,19 @@ TEST_CASE("cuda backend: rope_grad, the embeddings' gradients and ones match the
                           set_dims(call, {tokens, table_rows, cols, row_offset});
                         });
   });
+  // 21 columns: no 16-byte vectors, the scalar kernel
+  in_each_dtype("embedding_grad, rows of 21, repeated ids", exact, [&](dtype t) {
+    const std::int64_t tokens = 37, table_rows = 19, cols = 21;
+    return b.difference(t, table_rows * cols,
+                        {id_tensor(embedding_ids(tokens)), random_tensor(t, tokens * cols, 3)},
+                        [&](auto& call, auto&) {
+                          call.kind = op::embedding_grad;
+                          set_dims(call, {tokens, table_rows, cols, 0});
+                        });
+  });
+  // 264 columns: 33 bf16 vectors a row, so a lane takes two
   in_each_dtype("embedding_grad, GPT-2's 50304 rows, 4096 tokens on 977 of them", exact, [&](dtype t) {
-    const std::int64_t tokens = 4096, table_rows = 50304, cols = 40;
+    const std::int64_t tokens = 4096, table_rows = 50304, cols = 264;
     std::vector<std::int64_t> ids(static_cast<std::size_t>(tokens));
     for (std::int64_t i = 0; i < tokens; ++i) ids[static_cast<std::size_t>(i)] = (i * i + 7 * i) % 977 * 51;
     return b.difference(t, table_rows * cols, {id_tensor(ids), random_tensor(t, tokens * cols, 4)},

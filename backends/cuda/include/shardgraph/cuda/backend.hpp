@@ -1119,6 +1119,15 @@ class backend {
       kernels::embedding_row_ranges_kernel<I>
           <<<kernels::blocks_for(n, threads), threads, 0, stream()>>>(sorted, n, table_rows, begin, end);
     }
+    const dtype t = c.out->type();
+    if (vector_ready(t, cols, {in(c, 1), in(*c.out)}) && compute_type_is<C>(t))
+      return with_vector_types(t, [&]<class T, class V>() {
+        if constexpr (std::is_same_v<V, C>)
+          kernels::embedding_grad_rows_vector_kernel<T, C>
+              <<<kernels::blocks_for(table_rows * 32, threads), threads, 0, stream()>>>(
+                  typed<T>(*c.in[1]), sorted_order, begin, end, static_cast<T*>(c.out->data()), table_rows,
+                  cols);
+      });
     kernels::embedding_grad_rows_kernel<C>
         <<<kernels::blocks_for(table_rows * 32, threads), threads, 0, stream()>>>(
             in(c, 1), sorted_order, begin, end, out(*c.out), table_rows, cols);

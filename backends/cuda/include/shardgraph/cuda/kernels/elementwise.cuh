@@ -163,17 +163,35 @@ struct adamw_chunk {
 };
 inline constexpr std::int64_t adamw_chunk_elements = 16384;
 
-// One element of the common task below: the double update of the general loop, the clipped
-// gradient rounded to float first as scale() would round it. Returns the bf16 copy of the result.
+// The common task's scalars in f32, read once by each thread (adamw_f32_chunk).
+struct adamw_f32_scalars {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, decay_factor, step_size, bias_correction2_sqrt,
+      grad_factor;
+  __device__ explicit adamw_f32_scalars(const adamw_task& t)
+      : beta1(static_cast<float>(t.scalars.beta1)),
+        one_minus_beta1(static_cast<float>(1 - t.scalars.beta1)),
+        beta2(static_cast<float>(t.scalars.beta2)),
+        one_minus_beta2(static_cast<float>(1 - t.scalars.beta2)),
+        eps(static_cast<float>(t.scalars.eps)),
+        decay_factor(static_cast<float>(t.scalars.decay_factor)),
+        step_size(static_cast<float>(t.scalars.step_size)),
+        bias_correction2_sqrt(static_cast<float>(t.scalars.bias_correction2_sqrt)),
+        grad_factor(static_cast<float>(t.grad_factor)) {}
+};
+
+// One element of the common task below, in f32 as torch's fused AdamW updates f32 parameters (the
+// cpu backend's double update rounds to within a few f32 units of it): the double update's
+// divisions, square roots and conversions would make this memory-bound kernel compute-bound on an
+// H200. The clipped gradient is the f32 product, as scale() rounds it. Returns the result's bf16 copy.
 template <class G>
 __device__ __forceinline__ __nv_bfloat16 adamw_f32_element(float& p, float& m, float& v, G grad,
-                                                           const adamw_task& t) {
+                                                           const adamw_f32_scalars& c) {
   float g = static_cast<float>(grad);
-  if (t.grad_factor != 1) g = static_cast<float>(t.grad_factor) * g;
-  double mi = m, vi = v;
-  p = static_cast<float>(adamw_element(p, g, mi, vi, t.scalars));
-  m = static_cast<float>(mi);
-  v = static_cast<float>(vi);
+  if (c.grad_factor != 1) g = c.grad_factor * g;
+  m = c.beta1 * m + c.one_minus_beta1 * g;
+  v = c.beta2 * v + c.one_minus_beta2 * g * g;
+  const float denominator = sqrtf(v) / c.bias_correction2_sqrt + c.eps;
+  p = p * c.decay_factor - c.step_size * m / denominator;
   return __float2bfloat16_rn(p);
 }
 
@@ -189,9 +207,13 @@ __device__ __forceinline__ void adamw_f32_chunk(const adamw_task& t, std::int64_
   float* v = static_cast<float*>(t.v.data);
   const G* grad = static_cast<const G*>(t.grad.data);
   auto* rounded = static_cast<__nv_bfloat16*>(t.rounded.data);
-  const auto aligned = [](const void* p, unsigned bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
-  const bool vectors = aligned(param, 16) && aligned(m, 16) && aligned(v, 16) && aligned(grad, 4 * sizeof(G)) &&
-                       (rounded == nullptr || aligned(rounded, 8)) && first % 4 == 0;
+  const adamw_f32_scalars c(t);
+  const auto aligned = [](const void* p, unsigned bytes) {
+    return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+  };
+  const bool vectors = aligned(param, 16) && aligned(m, 16) && aligned(v, 16) &&
+                       aligned(grad, 4 * sizeof(G)) && (rounded == nullptr || aligned(rounded, 8)) &&
+                       first % 4 == 0;
   std::int64_t rest = first;
   if (vectors) {
     rest = first + (end - first) / 4 * 4;
@@ -207,7 +229,7 @@ __device__ __forceinline__ void adamw_f32_chunk(const adamw_task& t, std::int64_
       else
         *reinterpret_cast<uint2*>(g4) = *reinterpret_cast<const uint2*>(grad + i);
 #pragma unroll
-      for (int k = 0; k < 4; ++k) r4[k] = adamw_f32_element(p4[k], m4[k], v4[k], g4[k], t);
+      for (int k = 0; k < 4; ++k) r4[k] = adamw_f32_element(p4[k], m4[k], v4[k], g4[k], c);
       *reinterpret_cast<float4*>(param + i) = *reinterpret_cast<const float4*>(p4);
       *reinterpret_cast<float4*>(m + i) = *reinterpret_cast<const float4*>(m4);
       *reinterpret_cast<float4*>(v + i) = *reinterpret_cast<const float4*>(v4);
@@ -215,7 +237,7 @@ __device__ __forceinline__ void adamw_f32_chunk(const adamw_task& t, std::int64_
     }
   }
   for (std::int64_t i = rest + threadIdx.x; i < end; i += blockDim.x) {
-    const __nv_bfloat16 r = adamw_f32_element(param[i], m[i], v[i], grad[i], t);
+    const __nv_bfloat16 r = adamw_f32_element(param[i], m[i], v[i], grad[i], c);
     if (rounded != nullptr) rounded[i] = r;
   }
 }
