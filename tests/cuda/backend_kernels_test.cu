@@ -1246,6 +1246,23 @@ TEST_CASE("cuda backend: rope_grad, the embeddings' gradients and ones match the
                           set_dims(call, {tokens, table_rows, cols, 0});
                         });
   });
+  // A tied table's gradient: the lookup's rows plus the output layer's weight gradient, rounded as
+  // the gradient and then the add apart (the cpu backend runs the two): the same bits. 24 columns
+  // take the vector kernel in every dtype, 21 the scalar one.
+  for (const std::int64_t cols : {std::int64_t{24}, std::int64_t{21}})
+    in_each_dtype("embedding_grad then add, rows of " + std::to_string(cols), exact, [&](dtype t) {
+      const std::int64_t tokens = 37, table_rows = 19;
+      return b.difference(t, table_rows * cols,
+                          {id_tensor(embedding_ids(tokens)), random_tensor(t, tokens * cols, 5),
+                           random_tensor(t, table_rows * cols, 6)},
+                          [&](auto& call, auto& in) {
+                            call.kind = op::embedding_grad;
+                            set_dims(call, {tokens, table_rows, cols, 0});
+                            call.in[2] = nullptr;
+                            call.epilogue = sg::compute::product_epilogue::add;
+                            call.side = &in[2];
+                          });
+    });
   in_each_dtype("position_embedding_grad", long_sums, [&](dtype t) {
     const std::int64_t batch = 3, seq = 7, cols = 40, positions = 9;
     // dy (3, 7, 40) -> dtable (9, 40): rows t < 7 sum over the batch, rows 7 and 8 are zero

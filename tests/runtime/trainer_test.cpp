@@ -371,6 +371,7 @@ TEST_CASE("trainer: bias gradients written with their weight gradients train exa
 struct cpu_every_step_apart : sg::cpu::backend {
   static constexpr bool linear_epilogues = false;
   static constexpr bool norm_grad_add_epilogue = false;
+  static constexpr bool embedding_grad_add_epilogue = false;
   static constexpr bool attention_token_major = false;
   static constexpr bool attention_output_reuse = false;
   static constexpr bool attention_gradients_together = false;
@@ -379,8 +380,9 @@ struct cpu_every_step_apart : sg::cpu::backend {
 };
 
 TEST_CASE(
-    "trainer: GELU, its gradient and the adds after products and norm gradients, done in their "
-    "epilogues, attention on the products' layout, its three gradients in one call, a norm's three "
+    "trainer: GELU, its gradient and the adds after products, norm gradients and the tied table's "
+    "gradient, done in their epilogues, attention on the products' layout, its three gradients in one call, "
+    "a norm's three "
     "in one call and the loss with the logits' gradient train exactly as apart",
     "[runtime][training][threads]") {
   // The values a product's epilogue writes are live from the product's step, and so are q, k, v
@@ -469,8 +471,8 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   CHECK(calls["linear_weight_grad"] == 6 * config.layers + 1);  // and the tied head's
   // Every bias is added by its product, the MLP's GELU and its gradient too; the residual adds
   // after the two projections and the sums of q's, k's and v's input gradients (two a layer) are
-  // the products' too, and the residual gradients' sums (two a layer) the norms' gradients'. Left:
-  // the tied embedding's gradient sum.
+  // the products' too, the residual gradients' sums (two a layer) the norms' gradients', and the
+  // tied table's gradient sum the lookup gradient's, written into the table's gradient buffer.
   CHECK(calls["add_bias"] == 0);
   CHECK(calls["gelu"] == 0);
   CHECK(calls["gelu_grad"] == 0);
@@ -478,7 +480,8 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   CHECK(calls["linear then gelu_grad"] == config.layers);
   CHECK(calls["linear then add"] == 4 * config.layers);
   CHECK(calls["layer_norm_grad_x then add"] == 2 * config.layers);
-  CHECK(calls["add"] == 1);
+  CHECK(calls["add"] == 0);
+  CHECK(calls["embedding_grad then add"] == 1);
   // Attention reads q, k, v (and the output's gradient) as their products wrote them and writes
   // its result (and the gradients) as the next products read them: no split or merge of heads.
   CHECK(calls["split_heads"] == 0);

@@ -44,7 +44,9 @@ struct elementwise_step {
 // What a linear's product does after its bias (kernel_call::epilogue), for a backend declaring
 // `static constexpr bool linear_epilogues = true`; kernel_call::side is the other buffer it touches.
 // A layer_norm_grad_x or rms_norm_grad_x call may carry `add` too, for a backend declaring
-// `static constexpr bool norm_grad_add_epilogue = true` (the residual stream's gradient sum).
+// `static constexpr bool norm_grad_add_epilogue = true` (the residual stream's gradient sum), and
+// an embedding_grad call for one declaring `static constexpr bool embedding_grad_add_epilogue =
+// true` (a tied table's gradient: the output layer's weight gradient plus the lookup's).
 // Each stands for the elementwise step the executor then skips (a GPU's GEMM does it in its epilogue):
 //   gelu       out = gelu(x w + b); side, when set, receives x w + b (gelu_grad's input, kept for the
 //              backward)

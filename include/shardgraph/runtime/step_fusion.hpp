@@ -2,9 +2,10 @@
 // Which steps of a rank's program the backend's calls take over, planned by bind from the step
 // list and the backend's declared abilities (compute/compute_backend.hpp): a bias, a bias gradient
 // or an elementwise step after a product done in the product's epilogue, the add after a norm's
-// input gradient done by the norm's kernel, attention reading and writing the products' layout
-// (no split or merge of heads) and its backward reading the forward's result. The executor skips
-// the steps taken over and hands their values to the calls that write them.
+// input gradient done by the norm's kernel (and a tied table's after its lookup's gradient), attention
+// reading and writing the products' layout (no split or merge of heads) and its backward reading the
+// forward's result. The executor skips the steps taken over and hands their values to the calls that write
+// them.
 #include <cstddef>
 #include <functional>
 #include <utility>
@@ -161,7 +162,10 @@ class step_fusion_planner {
   //   add        linear [-> add_bias] -> add(product, v), v computed before the product: the residual
   //              add after a projection, or a gradient summed from two branches (q's, k's and v's);
   //              also after layer_norm_grad_x or rms_norm_grad_x (norm_grad_add_epilogue): the
-  //              residual stream's gradient, summed with the norm branch's
+  //              residual stream's gradient, summed with the norm branch's; and after
+  //              embedding_grad (embedding_grad_add_epilogue): a tied table's gradient, the output
+  //              layer's weight gradient plus the lookup's, written straight into the parameter's
+  //              gradient buffer
   // The product's own value, and the add_bias's unless it is the kept pre-activation, is not kept.
   void plan_product_epilogues() {
     const graph& g = in_.program.nodes;
@@ -170,10 +174,12 @@ class step_fusion_planner {
     fused_.held_in_epilogue.assign(index(g.size()), false);
     constexpr bool linears = requires { requires Backend::linear_epilogues; };
     constexpr bool norms = requires { requires Backend::norm_grad_add_epilogue; };
-    if constexpr (linears || norms) {
+    constexpr bool tables = requires { requires Backend::embedding_grad_add_epilogue; };
+    if constexpr (linears || norms || tables) {
       const auto adds_after = [&](op kind) {  // a producer whose call can add a value to its result
         return (linears && kind == op::linear) ||
-               (norms && (kind == op::layer_norm_grad_x || kind == op::rms_norm_grad_x));
+               (norms && (kind == op::layer_norm_grad_x || kind == op::rms_norm_grad_x)) ||
+               (tables && kind == op::embedding_grad);
       };
       const auto only_reader = [&](int i, int r) {
         return in_.readers[index(i)].size() == 1 && in_.readers[index(i)][0] == r;
@@ -211,10 +217,13 @@ class step_fusion_planner {
         if (!computed_alone(product) || fused_.epilogue_of[index(product)].out >= 0 ||
             g[product].region != n.region || g[product].type != n.type || g[pre].type != n.type)
           continue;
-        bool read_by_param_grad = false;  // (plan_gradients_in_place writes those at their own step)
+        // A parameter's gradient is written in place by its own step (plan_gradients_in_place),
+        // except a tied table's: the sum's value is the gradient buffer, which the lookup's
+        // gradient call writes (nothing else reads the buffer before the sum's step).
+        bool read_by_param_grad = false;
         for (int r : in_.readers[index(k)])
           read_by_param_grad = read_by_param_grad || g[r].kind == op::param_grad;
-        if (read_by_param_grad) continue;
+        if (read_by_param_grad && g[product].kind != op::embedding_grad) continue;
         step_fusion::epilogue e{.out = k};
         if (n.kind == op::gelu) {
           e.kind = compute::product_epilogue::gelu;

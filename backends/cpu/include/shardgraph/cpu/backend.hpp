@@ -41,6 +41,8 @@ class backend {
   static constexpr bool linear_epilogues = true;
   // A norm's input-gradient call may carry the add after it (product_epilogue::add), likewise.
   static constexpr bool norm_grad_add_epilogue = true;
+  // An embedding_grad call may carry the add after it (a tied table's gradient sum), likewise.
+  static constexpr bool embedding_grad_add_epilogue = true;
   // Attention calls may be token-major (kernel_call::token_major); here they run on head-major
   // copies, as the split_heads and merge_heads steps would make them.
   static constexpr bool attention_token_major = true;

@@ -232,6 +232,9 @@ class backend {
   static constexpr bool linear_epilogues = true;
   // kernel_call::epilogue add of a norm's input gradient: the warp-per-row kernel adds it as it writes
   static constexpr bool norm_grad_add_epilogue = true;
+  // kernel_call::epilogue add of an embedding_grad (a tied table's gradient sum): the row kernel
+  // adds the other gradient's row as it writes each row, rounded as the add apart would round it
+  static constexpr bool embedding_grad_add_epilogue = true;
   // kernel_call::token_major of attention and its gradients: flash attention reads and writes the
   // products' (batch, seq, heads, head_dim) rows in place; other attention runs on permuted copies
   static constexpr bool attention_token_major = true;
@@ -1120,17 +1123,20 @@ class backend {
           <<<kernels::blocks_for(n, threads), threads, 0, stream()>>>(sorted, n, table_rows, begin, end);
     }
     const dtype t = c.out->type();
-    if (vector_ready(t, cols, {in(c, 1), in(*c.out)}) && compute_type_is<C>(t))
+    const bool adds = c.epilogue == compute::product_epilogue::add;  // + side's row (a tied table)
+    if (vector_ready(t, cols, {in(c, 1), in(*c.out)}) && (!adds || vector_ready(t, cols, {in(*c.side)})) &&
+        compute_type_is<C>(t))
       return with_vector_types(t, [&]<class T, class V>() {
         if constexpr (std::is_same_v<V, C>)
           kernels::embedding_grad_rows_vector_kernel<T, C>
               <<<kernels::blocks_for(table_rows * 32, threads), threads, 0, stream()>>>(
-                  typed<T>(*c.in[1]), sorted_order, begin, end, static_cast<T*>(c.out->data()), table_rows,
-                  cols);
+                  typed<T>(*c.in[1]), sorted_order, begin, end, adds ? typed<T>(*c.side) : nullptr,
+                  static_cast<T*>(c.out->data()), table_rows, cols);
       });
     kernels::embedding_grad_rows_kernel<C>
         <<<kernels::blocks_for(table_rows * 32, threads), threads, 0, stream()>>>(
-            in(c, 1), sorted_order, begin, end, out(*c.out), table_rows, cols);
+            in(c, 1), sorted_order, begin, end, adds ? in(*c.side) : kernels::ref{}, out(*c.out), table_rows,
+            cols);
   }
   // logits (in 0), targets (in 1), the loss's gradient (in 2) -> dlogits
   template <class C>

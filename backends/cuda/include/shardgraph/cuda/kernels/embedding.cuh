@@ -93,11 +93,13 @@ __global__ void embedding_row_ranges_kernel(const unsigned* sorted, std::int64_t
 }
 
 // dtable (table_rows, cols): a warp a row, each lane a column at a time, summing in C over the
-// row's tokens in order and rounding once.
+// row's tokens in order and rounding once. With an addend (data non-null: a tied table's other
+// gradient, (table_rows, cols)), its row is added to the rounded sum and rounded again: the bits of
+// the gradient and then an add apart.
 template <class C>
 __global__ void embedding_grad_rows_kernel(ref dout, const unsigned* order, const unsigned* begin,
-                                           const unsigned* end, mut_ref dtable, std::int64_t table_rows,
-                                           std::int64_t cols) {
+                                           const unsigned* end, ref addend, mut_ref dtable,
+                                           std::int64_t table_rows, std::int64_t cols) {
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (std::int64_t r = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -107,18 +109,23 @@ __global__ void embedding_grad_rows_kernel(ref dout, const unsigned* order, cons
       C sum = 0;
       for (unsigned k = first; k < last; ++k)
         sum += load<C>(dout, static_cast<std::int64_t>(order[k]) * cols + j);
+      if (addend.data != nullptr) {
+        store<C>(dtable, r * cols + j, sum);  // rounded as the gradient apart
+        sum = load<C>(dtable, r * cols + j) + load<C>(addend, r * cols + j);
+      }
       store<C>(dtable, r * cols + j, sum);
     }
   }
 }
 
 // The same a 16-byte vector at a time (cols a multiple of lanes<T>, rows 16-byte aligned): each
-// lane sums whole vectors of the row's tokens, element by element in token order as above, and
-// writes each once (the scalar kernel's 2-byte stores left the write at a quarter of HBM's rate).
+// lane sums whole vectors of the row's tokens, element by element in token order as above (and
+// adds the addend's, null: none), and writes each once (the scalar kernel's 2-byte stores left the write at a
+// quarter of HBM's rate).
 template <class T, class C>
 __global__ void embedding_grad_rows_vector_kernel(const T* dout, const unsigned* order, const unsigned* begin,
-                                                  const unsigned* end, T* dtable, std::int64_t table_rows,
-                                                  std::int64_t cols) {
+                                                  const unsigned* end, const T* addend, T* dtable,
+                                                  std::int64_t table_rows, std::int64_t cols) {
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
   const std::int64_t vectors = cols / lanes<T>;
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -131,6 +138,11 @@ __global__ void embedding_grad_rows_vector_kernel(const T* dout, const unsigned*
         C x[lanes<T>];
         load_vector(dout + static_cast<std::int64_t>(order[k]) * cols + v * lanes<T>, x);
         for (int j = 0; j < lanes<T>; ++j) sum[j] += x[j];
+      }
+      if (addend != nullptr) {  // the rounded sum plus the addend, rounded: as apart
+        C a[lanes<T>];
+        load_vector(addend + r * cols + v * lanes<T>, a);
+        for (int j = 0; j < lanes<T>; ++j) sum[j] = widen<T, C>(narrow<T, C>(sum[j])) + a[j];
       }
       store_vector(dtable + r * cols + v * lanes<T>, sum);
     }
