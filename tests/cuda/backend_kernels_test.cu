@@ -1263,15 +1263,17 @@ TEST_CASE("cuda backend: rope_grad, the embeddings' gradients and ones match the
                             call.side = &in[2];
                           });
     });
-  in_each_dtype("position_embedding_grad", long_sums, [&](dtype t) {
-    const std::int64_t batch = 3, seq = 7, cols = 40, positions = 9;
-    // dy (3, 7, 40) -> dtable (9, 40): rows t < 7 sum over the batch, rows 7 and 8 are zero
-    return b.difference(t, positions * cols, {random_tensor(t, batch * seq * cols, 3)},
-                        [&](auto& call, auto&) {
-                          call.kind = op::position_embedding_grad;
-                          set_dims(call, {batch, seq, cols, positions});
-                        });
-  });
+  // 40 columns: whole 16-byte vectors in every dtype (the vector kernel); 41: the column sums
+  for (const std::int64_t cols : {std::int64_t{40}, std::int64_t{41}})
+    in_each_dtype("position_embedding_grad, rows of " + std::to_string(cols), long_sums, [&](dtype t) {
+      const std::int64_t batch = 3, seq = 7, positions = 9;
+      // dy (3, 7, cols) -> dtable (9, cols): rows t < 7 sum over the batch, rows 7 and 8 are zero
+      return b.difference(t, positions * cols, {random_tensor(t, batch * seq * cols, 3)},
+                          [&](auto& call, auto&) {
+                            call.kind = op::position_embedding_grad;
+                            set_dims(call, {batch, seq, cols, positions});
+                          });
+    });
   for (const double loss_scale : {0.0, 1024.0})
     in_each_dtype("ones, scalar " + std::to_string(static_cast<int>(loss_scale)), exact, [&](dtype t) {
       const std::int64_t numel = 5;  // 1 when the scalar is 0, else the loss scale

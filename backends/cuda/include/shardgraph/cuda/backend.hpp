@@ -1310,11 +1310,25 @@ class backend {
         return column_sums<C>(out(o), d[0], d[1],
                               kernels::column_source<C, kernels::column_term::value>{
                                   .dy = in(c, 0), .x = {}, .stats = nullptr});
-      case op::position_embedding_grad:  // rows t < seq of the table: sums over the batch
+      case op::position_embedding_grad: {  // rows t < seq of the table: sums over the batch
+        const std::int64_t n = d[1] * d[2];
+        if (vector_ready(o.type(), n, {in(c, 0), in(o)}) && compute_type_is<C>(o.type())) {
+          const std::size_t written = static_cast<std::size_t>(n) * dtype_size(o.type());
+          check_cuda(
+              cudaMemsetAsync(static_cast<char*>(o.data()) + written, 0, o.size_bytes() - written, stream()),
+              "backend: position_embedding_grad (cudaMemsetAsync)");  // rows t >= seq
+          return with_vector_types(o.type(), [&]<class T, class V>() {
+            if constexpr (std::is_same_v<V, C>)
+              kernels::position_embedding_grad_vector_kernel<T, C, I>
+                  <<<blocks(n / kernels::lanes<T>), threads, 0, stream()>>>(
+                      typed<T>(*c.in[0]), static_cast<T*>(o.data()), d[0], n);
+          });
+        }
         fill_zero(o);
-        return column_sums<C>(out(o), d[0], d[1] * d[2],
+        return column_sums<C>(out(o), d[0], n,
                               kernels::column_source<C, kernels::column_term::value>{
                                   .dy = in(c, 0), .x = {}, .stats = nullptr});
+      }
       case op::gelu_grad:
         return run_activation_grad<C, true, I>(c);
       case op::silu_grad:

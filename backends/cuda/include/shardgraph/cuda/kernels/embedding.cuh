@@ -62,6 +62,23 @@ __global__ void position_embedding_vector_kernel(const T* x, const T* table, T* 
   }
 }
 
+// The position table's gradient over 16-byte vectors: rows t < seq of dtable (seq * cols values,
+// n) = the sum over the batch of dy (batch, seq, cols), each vector summed in batch order in C
+// and written once (one pass: no partial sums, no second kernel).
+template <class T, class C, class I>
+__global__ void position_embedding_grad_vector_kernel(const T* dy, T* dtable, std::int64_t batch,
+                                                      std::int64_t n) {
+  for (I e = global_thread<I>(); e < static_cast<I>(n / lanes<T>); e += grid_threads<I>()) {
+    C sum[lanes<T>] = {};
+    for (std::int64_t b = 0; b < batch; ++b) {
+      C x[lanes<T>];
+      load_vector(dy + b * n + static_cast<std::int64_t>(e) * lanes<T>, x);
+      for (int j = 0; j < lanes<T>; ++j) sum[j] += x[j];
+    }
+    store_vector(dtable + static_cast<std::int64_t>(e) * lanes<T>, sum);
+  }
+}
+
 // ---- the table's gradient, summed in token order (no atomics: the same bits every run) ------------
 // dtable row r = the sum of dout's rows at the tokens whose id is row_offset + r, in token order,
 // as the cpu backend adds them. The tokens are sorted by row (a stable radix sort, so each row's
