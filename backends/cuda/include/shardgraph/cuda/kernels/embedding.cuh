@@ -137,8 +137,8 @@ __global__ void embedding_grad_rows_kernel(ref dout, const unsigned* order, cons
 
 // The same a 16-byte vector at a time (cols a multiple of lanes<T>, rows 16-byte aligned): each
 // lane sums whole vectors of the row's tokens, element by element in token order as above (and
-// adds the addend's, null: none), and writes each once (the scalar kernel's 2-byte stores left the write at a
-// quarter of HBM's rate).
+// adds the addend's, null: none), and writes each once (the scalar kernel's 2-byte stores left
+// the write at a quarter of HBM's rate).
 template <class T, class C>
 __global__ void embedding_grad_rows_vector_kernel(const T* dout, const unsigned* order, const unsigned* begin,
                                                   const unsigned* end, const T* addend, T* dtable,
