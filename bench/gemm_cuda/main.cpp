@@ -2,7 +2,8 @@
 // bf16, with and without the fused epilogue: median time over --repeat runs (CUDA events) and
 // TFLOP/s, with cuBLASLt's first heuristic answer ("choice": "heuristic") and with the fastest of its
 // first answers ("timed", the backend's default). One JSON line per shape and choice;
-// bench/gemm_pytorch.py times torch on the same shapes.
+// bench/gemm_pytorch.py times torch on the same shapes. Then q, k and v (124M's and 350M's widths)
+// as three products against one batched call, forward and weight gradients.
 //
 //   gemm_cuda [--repeat 50] [--rows 16384]
 #include <shardgraph/core/half_types.hpp>
@@ -28,16 +29,17 @@ struct layer {
   epilogue post;
 };
 
-double median_ms(sg::cuda::gemm_runner& gemm, const sg::cuda::gemm_shape& s, const void* x, const void* w,
-                 const void* b, void* y, int repeat) {
+// Median ms of `repeat` runs of fn() on the default stream, after 5 to warm up (heuristics, clocks).
+template <class Fn>
+double median_ms_of(const Fn& fn, int repeat) {
   cudaEvent_t start, stop;
   sg::cuda::check_cuda(cudaEventCreate(&start), "gemm_cuda (cudaEventCreate)");
   sg::cuda::check_cuda(cudaEventCreate(&stop), "gemm_cuda (cudaEventCreate)");
-  for (int i = 0; i < 5; ++i) gemm.run(s, x, w, b, y);  // warm up: heuristics, clocks
+  for (int i = 0; i < 5; ++i) fn();
   std::vector<double> times;
   for (int i = 0; i < repeat; ++i) {
     sg::cuda::check_cuda(cudaEventRecord(start), "gemm_cuda (cudaEventRecord)");
-    gemm.run(s, x, w, b, y);
+    fn();
     sg::cuda::check_cuda(cudaEventRecord(stop), "gemm_cuda (cudaEventRecord)");
     sg::cuda::check_cuda(cudaEventSynchronize(stop), "gemm_cuda (cudaEventSynchronize)");
     float ms = 0;
@@ -48,6 +50,57 @@ double median_ms(sg::cuda::gemm_runner& gemm, const sg::cuda::gemm_shape& s, con
   cudaEventDestroy(stop);
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+double median_ms(sg::cuda::gemm_runner& gemm, const sg::cuda::gemm_shape& s, const void* x, const void* w,
+                 const void* b, void* y, int repeat) {
+  return median_ms_of([&] { gemm.run(s, x, w, b, y); }, repeat);
+}
+
+// Attention's q, k and v products of one x (model -> model each): three calls against one strided
+// batched call (x at stride 0), forward with the bias and weight gradient with the bias gradient,
+// as the cuda backend runs them under products_batched.
+void batched_qkv(sg::cuda::gemm_runner& gemm, std::int64_t rows, std::int64_t model, int repeat) {
+  const std::size_t bytes = 2;
+  const std::int64_t w = model * model, y = rows * model;
+  sg::cuda::device_buffer x(static_cast<std::size_t>(rows * model) * bytes), ws(3 * w * bytes),
+      bs(3 * model * bytes), ys(3 * y * bytes);
+  for (sg::cuda::device_buffer* b : {&x, &ws, &bs, &ys})
+    sg::cuda::check_cuda(cudaMemset(b->data(), 0x3c, b->size_bytes()), "gemm_cuda (cudaMemset)");
+  const auto at = [&](sg::cuda::device_buffer& b, std::int64_t elements) {
+    return static_cast<char*>(b.data()) + elements * static_cast<std::int64_t>(bytes);
+  };
+  for (const bool forward : {true, false}) {
+    // forward: y_i = x w_i + b_i; backward: dw_i = x^T dy_i with db_i (dy_i in ys, dw_i in ws)
+    sg::cuda::matmul_problem p =
+        forward
+            ? sg::cuda::matmul_problem{.m = rows, .n = model, .k = model, .post = epilogue::bias}
+            : sg::cuda::matmul_problem{
+                  .m = model, .n = model, .k = rows, .transpose_a = true, .post = epilogue::bias_grad_of_b};
+    p.a_type = p.b_type = p.c_type = element::bf16;
+    const auto three = [&] {
+      for (std::int64_t i = 0; i < 3; ++i)
+        gemm.run(p, x.data(), forward ? at(ws, i * w) : at(ys, i * y),
+                 forward ? at(ys, i * y) : at(ws, i * w), at(bs, i * model), nullptr,
+                 forward ? "q, k, v forward" : "q, k, v weight gradients");
+    };
+    sg::cuda::matmul_problem batch = p;
+    batch.batch = 3;
+    batch.stride_b = forward ? w : y;
+    batch.stride_c = forward ? y : w;
+    batch.stride_bias = model;
+    const auto batched = [&] {
+      gemm.run(batch, x.data(), forward ? ws.data() : ys.data(), forward ? ys.data() : ws.data(), bs.data(),
+               nullptr, forward ? "q, k, v forward (batched)" : "q, k, v weight gradients (batched)");
+    };
+    const double apart_ms = median_ms_of(three, repeat), batched_ms = median_ms_of(batched, repeat);
+    std::printf(
+        "{\"bench\": \"gemm_cuda\", \"layer\": \"q, k, v %s\", \"m\": %lld, \"model\": %lld, \"type\": "
+        "\"bf16\", \"three_calls_ms\": %.4f, \"batched_ms\": %.4f, \"speedup\": %.3f}\n",
+        forward ? "forward + bias" : "weight gradients + bias gradients", static_cast<long long>(rows),
+        static_cast<long long>(model), apart_ms, batched_ms, apart_ms / batched_ms);
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace
@@ -107,6 +160,7 @@ int main(int argc, char** argv) {
           std::fflush(stdout);
         }
     }
+    for (const std::int64_t model : {768, 1024}) batched_qkv(timed, rows, model, repeat);
   } catch (const sg::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -1082,6 +1082,65 @@ TEST_CASE("cuda backend: linear_weight_grad and bias_grad match the cpu backend"
   }
 }
 
+// Three products of one x as one batched call (kernel_call::batch): each operand's three lie in one
+// block at a stride of their size plus 8 elements, whose gaps hold 0.5 and must keep it; the results
+// start as NaN. The cpu backend runs the three one at a time; the cuda backend one cuBLASLt call (in
+// f64, the three apart). Forward: x (rows, k) w_b (+ bias_b); weight gradient: x^T dy_b (+ the
+// column sums of dy_b).
+TEST_CASE("cuda backend: batched products of one x match the cpu backend's, one at a time", "[cuda][gpu]") {
+  both_backends b;
+  constexpr std::int64_t rows = 64, k = 32, n = 48, batch = 3, gap = 8;
+  // Three members of `numel` elements (values from `seed`, or NaN), each followed by the gap.
+  const auto block = [&](dtype t, std::int64_t numel, std::uint32_t seed, bool poisoned) {
+    host_tensor h{t, {}};
+    for (std::int64_t m = 0; m < batch; ++m) {
+      const std::vector<double> v = poisoned
+                                        ? std::vector<double>(static_cast<std::size_t>(numel), not_a_number)
+                                        : random_values(numel, seed + static_cast<std::uint32_t>(m));
+      h.values.insert(h.values.end(), v.begin(), v.end());
+      h.values.insert(h.values.end(), static_cast<std::size_t>(gap), 0.5);
+    }
+    return h;
+  };
+  for (const bool forward : {true, false})
+    for (const bool transposed : {false, true})
+      for (const bool with_bias : {true, false}) {
+        const std::string name = std::string(forward ? "linear" : "linear_weight_grad") +
+                                 (transposed ? ", weight (n, k)" : ", weight (k, n)") +
+                                 (with_bias ? (forward ? ", bias" : ", bias_grad") : "");
+        in_each_dtype(name, long_sums, [&](dtype t) {
+          return b.difference_of([&](auto& backend) {
+            using buffer = typename std::decay_t<decltype(backend)>::buffer;
+            // forward: in[1] the weights (k * n each), out (rows * n); backward: in[1] dy (rows * n),
+            // out the weight gradients (k * n)
+            const std::int64_t second = forward ? k * n : rows * n, result = forward ? rows * n : k * n;
+            buffer x = make_buffer(backend, random_tensor(t, rows * k, 1));
+            buffer ins = make_buffer(backend, block(t, second, 2, false));
+            buffer outs = make_buffer(backend, block(t, result, 0, true));
+            buffer biases = make_buffer(backend, block(t, n, 5, !forward && with_bias));
+            buffer in1 = backend.view(ins, 0, t, second), out = backend.view(outs, 0, t, result),
+                   bias = backend.view(biases, 0, t, n);
+            sg::compute::kernel_call<buffer> call;
+            call.kind = forward ? op::linear : op::linear_weight_grad;
+            call.type = t;
+            call.in[0] = &x;
+            call.in[1] = &in1;
+            call.out = &out;
+            call.transpose_b = transposed;
+            set_dims(call, {rows, k, n});
+            if (with_bias && forward) call.bias = &bias;
+            if (with_bias && !forward) call.bias_grad = &bias;
+            call.batch = batch;
+            call.batch_strides[0] = second + gap;
+            call.batch_strides[1] = result + gap;
+            call.batch_strides[2] = n + gap;
+            backend.run(call);
+            return std::vector<std::vector<double>>{values_of(backend, outs), values_of(backend, biases)};
+          });
+        });
+      }
+}
+
 TEST_CASE("cuda backend: gelu_grad, silu_grad and softmax_grad match the cpu backend", "[cuda][gpu]") {
   both_backends b;
   // 203 elements: the scalar kernel; 200: whole 16-byte vectors in every dtype.

@@ -436,6 +436,8 @@ struct cpu_counting_calls : sg::cpu::backend {
     if (call.epilogue == product_epilogue::gelu_grad) ++(*calls)[then + "gelu_grad"];
     if (call.epilogue == product_epilogue::add) ++(*calls)[then + "add"];
     if (call.output_kept) ++(*calls)[then + "its gradients read its result"];
+    if (call.batch > 1)
+      ++(*calls)[std::string(sg::op_name(call.kind)) + " batch of " + std::to_string(call.batch)];
     if (call.side != nullptr && call.kind != sg::op::linear && call.epilogue == product_epilogue::none)
       ++(*calls)[std::string(sg::op_name(call.kind)) + " reading the forward's result"];
     sg::cpu::backend::run(call);
@@ -468,7 +470,11 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   CHECK(calls["bias_grad"] == 0);
   CHECK(calls["layer_norm_grad_w"] == 0);
   CHECK(calls["layer_norm_grad_x with dw"] == 2 * config.layers + 1);
-  CHECK(calls["linear_weight_grad"] == 6 * config.layers + 1);  // and the tied head's
+  // q's, k's and v's products (of one normed x) run as one batched call, forward and weight
+  // gradients, their operands placed at equal strides by bind.
+  CHECK(calls["linear_weight_grad"] == 4 * config.layers + 1);  // and the tied head's
+  CHECK(calls["linear_weight_grad batch of 3"] == config.layers);
+  CHECK(calls["linear batch of 3"] == config.layers);
   // Every bias is added by its product, the MLP's GELU and its gradient too; the residual adds
   // after the two projections and the sums of q's, k's and v's input gradients (two a layer) are
   // the products' too, the residual gradients' sums (two a layer) the norms' gradients', and the

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <array>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 
 #include "shardgraph/core/dtype.hpp"
@@ -103,6 +104,13 @@ struct kernel_call {
   // when that call carried one; set when the backend declares `static constexpr bool
   // norm_gradients_together = true` (one pass over x and dy for the three).
   Buffer* weight_grad = nullptr;
+  // linear and linear_weight_grad only, set when the backend declares `static constexpr bool
+  // products_batched = true`: `batch` products of the same sizes in one call (q, k and v of one x).
+  // Product b reads in[0] (shared) and in[1] + b * batch_strides[0] elements, writes out +
+  // b * batch_strides[1], and reads bias (writes bias_grad) + b * batch_strides[2]; the buffers
+  // given are product 0's, and the others' memory lies past them at these strides.
+  std::int64_t batch = 1;
+  std::int64_t batch_strides[3]{};
 
   elementwise_step chain[max_chain]{};
   int chain_length = 0;
@@ -139,6 +147,26 @@ weight_and_bias_grad<Buffer> split_bias_grad(const kernel_call<Buffer>& c) {
   // n: a product's dims are (rows, k, n), a norm's (rows, n)
   apart.bias_grad.dims[1] = c.kind == op::layer_norm_grad_w ? c.dims[1] : c.dims[2];
   return apart;
+}
+
+// Product b of a batched call (kernel_call::batch) as a call of its own, for a backend that runs
+// them one at a time. `at(buffer, bytes)` makes a buffer of the same dtype and size that many bytes
+// past the given one's start; `views` holds what it made while the call runs.
+template <class Buffer, class At>
+kernel_call<Buffer> batch_member(const kernel_call<Buffer>& c, std::int64_t b, std::array<Buffer, 3>& views,
+                                 const At& at) {
+  kernel_call<Buffer> m = c;
+  m.batch = 1;
+  const auto moved = [&](const Buffer& from, int k) {
+    views[static_cast<std::size_t>(k)] =
+        at(from, static_cast<std::size_t>(b * c.batch_strides[k]) * dtype_size(from.type()));
+    return &views[static_cast<std::size_t>(k)];
+  };
+  m.in[1] = moved(*c.in[1], 0);
+  m.out = moved(*c.out, 1);
+  if (c.bias != nullptr) m.bias = moved(*c.bias, 2);
+  if (c.bias_grad != nullptr) m.bias_grad = moved(*c.bias_grad, 2);
+  return m;
 }
 
 // An attention_grad_q call carrying key_grad and value_grad, as the three calls it stands for: dq,

@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -889,6 +890,7 @@ class rank_program {
         if (fused_.bias_grad_by_product[index(st.node)]) return;     // its weight product wrote it
         if (fused_.made_with_query[index(st.node)]) return;          // its attention_grad_q wrote it
         if (fused_.made_with_input_grad[index(st.node)]) return;     // its norm's input gradient wrote it
+        if (fused_.made_in_batch[index(st.node)]) return;            // an earlier product's call wrote it
         if (loss_writes_gradient() && fused_.made_with_loss[index(st.node)])
           return;                                                    // its loss's call wrote it
         if (fused_.written_by_product[index(st.node)] >= 0) return;  // a linear's epilogue wrote it
@@ -904,6 +906,11 @@ class rank_program {
         if (const int w = fused_.weight_grad_of[index(st.node)]; w >= 0) {
           check_finite(w);
           if (fused_.bias_grad_of[index(w)] >= 0) check_finite(fused_.bias_grad_of[index(w)]);
+        }
+        for (int j : fused_.batched_with[index(st.node)]) {  // the products run with it
+          check_finite(j);
+          if (fused_.bias_epilogue_of[index(j)] >= 0) check_finite(fused_.bias_epilogue_of[index(j)], j);
+          if (fused_.bias_grad_of[index(j)] >= 0) check_finite(fused_.bias_grad_of[index(j)]);
         }
         // What the product's epilogues wrote, reported as the product's
         if (fused_.bias_epilogue_of[index(st.node)] >= 0)
@@ -1113,8 +1120,8 @@ class rank_program {
   }
 
   // A parameter gradient computed by one step and read only by its param_grad (the weight product
-  // of a linear, a bias's column sum, a norm weight's gradient) is written by that step straight
-  // into the param_grad's memory, for the layer running, instead of into a value of its own that a
+  // of a linear, alone or batched, a bias's column sum, a norm weight's gradient) is written by that step
+  // straight into the param_grad's memory, for the layer running, instead of into a value of its own that a
   // copy step then moves: one copy fewer per gradient and layer. Gradients that a collective, a
   // bucket or a pipeline's micro-batch sum delivers keep their copy or sum step.
   void plan_gradients_in_place() {
@@ -1131,7 +1138,11 @@ class rank_program {
       const int writer = program_.steps[s].node, weight = fused_.weight_grad_of[index(writer)];
       const bool by_input_grad =
           weight >= 0 && (weight == from || fused_.bias_grad_of[index(weight)] == from);
-      if (writer != from && fused_.bias_grad_of[index(writer)] != from && !by_input_grad) continue;
+      bool in_batch = false;  // or a product batched with the step's, or that one's bias gradient
+      for (int j : fused_.batched_with[index(writer)])
+        in_batch = in_batch || j == from || fused_.bias_grad_of[index(j)] == from;
+      if (writer != from && fused_.bias_grad_of[index(writer)] != from && !by_input_grad && !in_batch)
+        continue;
       const step_kind kind = program_.steps[s].kind;
       if (kind != step_kind::compute && kind != step_kind::fused) continue;
       if (readers_[index(from)].size() != 1 || g[from].region != g[p].region || g[from].type != g[p].type ||
@@ -1225,16 +1236,19 @@ class rank_program {
         if (g[b].kind == op::repeat_begin && g[b].reverse)
           v.live.push_back({loop_begin_step(b), loop_begin_step(b)});
     v.live.push_back(first);
-    // Sorted and merged, so that no two ranges of one value meet.
-    std::sort(v.live.begin(), v.live.end(), [](auto a, auto b) { return a.first < b.first; });
+    v.live = merged_ranges(std::move(v.live));
+    return v;
+  }
+  // Sorted and merged, so that no two ranges of one value meet.
+  static std::vector<memory_plan::steps> merged_ranges(std::vector<memory_plan::steps> live) {
+    std::sort(live.begin(), live.end(), [](auto a, auto b) { return a.first < b.first; });
     std::vector<memory_plan::steps> merged;
-    for (const memory_plan::steps& r : v.live)
+    for (const memory_plan::steps& r : live)
       if (!merged.empty() && r.first <= merged.back().last + 1)
         merged.back().last = std::max(merged.back().last, r.last);
       else
         merged.push_back(r);
-    v.live = std::move(merged);
-    return v;
+    return merged;
   }
   std::size_t loop_begin_step(int repeat_begin) const {
     for (std::size_t s = 0; s < program_.steps.size(); ++s)
@@ -1283,6 +1297,30 @@ class rank_program {
       lifetimes[k].live.clear();
       slot[k] = f;
     }
+    // The operands of batched products that share the arena: one value live over the members'
+    // lifetimes, each member at its place in it.
+    std::vector<std::size_t> shift(shared.size(), 0);
+    for (const std::vector<int>& group : batch_operand_groups()) {
+      std::vector<std::size_t> at;
+      for (int v : group)
+        if (const auto it = std::find(shared.begin(), shared.end(), v); it != shared.end())
+          at.push_back(static_cast<std::size_t>(it - shared.begin()));
+      bool alone = at.size() == group.size();
+      for (std::size_t k : at)
+        alone = alone && slot[k] == k && !lifetimes[k].live.empty() &&
+                std::count(slot.begin(), slot.end(), k) == 1;
+      if (!alone) continue;
+      const std::size_t stride = memory_plan::aligned(lifetimes[at[0]].bytes);
+      memory_plan::value& block = lifetimes[at[0]];
+      for (std::size_t m = 1; m < at.size(); ++m) {
+        block.live.insert(block.live.end(), lifetimes[at[m]].live.begin(), lifetimes[at[m]].live.end());
+        lifetimes[at[m]].live.clear();
+        slot[at[m]] = at[0];
+        shift[at[m]] = m * stride;
+      }
+      block.bytes = stride * at.size();
+      block.live = merged_ranges(std::move(block.live));
+    }
     std::vector<memory_plan::value> placed_values;
     std::vector<std::size_t> placed_index(shared.size());
     for (std::size_t k = 0; k < shared.size(); ++k)
@@ -1291,7 +1329,7 @@ class rank_program {
     memory_plan::verify(placed_values, placement);
     memory_plan::placement placed{.offsets = {}, .arena_bytes = placement.arena_bytes};
     for (std::size_t k = 0; k < shared.size(); ++k)
-      placed.offsets.push_back(placement.offsets[placed_index[slot[k]]]);
+      placed.offsets.push_back(placement.offsets[placed_index[slot[k]]] + shift[k]);
     try {
       arena_ = backend_.allocate(dtype::f32, static_cast<std::int64_t>((placed.arena_bytes + 3) / 4));
     } catch (const error& e) {
@@ -1317,6 +1355,95 @@ class rank_program {
       if (g[from].type != g[i].type || layout_.of(from).numel() != layout_.of(i).numel()) continue;
       values_[index(i)] = backend_.view(arena_, offset_of[index(from)], g[i].type, layout_.of(i).numel());
       in_arena_[index(i)] = true;  // the output step's copy is then a no-op
+    }
+  }
+
+  // ---- the operands of batched products (plan_products_batched), placed at equal strides ----
+  // The node whose memory holds value v (a split or merge of heads' buffer, a parameter's gradient).
+  int memory_of(int v) const {
+    for (;;) {
+      if (fused_.stored_in[index(v)] >= 0)
+        v = fused_.stored_in[index(v)];
+      else if (written_into_[index(v)] >= 0)
+        v = written_into_[index(v)];
+      else
+        return v;
+    }
+  }
+  // Per batched product and operand (the weight or dy, the result, the bias or its gradient): the
+  // nodes holding that operand of each product, in the batch's order, where they are distinct
+  // values of one dtype and size that could be placed together.
+  std::vector<std::vector<int>> batch_operand_groups() const {
+    const graph& g = program_.nodes;
+    std::vector<std::vector<int>> groups;
+    for (int i = 0; i < g.size(); ++i) {
+      if (fused_.batched_with[index(i)].empty()) continue;
+      std::vector<int> products{i};
+      products.insert(products.end(), fused_.batched_with[index(i)].begin(),
+                      fused_.batched_with[index(i)].end());
+      for (int k = 0; k < 3; ++k) {
+        std::vector<int> group;
+        for (int p : products) {
+          const bool forward = g[p].kind == op::linear;
+          const int bias = forward ? fused_.bias_epilogue_of[index(p)] : fused_.bias_grad_of[index(p)];
+          const int v = k == 0     ? g[p].inputs[1]
+                        : k == 1   ? (forward && bias >= 0 ? bias : p)
+                        : bias < 0 ? -1
+                        : forward  ? g[bias].inputs[1]
+                                   : bias;
+          if (v >= 0) group.push_back(memory_of(v));
+        }
+        bool together = group.size() == products.size();
+        for (std::size_t m = 0; m < group.size() && together; ++m) {
+          const int v = group[m];
+          together = g[v].type == g[group[0]].type && layout_.of(v).numel() == layout_.of(group[0]).numel() &&
+                     carried_into_[index(v)] < 0 && carry_partner_[index(v)] < 0 &&
+                     std::count(group.begin(), group.end(), v) == 1;
+        }
+        if (together) groups.push_back(std::move(group));
+      }
+    }
+    return groups;
+  }
+  // Whether node i's per-layer memory is part of a block that allocate_layer_blocks() makes.
+  bool in_layer_block(int i) const {
+    for (const std::vector<int>& group : layer_blocks_)
+      if (std::find(group.begin(), group.end(), i) != group.end()) return true;
+    return false;
+  }
+  // The groups whose values are kept per layer (block weights, their gradients, kept activations).
+  void plan_layer_blocks() {
+    layer_blocks_.clear();
+    if constexpr (requires(Backend & b, buffer & x) {
+                    b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0});
+                  }) {
+      for (std::vector<int>& group : batch_operand_groups()) {
+        bool layered = true;
+        for (int v : group) layered = layered && per_layer(v) && materialized_[index(v)];
+        if (layered) layer_blocks_.push_back(std::move(group));
+      }
+    }
+  }
+  // One allocation per layer for each group, each value a view at its place in it.
+  void allocate_layer_blocks() {
+    if constexpr (requires(Backend & b, buffer & x) {
+                    b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0});
+                  }) {
+      const graph& g = program_.nodes;
+      for (const std::vector<int>& group : layer_blocks_) {
+        const dtype type = g[group[0]].type;
+        const std::int64_t numel = layout_.of(group[0]).numel();
+        const std::size_t stride = memory_plan::aligned(static_cast<std::size_t>(numel) * dtype_size(type));
+        const std::int64_t block_numel =
+            static_cast<std::int64_t>((stride * group.size() + dtype_size(type) - 1) / dtype_size(type));
+        for (std::int64_t l = 0; l < layers_; ++l) {
+          if (!held_layer_[static_cast<std::size_t>(l)] || numel == 0) continue;
+          buffer& block = layer_block_memory_.emplace_back(allocate_for(group[0], type, block_numel));
+          for (std::size_t m = 0; m < group.size(); ++m)
+            per_layer_[index(group[m])][index(static_cast<int>(l))] =
+                backend_.view(block, m * stride, type, numel);
+        }
+      }
     }
   }
 
@@ -1355,6 +1482,7 @@ class rank_program {
     plan_carried_results();
     plan_buckets();  // before the allocations: a reduce-scattered gradient needs one buffer, not one per
                      // layer
+    plan_layer_blocks();
     chunk_.assign(index(g.size()), 0);
     shards_.resize(index(g.size()));
     slots_.resize(index(g.size()));
@@ -1382,8 +1510,8 @@ class rank_program {
       values_.push_back(allocate_for(i, n.type, layered || unheld_weight || never_run || unused ? 0 : numel));
       if (layered)
         for (std::int64_t l = 0; l < layers_; ++l)
-          per_layer_[index(i)].push_back(
-              allocate_for(i, n.type, held_layer_[static_cast<std::size_t>(l)] ? numel : 0));
+          per_layer_[index(i)].push_back(allocate_for(
+              i, n.type, held_layer_[static_cast<std::size_t>(l)] && !in_layer_block(i) ? numel : 0));
       if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
         std::int64_t in = layout_.of(n.inputs[0]).numel();
         std::int64_t staged = never_run || unread_[index(i)] ? 0
@@ -1397,6 +1525,7 @@ class rank_program {
       if (g[i].kind != op::parameter && !computed_here(i) && needed_here(i) && !per_layer(i))
         fill_zero_value(i);
     start_comm_workers();
+    allocate_layer_blocks();
     allocate_bucket_staging();
     plan_arena();
     if (pipelined()) allocate_banks();
@@ -1865,8 +1994,48 @@ class rank_program {
   }
 
   void run_compute(int i) {
+    if (is_elementwise(program_.nodes[i].kind)) return run_fused(i, i);
+    compute::kernel_call<buffer> call = call_for(i);
+    if constexpr (requires { requires Backend::products_batched; }) {
+      if (!fused_.batched_with[index(i)].empty()) return run_batched(i, call);
+    }
+    backend_.run(call);
+  }
+
+  // A product and those planned to run with it (plan_products_batched): one batched call where
+  // each operand's products lie at one stride from the first's (bind places them so), else each
+  // call in turn.
+  void run_batched(int i, compute::kernel_call<buffer>& call) {
+    std::vector<compute::kernel_call<buffer>> calls{call};
+    for (int j : fused_.batched_with[index(i)]) calls.push_back(call_for(j));
+    const auto operand = [](const compute::kernel_call<buffer>& c, int k) -> const buffer* {
+      return k == 0 ? c.in[1] : k == 1 ? c.out : c.bias != nullptr ? c.bias : c.bias_grad;
+    };
+    bool strided = true;
+    for (int k = 0; k < 3 && strided; ++k) {
+      const buffer* first = operand(call, k);
+      if (first == nullptr) continue;
+      const std::ptrdiff_t element = static_cast<std::ptrdiff_t>(dtype_size(first->type()));
+      const auto at = [&](std::size_t b) {
+        return static_cast<const std::byte*>(Backend::address(*operand(calls[b], k)));
+      };
+      const std::ptrdiff_t stride = at(1) - at(0);
+      strided =
+          stride > 0 && stride % element == 0 && stride >= static_cast<std::ptrdiff_t>(first->size_bytes());
+      for (std::size_t b = 2; b < calls.size() && strided; ++b) strided = at(b) - at(b - 1) == stride;
+      call.batch_strides[k] = stride / element;
+    }
+    if (!strided) {
+      for (const compute::kernel_call<buffer>& c : calls) backend_.run(c);
+      return;
+    }
+    call.batch = static_cast<std::int64_t>(calls.size());
+    backend_.run(call);
+  }
+
+  // The kernel call of node i's step.
+  compute::kernel_call<buffer> call_for(int i) {
     const node& n = program_.nodes[i];
-    if (is_elementwise(n.kind)) return run_fused(i, i);
     compute::kernel_call<buffer> call;
     call.kind = n.kind;
     call.type = n.type;
@@ -1991,7 +2160,7 @@ class rank_program {
         fail("executor: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
              "this op has no kernel", "this is a bug in lower(); please report it");
     }
-    backend_.run(call);
+    return call;
   }
 
   // One kernel for the elementwise chain [first, last] (see compute::elementwise_step).
@@ -2137,6 +2306,8 @@ class rank_program {
   std::vector<int> carry_partner_;       // per backward block: the result it alternates with (-1)
   std::vector<int> written_into_;        // per node: the param_grad whose memory it is (-1: its own)
   buffer arena_;                         // the values that share memory by lifetime
+  std::vector<std::vector<int>> layer_blocks_;  // per-layer values placed together (plan_layer_blocks)
+  std::deque<buffer> layer_block_memory_;       // their blocks, one per group and layer
   std::int64_t arena_values_bytes_ = 0;  // what those values would take apart
 
   std::vector<int> bucketed_grad_;       // all_reduce node -> the param_grad it feeds (-1: not bucketed)

@@ -59,6 +59,10 @@ struct step_fusion {
   std::vector<bool> made_with_input_grad;  // layer_norm_grad_w or rms_norm_grad_w -> its _grad_x writes it
   std::vector<int> logits_grad_of;         // cross_entropy -> the cross_entropy_grad it writes (-1: none)
   std::vector<bool> made_with_loss;        // cross_entropy_grad -> its cross_entropy writes it
+  // linear or linear_weight_grad -> the products of the same sizes and first input it runs with in
+  // one batched call (empty: none); those products' steps are then skipped
+  std::vector<std::vector<int>> batched_with;
+  std::vector<bool> made_in_batch;  // linear or linear_weight_grad -> an earlier product's call runs it
 };
 
 namespace detail {
@@ -77,6 +81,7 @@ class step_fusion_planner {
     plan_cross_entropy_gradient_with_loss();
     plan_attention_gradients_together();
     plan_norm_gradients_together();
+    plan_products_batched();
     return std::move(fused_);
   }
 
@@ -454,6 +459,70 @@ class step_fusion_planner {
           if (fused_.bias_grad_of[index(j)] >= 0)
             in_.producer_step[index(fused_.bias_grad_of[index(j)])] = input_step;
           break;
+        }
+      }
+    }
+  }
+
+  // For backends declaring products_batched: products of the same sizes that read the same input
+  // run as one batched call at the first one's step (kernel_call::batch), where their buffers lie at
+  // equal strides (bind places them so). Attention's q, k and v: three (model, model) products of
+  // the same normed x forward, and three weight gradients of that x and dq, dk, dv backward; one
+  // batched product fills the GPU better than three small ones. Each other product's weight and bias
+  // are parameters, or its dy is written before the first one's step (dk and dv, made with dq), and
+  // its results are written before their own steps, where nothing can have read them yet: their
+  // lifetimes then start at the first one's step. A product with an epilogue other than its bias
+  // (gelu, add) is not batched. Pipelines (micro-batch banks) and ZeRO-3 (gathered weights) are
+  // left out.
+  void plan_products_batched() {
+    const graph& g = in_.program.nodes;
+    fused_.batched_with.assign(index(g.size()), {});
+    fused_.made_in_batch.assign(index(g.size()), false);
+    if constexpr (requires { requires Backend::products_batched; }) {
+      if (in_.pipelined || in_.program.zero_stage >= 3) return;
+      const auto written_at = [&](int v) {  // the step whose call writes v's bytes
+        const int held = fused_.stored_from[index(v)] >= 0 ? fused_.stored_from[index(v)] : v;
+        const int writer = fused_.written_by_product[index(held)] >= 0
+                               ? fused_.written_by_product[index(held)]
+                           : fused_.bias_done_by_product[index(held)] ? g[held].inputs[0]
+                                                                      : held;
+        return in_.producer_step[index(writer)];
+      };
+      const auto eligible = [&](int i) {
+        const node& n = g[i];
+        if ((n.kind != op::linear && n.kind != op::linear_weight_grad) || !computed_alone(i) ||
+            fused_.made_in_batch[index(i)] || in_.recomputed(i))
+          return false;
+        if (n.kind == op::linear)
+          return fused_.epilogue_of[index(i)].out < 0 && g[n.inputs[1]].kind == op::parameter &&
+                 (fused_.bias_epilogue_of[index(i)] < 0 ||
+                  g[g[fused_.bias_epilogue_of[index(i)]].inputs[1]].kind == op::parameter);
+        return true;
+      };
+      for (const step& st : in_.program.steps) {
+        const int i = st.node;
+        if (st.kind != step_kind::compute || !eligible(i) || !fused_.batched_with[index(i)].empty()) continue;
+        const node& n = g[i];
+        const std::size_t first_step = in_.producer_step[index(i)];
+        for (int j : in_.readers[index(n.inputs[0])]) {
+          const node& m = g[j];
+          if (j == i || !eligible(j) || m.kind != n.kind || m.inputs[0] != n.inputs[0] || m.type != n.type ||
+              m.region != n.region || m.transpose_b != n.transpose_b ||
+              in_.producer_step[index(j)] <= first_step || g[m.inputs[1]].type != g[n.inputs[1]].type ||
+              in_.layout.of(m.inputs[1]).local != in_.layout.of(n.inputs[1]).local ||
+              in_.layout.of(j).local != in_.layout.of(i).local)
+            continue;
+          if (n.kind == op::linear) {
+            if ((fused_.bias_epilogue_of[index(j)] < 0) != (fused_.bias_epilogue_of[index(i)] < 0)) continue;
+          } else if ((fused_.bias_grad_of[index(j)] < 0) != (fused_.bias_grad_of[index(i)] < 0) ||
+                     written_at(m.inputs[1]) >= first_step) {
+            continue;  // dy comes after the first product's step
+          }
+          fused_.batched_with[index(i)].push_back(j);
+          fused_.made_in_batch[index(j)] = true;
+          in_.producer_step[index(j)] = first_step;  // its lifetime starts there (the memory plan)
+          if (fused_.bias_grad_of[index(j)] >= 0)
+            in_.producer_step[index(fused_.bias_grad_of[index(j)])] = first_step;
         }
       }
     }

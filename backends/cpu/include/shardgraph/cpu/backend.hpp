@@ -5,6 +5,7 @@
 // Kernels compute in f64 or f32. Values may also be bf16 or f16 (mixed precision): a kernel that
 // reads or writes one widens its 16-bit inputs to f32, computes in f32, and rounds its output to the
 // output's dtype once, the contract of a GPU kernel on 16-bit tensors with f32 accumulation.
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +58,10 @@ class backend {
   // A cross_entropy call may carry the logits' gradient (kernel_call::logits_grad), as a GPU's
   // kernel makes both in one read of the logits; here the loss, then the gradient in place.
   static constexpr bool cross_entropy_gradient_with_loss = true;
+  // Products of the same sizes and first input may come as one call (kernel_call::batch), as a
+  // GPU's batched GEMM runs them; here one at a time. address() finds the strides between them.
+  static constexpr bool products_batched = true;
+  static const void* address(const buffer& b) { return b.bytes(); }
   backend() = default;
   backend(const backend&) {}  // scratch memory is per instance
   backend& operator=(const backend&) { return *this; }
@@ -170,6 +175,13 @@ class backend {
   }
 
   void run(const compute::kernel_call<buffer>& call) {
+    if (call.batch > 1) {  // one product at a time, each at its strides
+      std::array<buffer, 3> views;
+      for (std::int64_t b = 0; b < call.batch; ++b)
+        run(compute::batch_member(call, b, views,
+                                  [](const buffer& x, std::size_t bytes) { return x.at_offset(bytes); }));
+      return;
+    }
     if (call.key_grad != nullptr) {
       for (const compute::kernel_call<buffer>& apart : compute::split_attention_gradients(call)) run(apart);
       return;

@@ -37,6 +37,16 @@ class buffer {
     v.view_ = true;
     return v;
   }
+  // The same dtype and size `offset` bytes past this buffer's start, not owned: memory the caller
+  // knows lies there (a batched call's products, which bind placed at equal strides).
+  buffer at_offset(std::size_t offset) const {
+    buffer v;
+    v.type_ = type_;
+    v.numel_ = numel_;
+    v.data_ = data_ + offset;
+    v.view_ = true;
+    return v;
+  }
   buffer(const buffer& o)
       : type_(o.type_),
         numel_(o.numel_),

@@ -47,6 +47,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -250,6 +251,11 @@ class backend {
   // kernel_call::logits_grad of cross_entropy: one kernel reads each row of logits once for the loss
   // and writes its gradient (in place where the memory plan puts it in the logits' memory)
   static constexpr bool cross_entropy_gradient_with_loss = true;
+  // kernel_call::batch of linear and linear_weight_grad: q's, k's and v's products as one strided
+  // batched GEMM (x shared), which fills the GPU better than three small ones. address() lets the
+  // executor find the strides between the products' operands.
+  static constexpr bool products_batched = true;
+  static const void* address(const buffer& b) { return b.data(); }
 
   explicit backend(backend_options options = {})
       : options_(options),
@@ -526,6 +532,7 @@ class backend {
 
   // One kernel (or GEMM) per call, as the executor describes it (compute/compute_backend.hpp).
   void run(const compute::kernel_call<buffer>& call) {
+    if (call.batch > 1 && !batch_fits(call)) return run_batch_apart(call);
     const bool attention_gradient = call.kind == op::attention_grad_q || call.kind == op::attention_grad_k ||
                                     call.kind == op::attention_grad_v;
     if (!attention_gradient) state_->attention_cache_valid = false;
@@ -581,6 +588,23 @@ class backend {
     const buffer* bias = c.bias_grad != nullptr ? c.bias_grad : c.out;
     return vector_ready(
         t, c.dims[1], {in(c, 0), in(c, 1), in(c, 2), in(*c.out), in(*addend), in(*c.weight_grad), in(*bias)});
+  }
+
+  // A batched product (kernel_call::batch) that one cuBLASLt call runs: 16-bit or f32, no empty
+  // dimension, the bias in the epilogue (a linear's, with no other epilogue) or the bias gradient in
+  // the same dtype as the product.
+  static bool batch_fits(const call_t& c) {
+    if (c.out->type() == dtype::f64 || c.dims[0] == 0 || c.dims[1] == 0 || c.dims[2] == 0) return false;
+    if (c.kind == op::linear) return c.epilogue == compute::product_epilogue::none;
+    return c.kind == op::linear_weight_grad &&
+           (c.bias_grad == nullptr || c.bias_grad->type() == c.out->type());
+  }
+  // A batched call's products one at a time.
+  void run_batch_apart(const call_t& c) {
+    std::array<buffer, 3> views;
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      run(compute::batch_member(c, b, views,
+                                [](const buffer& x, std::size_t bytes) { return x.at_offset(bytes); }));
   }
 
   // A weight gradient with its bias gradient that run_typed takes in one call: a product's or a
@@ -1203,15 +1227,20 @@ class backend {
             in(c, 0), in(c, 1), out(o), d[1], d[2], d[0] * d[1] * d[2]);
       case op::linear: {
         if (c.epilogue != compute::product_epilogue::none) return linear_with_epilogue<C, I>(c);
-        // The bias in cuBLASLt's epilogue, except in f64 (added by a second pass there).
+        // The bias in cuBLASLt's epilogue, except in f64 (added by a second pass there). A batch
+        // (kernel_call::batch, never f64) shares x: its stride is 0.
         const bool fused_bias = c.bias != nullptr && o.type() != dtype::f64;
         product(c.in[0]->data(), c.in[0]->type(), c.in[1]->data(), c.in[1]->type(), o.data(), o.type(),
                 {.m = d[0],
                  .n = d[2],
                  .k = d[1],
                  .transpose_b = c.transpose_b,
-                 .post = fused_bias ? epilogue::bias : epilogue::none},
-                "linear", fused_bias ? c.bias->data() : nullptr);
+                 .post = fused_bias ? epilogue::bias : epilogue::none,
+                 .batch = c.batch,
+                 .stride_b = c.batch_strides[0],
+                 .stride_c = c.batch_strides[1],
+                 .stride_bias = c.batch_strides[2]},
+                c.batch > 1 ? "linear (batched)" : "linear", fused_bias ? c.bias->data() : nullptr);
         if (c.bias == nullptr || fused_bias) return;
         kernels::chain_args a;
         a.out = out(o);
@@ -1283,19 +1312,27 @@ class backend {
       case op::linear_weight_grad: {  // x (rows, k), dy (rows, n): (k, n) = x^T dy, or (n, k) = dy^T x
         // kernel_call::bias_grad: dy's column sums in the product's epilogue where cuBLASLt has one
         // (16-bit and f32), else by the column-sum kernels after it.
+        // A batch (kernel_call::batch) shares x (stride 0) and strides dy, the result and the bias
+        // gradient; run_batch_apart runs it where cuBLASLt has no batched bias-gradient epilogue.
         const bool sums = c.bias_grad != nullptr;  // run() checked that no dimension is empty
         matmul_problem p = c.transpose_b
                                ? matmul_problem{.m = d[2], .n = d[1], .k = d[0], .transpose_a = true}
                                : matmul_problem{.m = d[1], .n = d[2], .k = d[0], .transpose_a = true};
         const buffer& a = c.transpose_b ? *c.in[1] : *c.in[0];
         const buffer& b = c.transpose_b ? *c.in[0] : *c.in[1];
+        p.batch = c.batch;
+        (c.transpose_b ? p.stride_a : p.stride_b) = c.batch_strides[0];
+        p.stride_c = c.batch_strides[1];
+        p.stride_bias = c.batch_strides[2];
         bool summed = false;
         if (sums && o.type() != dtype::f64 && c.bias_grad->type() == o.type()) {
           p.post = c.transpose_b ? epilogue::bias_grad_of_a : epilogue::bias_grad_of_b;
-          summed =
-              product_if_supported(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p,
-                                   "linear_weight_grad with bias gradient", {.bias = c.bias_grad->data()});
+          summed = product_if_supported(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p,
+                                        c.batch > 1 ? "linear_weight_grad with bias gradient (batched)"
+                                                    : "linear_weight_grad with bias gradient",
+                                        {.bias = c.bias_grad->data()});
         }
+        if (sums && !summed && c.batch > 1) return run_batch_apart(c);
         if (!summed) {
           p.post = epilogue::none;
           product(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p, "linear_weight_grad");

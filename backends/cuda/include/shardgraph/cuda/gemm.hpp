@@ -103,13 +103,16 @@ struct gemm_shape {
 
 // C[i] = alpha op(A[i]) op(B[i]) + beta C[i] (+ bias (n) per row), i < batch, all row-major:
 // op(A) is (m, k): A is stored (m, k), or (k, m) when transpose_a; op(B) is (k, n): B is stored
-// (k, n), or (n, k) when transpose_b. Strides are in elements between consecutive A[i], B[i], C[i].
+// (k, n), or (n, k) when transpose_b. Strides are in elements between consecutive A[i], B[i], C[i]
+// (0: one matrix for every i, as q's, k's and v's products share their input), and between the
+// products' biases (bias gradients).
 struct matmul_problem {
   std::int64_t m = 0, n = 0, k = 0;
   bool transpose_a = false, transpose_b = false;
   element a_type = element::f32, b_type = element::f32, c_type = element::f32;
   epilogue post = epilogue::none;
   std::int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+  std::int64_t stride_bias = 0;
   double alpha = 1, beta = 0;
 };
 
@@ -322,10 +325,19 @@ class gemm_runner {
       fail("cuda: " + what, "the GELU epilogue with aux needs an aux pointer and a batch of 1",
            "pass epilogue_operands::aux, or epilogue::gelu/bias_gelu");
     const void* addend = e.addend != nullptr && s.beta != 0 ? e.addend : c;
-    const std::uint32_t alignment =
-        std::min({detail::alignment_of(a), detail::alignment_of(b), detail::alignment_of(c),
-                  detail::alignment_of(addend), has_bias ? detail::alignment_of(e.bias) : 256u,
-                  has_aux ? detail::alignment_of(e.aux) : 256u});
+    // A batch's later operands lie at their strides from these pointers: their alignment counts too.
+    const auto element_bytes = [](element t) { return t == element::f64 ? 8 : t == element::f32 ? 4 : 2; };
+    const auto strided = [&](const void* p, std::int64_t stride, element t) {
+      return static_cast<const void*>(static_cast<const char*>(p) +
+                                      (s.batch > 1 ? stride * element_bytes(t) : 0));
+    };
+    const std::uint32_t alignment = std::min(
+        {detail::alignment_of(a), detail::alignment_of(b), detail::alignment_of(c),
+         detail::alignment_of(addend), has_bias ? detail::alignment_of(e.bias) : 256u,
+         has_aux ? detail::alignment_of(e.aux) : 256u, detail::alignment_of(strided(a, s.stride_a, s.a_type)),
+         detail::alignment_of(strided(b, s.stride_b, s.b_type)),
+         detail::alignment_of(strided(c, s.stride_c, s.c_type)),
+         has_bias ? detail::alignment_of(strided(e.bias, s.stride_bias, s.c_type)) : 256u});
     plan* found = plan_for(s, alignment, what, may_decline);
     if (found == nullptr) return false;
     const plan& p = *found;
@@ -425,7 +437,7 @@ class gemm_runner {
     report_.plans.push_back({what, median.front(), median[fastest]});
   }
   using plan_key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, std::uint32_t, std::int64_t,
-                              std::int64_t, std::int64_t, std::int64_t, int, bool>;
+                              std::int64_t, std::int64_t, std::int64_t, std::int64_t, int, bool>;
 
   static void set_batch(cublasLtMatrixLayout_t layout, std::int64_t batch, std::int64_t stride,
                         const std::string& what) {
@@ -444,9 +456,9 @@ class gemm_runner {
     const int types =
         static_cast<int>(s.a_type) * 16 + static_cast<int>(s.b_type) * 4 + static_cast<int>(s.c_type);
     const int transposes = (s.transpose_a ? 1 : 0) + (s.transpose_b ? 2 : 0);
-    const plan_key key{s.m,        s.n,        s.k,        types,      static_cast<int>(s.post),
-                       alignment,  s.batch,    s.stride_a, s.stride_b, s.stride_c,
-                       transposes, s.beta != 0};
+    const plan_key key{s.m,           s.n,        s.k,        types,      static_cast<int>(s.post),
+                       alignment,     s.batch,    s.stride_a, s.stride_b, s.stride_c,
+                       s.stride_bias, transposes, s.beta != 0};
     if (const auto it = plans_.find(key); it != plans_.end())
       return it->second->declined ? nullptr : it->second.get();
     auto p = std::make_unique<plan>();
@@ -474,6 +486,10 @@ class gemm_runner {
       detail::check_cublas(cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                           &c_type, sizeof c_type),
                            what + " (bias type)");
+    if (detail::uses_bias_pointer(s.post) && s.batch > 1)
+      detail::check_cublas(cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                                          &s.stride_bias, sizeof s.stride_bias),
+                           what + " (bias batch stride)");
     if (detail::uses_aux_pointer(s.post)) {  // aux has C's column-major shape (n, m): leading dimension n
       const std::int64_t aux_ld = s.n;
       detail::check_cublas(cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,

@@ -69,6 +69,16 @@ class tensor_buffer {
     v.owned_ = false;
     return v;
   }
+  // The same dtype and size `offset` bytes past this buffer's start, not owned: memory the caller
+  // knows lies there (a batched call's products, which bind placed at equal strides).
+  tensor_buffer at_offset(std::size_t offset) const {
+    tensor_buffer v;
+    v.type_ = type_;
+    v.numel_ = numel_;
+    v.data_ = static_cast<char*>(data_) + offset;
+    v.owned_ = false;
+    return v;
+  }
   ~tensor_buffer() { release(); }
   tensor_buffer(tensor_buffer&& o) noexcept
       : type_(o.type_),
