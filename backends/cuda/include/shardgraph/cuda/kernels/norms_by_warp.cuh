@@ -8,6 +8,9 @@
 #include <shardgraph/cuda/kernels/norms.cuh>
 #include <shardgraph/cuda/kernels/vectorized.cuh>
 
+#include <cuda_pipeline_primitives.h>
+
+#include <cstddef>
 #include <cstdint>
 
 namespace shardgraph::cuda::kernels {
@@ -183,15 +186,19 @@ __global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, con
 // partial (gridDim.x, cols) and, with Bias, partial + gridDim.x * cols: the splits
 // column_total_kernel adds up. A warp adds into its own row of shared memory, and reads w's
 // vectors again for each row (from L1) instead of holding them, so that the kernel needs at most
-// 128 registers and two blocks fit an SM. Measured on an H100 (bf16 rows, one wave): 768 wide
-// 0.053 ms, against 0.065 with the sums in registers (one block an SM); 1024 wide 0.066 ms,
-// against 0.082 with the sums and w in registers (212 registers). The shared sums are
-// element-major (element j of vector i at j * Vectors * 32 + i): a warp's lanes touch consecutive
-// words. Dynamic shared memory: norm_gradients_shared_bytes (64 KiB for 1024 bf16 values).
+// 128 registers and two blocks fit an SM. The shared sums are element-major (element j of vector i
+// at j * Vectors * 32 + i): a warp's lanes touch consecutive words.
+// While a warp computes a row, its next row's x and dy (and the addend's, in the other of two
+// slots) are in flight into shared memory (cp.async, staged once the row's own x and dy are summed
+// from registers): each lane copies and reads back only its own vectors, so no barrier is needed.
+// Without it every row waited on memory twice with little else to run (two blocks of 8 warps an
+// SM); an H100's profile showed half the warps' cycles waiting on those loads.
+// Dynamic shared memory: norm_gradients_shared_bytes (the sums, then 4 row slots a warp).
 inline constexpr int gradient_vectors_per_lane = 4;  // the widest row: 4 x 32 vectors
 template <class T, class C, int Vectors, bool Bias>
-constexpr std::size_t norm_gradients_shared_bytes = std::size_t{Bias ? 2u : 1u} *
-                                                    warp_rows_per_block* Vectors * 32 * lanes<T> * sizeof(C);
+constexpr std::size_t norm_gradients_shared_bytes =
+    std::size_t{Bias ? 2u : 1u} * warp_rows_per_block* Vectors * 32 * lanes<T> * sizeof(C) +
+    std::size_t{4} * warp_rows_per_block* Vectors * 32 * lanes<T> * sizeof(T);
 template <class T, class C, int Vectors, bool Layer, bool Bias>
 __global__ void __launch_bounds__(256, 2)
     norm_gradients_warp_kernel(const T* x, const T* w, const T* dy, const T* addend, T* dx, C* partial,
@@ -204,19 +211,39 @@ __global__ void __launch_bounds__(256, 2)
   const auto at = [&](int k, int j) { return j * Vectors * 32 + lane + 32 * k; };
   C* own_weight_sums = sums + warp * Width;
   C* own_bias_sums = sums + (warp_rows_per_block + warp) * Width;
+  // the warp's staged rows: x, dy, and the addend in two slots
+  T* const x_row = reinterpret_cast<T*>(sums + Totals * warp_rows_per_block * Width) + warp * 4 * Width;
+  T* const dy_row = x_row + Width;
+  T* const addend_rows = x_row + 2 * Width;
+  const auto stage = [&](std::int64_t row, int slot) {
+#pragma unroll
+    for (int k = 0; k < Vectors; ++k) {
+      const int v = lane + 32 * k;
+      if (v >= vectors) continue;
+      __pipeline_memcpy_async(x_row + v * L, x + row * cols + v * L, 16);
+      __pipeline_memcpy_async(dy_row + v * L, dy + row * cols + v * L, 16);
+      if (addend != nullptr)
+        __pipeline_memcpy_async(addend_rows + slot * Width + v * L, addend + row * cols + v * L, 16);
+    }
+    __pipeline_commit();
+  };
   for (int i = threadIdx.x; i < Totals * static_cast<int>(warp_rows_per_block) * Width; i += blockDim.x)
     sums[i] = 0;
   __syncthreads();
-  for (std::int64_t row = warp_row_index(); row < rows; row += warps) {
+  std::int64_t row = warp_row_index();
+  if (row < rows) stage(row, 0);
+  for (int slot = 0; row < rows; row += warps, slot ^= 1) {
+    __pipeline_wait_prior(0);  // this row's copies have landed
     warp_row<T, C, Vectors> xr, gr;
-    xr.load(x + row * cols, vectors);
-    gr.load(dy + row * cols, vectors);
+    xr.load(x_row, vectors);
+    gr.load(dy_row, vectors);
     C mean = 0, inverse = 0;  // xhat = (x - mean) * inverse
     warp_norm_statistics<Layer>(xr, vectors, cols, eps, mean, inverse);
     gr.each(vectors, [&](int k, int j, C g) {
       own_weight_sums[at(k, j)] += g * (xr.v[k][j] - mean) * inverse;
       if constexpr (Bias) own_bias_sums[at(k, j)] += g;
     });
+    if (row + warps < rows) stage(row + warps, slot ^ 1);  // x and dy were read from their slots
 #pragma unroll
     for (int k = 0; k < Vectors; ++k)  // g = dy w
       if (lane + 32 * k < vectors) {
@@ -226,7 +253,7 @@ __global__ void __launch_bounds__(256, 2)
         for (int j = 0; j < L; ++j) gr.v[k][j] *= weights[j];
       }
     store_norm_input_gradient<Layer>(xr, gr, mean, inverse, dx + row * cols,
-                                     addend != nullptr ? addend + row * cols : nullptr, vectors, cols);
+                                     addend != nullptr ? addend_rows + slot * Width : nullptr, vectors, cols);
   }
   __syncthreads();
   for (int total = 0; total < Totals; ++total)
