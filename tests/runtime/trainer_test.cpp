@@ -377,13 +377,14 @@ struct cpu_every_step_apart : sg::cpu::backend {
   static constexpr bool attention_gradients_together = false;
   static constexpr bool norm_gradients_together = false;
   static constexpr bool cross_entropy_gradient_with_loss = false;
+  static constexpr bool products_batched = false;
 };
 
 TEST_CASE(
     "trainer: GELU, its gradient and the adds after products, norm gradients and the tied table's "
     "gradient, done in their epilogues, attention on the products' layout, its three gradients in one call, "
-    "a norm's three "
-    "in one call and the loss with the logits' gradient train exactly as apart",
+    "a norm's three in one call, the loss with the logits' gradient and q's, k's and v's products batched "
+    "train exactly as apart",
     "[runtime][training][threads]") {
   // The values a product's epilogue writes are live from the product's step, and so are q, k, v
   // written by their products into the skipped split_heads' memory and the logits' gradient written
@@ -506,6 +507,30 @@ TEST_CASE("trainer: a one-rank step copies only the blocks' carries and the loss
   CHECK(calls["cross_entropy"] == 1);
   CHECK(calls["cross_entropy with its gradient"] == 1);
   CHECK(calls["cross_entropy_grad"] == 0);
+}
+
+// Forward only, q, k and v (their results in the memory arena, not kept) are one batched product a
+// layer too, with the same logits as the three apart.
+TEST_CASE("trainer: an inference forward batches q's, k's and v's products, with the same logits as apart",
+          "[runtime][threads]") {
+  static constexpr sg::program forward_only = sg::compile<gpt2_single>();
+  std::map<std::string, int> calls;
+  const auto logits = [&](auto backend) {
+    std::vector<std::byte> bytes;
+    sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+      auto rank = sg::bind(forward_only, config.sizes(batch, seq), comm, backend, {}, sg::random_weights(),
+                           {}, {.outputs = {"logits"}});
+      const sg::host_tensor out = rank.forward(tokens(batch, 0, 0)).at("logits");
+      bytes.assign(out.bytes().begin(), out.bytes().end());
+    });
+    return bytes;
+  };
+  cpu_counting_calls counting;
+  counting.calls = &calls;
+  const std::vector<std::byte> batched = logits(counting);
+  CHECK(calls["linear batch of 3"] == config.layers);
+  CHECK(calls["linear"] == 4 * config.layers + 1);  // q, k, v; the projection; fc; its projection; the head
+  CHECK(logits(cpu_every_step_apart{}) == batched);
 }
 
 // One micro-batch reads the gradients directly (no sum); two sum them first: the same update.
