@@ -105,8 +105,9 @@ struct kernel_call {
   // norm_gradients_together = true` (one pass over x and dy for the three).
   Buffer* weight_grad = nullptr;
   // linear and linear_weight_grad only, set when the backend declares `static constexpr bool
-  // products_batched = true`: `batch` products of the same sizes in one call (q, k and v of one x).
-  // Product b reads in[0] (shared) and in[1] + b * batch_strides[0] elements, writes out +
+  // products_batched = true` (and `static const void* address(const buffer&)`, by which the
+  // executor finds the strides): `batch` products of the same sizes in one call (q, k and v of one
+  // x). Product b reads in[0] (shared) and in[1] + b * batch_strides[0] elements, writes out +
   // b * batch_strides[1], and reads bias (writes bias_grad) + b * batch_strides[2]; the buffers
   // given are product 0's, and the others' memory lies past them at these strides.
   std::int64_t batch = 1;
