@@ -151,16 +151,15 @@ weight_and_bias_grad<Buffer> split_bias_grad(const kernel_call<Buffer>& c) {
 }
 
 // Product b of a batched call (kernel_call::batch) as a call of its own, for a backend that runs
-// them one at a time. `at(buffer, bytes)` makes a buffer of the same dtype and size that many bytes
-// past the given one's start; `views` holds what it made while the call runs.
-template <class Buffer, class At>
-kernel_call<Buffer> batch_member(const kernel_call<Buffer>& c, std::int64_t b, std::array<Buffer, 3>& views,
-                                 const At& at) {
+// them one at a time. Buffer::at_offset(bytes) is a buffer of the same dtype and size that many
+// bytes past the buffer's start; `views` holds those made while the call runs.
+template <class Buffer>
+kernel_call<Buffer> batch_member(const kernel_call<Buffer>& c, std::int64_t b, std::array<Buffer, 3>& views) {
   kernel_call<Buffer> m = c;
   m.batch = 1;
   const auto moved = [&](const Buffer& from, int k) {
     views[static_cast<std::size_t>(k)] =
-        at(from, static_cast<std::size_t>(b * c.batch_strides[k]) * dtype_size(from.type()));
+        from.at_offset(static_cast<std::size_t>(b * c.batch_strides[k]) * dtype_size(from.type()));
     return &views[static_cast<std::size_t>(k)];
   };
   m.in[1] = moved(*c.in[1], 0);

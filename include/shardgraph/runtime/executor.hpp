@@ -1201,12 +1201,7 @@ class rank_program {
     const graph& g = program_.nodes;
     memory_plan::value v;
     v.bytes = static_cast<std::size_t>(layout_.of(i).numel()) * dtype_size(g[i].type);
-    const int held =
-        fused_.stored_from[index(i)] >= 0 ? fused_.stored_from[index(i)] : i;  // whose writer writes it
-    const int writer = fused_.written_by_product[index(held)] >= 0 ? fused_.written_by_product[index(held)]
-                       : fused_.bias_done_by_product[index(held)]
-                           ? g[held].inputs[0]  // the epilogue writes it
-                           : held;
+    const int writer = fused_.writer_of(g, i);
     memory_plan::steps first{producer_step_[index(writer)], producer_step_[index(writer)]};
     if (g[i].kind == op::param_grad && written_into_[index(g[i].inputs[0])] == i)
       first.first = producer_step_[index(g[i].inputs[0])];  // its producer writes it in place
@@ -1508,10 +1503,12 @@ class rank_program {
       const bool unused = !materialized_[index(i)] || shares_arena(i) ||  // shared: a view, made below
                           written_into_[index(i)] >= 0;                   // a param_grad's memory
       values_.push_back(allocate_for(i, n.type, layered || unheld_weight || never_run || unused ? 0 : numel));
-      if (layered)
+      if (layered) {
+        const bool own = !in_layer_block(i);  // else a view into its group's block, made below
         for (std::int64_t l = 0; l < layers_; ++l)
-          per_layer_[index(i)].push_back(allocate_for(
-              i, n.type, held_layer_[static_cast<std::size_t>(l)] && !in_layer_block(i) ? numel : 0));
+          per_layer_[index(i)].push_back(
+              allocate_for(i, n.type, own && held_layer_[static_cast<std::size_t>(l)] ? numel : 0));
+      }
       if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
         std::int64_t in = layout_.of(n.inputs[0]).numel();
         std::int64_t staged = never_run || unread_[index(i)] ? 0

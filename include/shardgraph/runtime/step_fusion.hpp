@@ -63,6 +63,15 @@ struct step_fusion {
   // one batched call (empty: none); those products' steps are then skipped
   std::vector<std::vector<int>> batched_with;
   std::vector<bool> made_in_batch;  // linear or linear_weight_grad -> an earlier product's call runs it
+
+  // The node whose step's call writes v's bytes: a split or merge of heads holds its input's (whose
+  // step writes it), and a product's epilogue writes the add_bias or elementwise value it took over.
+  int writer_of(const graph& g, int v) const {
+    const auto at = [](int i) { return static_cast<std::size_t>(i); };
+    const int held = stored_from[at(v)] >= 0 ? stored_from[at(v)] : v;
+    if (written_by_product[at(held)] >= 0) return written_by_product[at(held)];
+    return bias_done_by_product[at(held)] ? g[held].inputs[0] : held;
+  }
 };
 
 namespace detail {
@@ -480,14 +489,7 @@ class step_fusion_planner {
     fused_.made_in_batch.assign(index(g.size()), false);
     if constexpr (requires { requires Backend::products_batched; }) {
       if (in_.pipelined || in_.program.zero_stage >= 3) return;
-      const auto written_at = [&](int v) {  // the step whose call writes v's bytes
-        const int held = fused_.stored_from[index(v)] >= 0 ? fused_.stored_from[index(v)] : v;
-        const int writer = fused_.written_by_product[index(held)] >= 0
-                               ? fused_.written_by_product[index(held)]
-                           : fused_.bias_done_by_product[index(held)] ? g[held].inputs[0]
-                                                                      : held;
-        return in_.producer_step[index(writer)];
-      };
+      const auto written_at = [&](int v) { return in_.producer_step[index(fused_.writer_of(g, v))]; };
       const auto eligible = [&](int i) {
         const node& n = g[i];
         if ((n.kind != op::linear && n.kind != op::linear_weight_grad) || !computed_alone(i) ||

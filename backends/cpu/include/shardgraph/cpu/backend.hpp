@@ -177,9 +177,7 @@ class backend {
   void run(const compute::kernel_call<buffer>& call) {
     if (call.batch > 1) {  // one product at a time, each at its strides
       std::array<buffer, 3> views;
-      for (std::int64_t b = 0; b < call.batch; ++b)
-        run(compute::batch_member(call, b, views,
-                                  [](const buffer& x, std::size_t bytes) { return x.at_offset(bytes); }));
+      for (std::int64_t b = 0; b < call.batch; ++b) run(compute::batch_member(call, b, views));
       return;
     }
     if (call.key_grad != nullptr) {

@@ -602,9 +602,7 @@ class backend {
   // A batched call's products one at a time.
   void run_batch_apart(const call_t& c) {
     std::array<buffer, 3> views;
-    for (std::int64_t b = 0; b < c.batch; ++b)
-      run(compute::batch_member(c, b, views,
-                                [](const buffer& x, std::size_t bytes) { return x.at_offset(bytes); }));
+    for (std::int64_t b = 0; b < c.batch; ++b) run(compute::batch_member(c, b, views));
   }
 
   // A weight gradient with its bias gradient that run_typed takes in one call: a product's or a
