@@ -617,7 +617,8 @@ class rank_program {
           layer_ = n.reverse ? end - 1 : first;
           if (zero3_) gather_block_parameters(st.node, layer_, n.reverse);
           const bool received = n.reverse ? sg.receive_backward_input : sg.receive_forward_input;
-          if (!received) backend_.copy(value(n.inputs[0]), value(st.node));
+          buffer& input = value(n.inputs[0]);
+          if (!received && &input != &value(st.node)) backend_.copy(input, value(st.node));
           if (n.reverse) recompute_layer();
           break;
         }
@@ -633,7 +634,7 @@ class rank_program {
             if (&next_input != &result) backend_.copy(result, next_input);  // else written there already
             s = loop_start;
             if (reverse) recompute_layer();
-          } else {
+          } else if (&result != &value(st.node)) {  // else the last layer wrote it there
             backend_.copy(result, value(st.node));
           }
           break;
@@ -1089,11 +1090,13 @@ class rank_program {
   // the result's, both live through the whole loop: layer l reads one and writes the other
   // (carried_input_at). Only where nothing but the block reads the result and nothing reads it
   // after its layer (not kept per layer, not recomputed), outside pipelines (their stages receive
-  // inputs). The loop's end still copies the last layer's result out.
+  // inputs). The last layer writes its result into the loop's own value (carried_out_), so that
+  // the loop's end copies nothing either.
   void plan_carried_results() {
     const graph& g = program_.nodes;
     carried_into_.assign(index(g.size()), -1);
     carry_partner_.assign(index(g.size()), -1);
+    carried_out_.assign(index(g.size()), -1);
     if (!program_.is_training() || pipelined()) return;
     for (int e = 0; e < g.size(); ++e) {
       if (g[e].kind != op::repeat_end) continue;
@@ -1110,7 +1113,39 @@ class rank_program {
       if (!read_in_block) continue;
       carried_into_[index(result)] = block;
       if (g[block].reverse) carry_partner_[index(block)] = result;
+      if (materialized_[index(e)] && !unread_[index(e)] && fused_.stored_in[index(e)] < 0 && !per_layer(e) &&
+          g[e].type == g[result].type && layout_.of(e).numel() == layout_.of(result).numel())
+        carried_out_[index(result)] = e;
     }
+  }
+  // A block's input that only the block reads is written where the block's first layer reads it
+  // (layer 0's kept input forward, the carry buffer of the last layer backward), so that the
+  // loop's start copies nothing: outside pipelines (their stages receive inputs), where a step
+  // other than a collective writes it and it is one plain value.
+  void plan_block_inputs() {
+    const graph& g = program_.nodes;
+    block_input_of_.assign(index(g.size()), -1);
+    if (pipelined()) return;
+    for (int block = 0; block < g.size(); ++block) {
+      if (g[block].kind != op::repeat_begin || fused_.stored_in[index(block)] >= 0) continue;
+      const int x = g[block].inputs[0];
+      const std::size_t s = producer_step_[index(x)];
+      const std::vector<int>& readers = readers_[index(x)];
+      if (keeps_own_memory(g[x].kind) || s == no_step || program_.steps[s].kind == step_kind::communicate ||
+          readers.size() != 1 || readers.front() != block || !materialized_[index(x)] || unread_[index(x)] ||
+          fused_.stored_in[index(x)] >= 0 || written_into_[index(x)] >= 0 || carried_into_[index(x)] >= 0 ||
+          carry_partner_[index(x)] >= 0 || per_layer(x) || g[x].type != g[block].type ||
+          layout_.of(x).numel() != layout_.of(block).numel())
+        continue;
+      block_input_of_[index(x)] = block;
+    }
+  }
+  // Whether value i is held in another value's memory by plan_carried_results (a forward block's
+  // last result) or plan_block_inputs: it needs none of its own.
+  bool held_elsewhere(int i) const {
+    const int block = carried_into_[index(i)];
+    return block_input_of_[index(i)] >= 0 ||
+           (block >= 0 && !program_.nodes[block].reverse && carried_out_[index(i)] >= 0);
   }
   // The buffer a backward block reads its input from at layer `layer`: its own at the last layer
   // and every second one below, the result's at the others (plan_carried_results).
@@ -1153,6 +1188,21 @@ class rank_program {
   }
 
   // ---- the memory plan (memory_plan.hpp) ----
+  // The values that live across steps or calls in memory of their own: parameters and their
+  // gradients, the program's inputs and outputs, the repeat blocks' values.
+  static bool keeps_own_memory(op kind) {
+    switch (kind) {
+      case op::parameter:
+      case op::param_grad:
+      case op::input:
+      case op::output:
+      case op::repeat_begin:
+      case op::repeat_end:
+        return true;
+      default:
+        return false;
+    }
+  }
   // Whether value i may share the arena: one buffer written by its step and read only by steps.
   // Pipelines (micro-batch slots), what collectives touch (their streams may run on) and what a
   // step keeps across calls are left out.
@@ -1164,20 +1214,10 @@ class rank_program {
     const graph& g = program_.nodes;
     const node& n = g[i];
     if (!memory_options_.reuse || pipelined() || per_layer(i) || !materialized_[index(i)] ||
-        written_into_[index(i)] >= 0)
+        written_into_[index(i)] >= 0 || held_elsewhere(i))
       return false;
     if (n.kind == op::param_grad && scattered_grad_[index(i)]) return layout_.of(i).numel() > 0;
-    switch (n.kind) {
-      case op::parameter:
-      case op::param_grad:
-      case op::input:
-      case op::output:
-      case op::repeat_begin:
-      case op::repeat_end:
-        return false;
-      default:
-        break;
-    }
+    if (keeps_own_memory(n.kind)) return false;
     const auto communicates = [&](int j) {
       const std::size_t s = producer_step_[index(j)];
       return s == no_step || program_.steps[s].kind == step_kind::communicate;
@@ -1475,6 +1515,7 @@ class rank_program {
     plan_materialized();
     plan_gradients_in_place();
     plan_carried_results();
+    plan_block_inputs();
     plan_buckets();  // before the allocations: a reduce-scattered gradient needs one buffer, not one per
                      // layer
     plan_layer_blocks();
@@ -1501,7 +1542,8 @@ class rank_program {
       const bool unheld_weight = n.kind == op::parameter && n.region < 0 && !holds(i, 0);
       const bool never_run = !needed_here(i);  // another pipeline stage's phase computes and reads it
       const bool unused = !materialized_[index(i)] || shares_arena(i) ||  // shared: a view, made below
-                          written_into_[index(i)] >= 0;                   // a param_grad's memory
+                          written_into_[index(i)] >= 0 ||                 // a param_grad's memory
+                          held_elsewhere(i);                              // a block's input or result
       values_.push_back(allocate_for(i, n.type, layered || unheld_weight || never_run || unused ? 0 : numel));
       if (layered) {
         const bool own = !in_layer_block(i);  // else a view into its group's block, made below
@@ -1971,9 +2013,14 @@ class rank_program {
   buffer& value_at(int i, std::int64_t layer) {
     if (fused_.stored_in[index(i)] >= 0) return value_at(fused_.stored_in[index(i)], layer);
     if (written_into_[index(i)] >= 0) return value_at(written_into_[index(i)], layer);
+    if (const int block = block_input_of_[index(i)]; block >= 0)  // plan_block_inputs
+      return value_at(block, program_.nodes[block].reverse ? layers_ - 1 : 0);
     if (const int block = carried_into_[index(i)];
         block >= 0) {  // the next layer's input (plan_carried_results)
-      if (program_.nodes[block].reverse) return carried_input_at(block, layer - 1);
+      const bool reverse = program_.nodes[block].reverse;
+      if (carried_out_[index(i)] >= 0 && layer == (reverse ? 0 : layers_ - 1))
+        return value_at(carried_out_[index(i)], layer);  // the last layer's: the loop's value
+      if (reverse) return carried_input_at(block, layer - 1);
       if (layer + 1 < layers_) return per_layer_[index(block)][index(static_cast<int>(layer + 1))];
     }
     if (carry_partner_[index(i)] >= 0) return carried_input_at(i, layer);
@@ -2301,6 +2348,8 @@ class rank_program {
   std::vector<bool> in_arena_;           // per node: its value is a view into arena_ (plan_arena)
   std::vector<int> carried_into_;        // per node: the block whose next layer's input it is (-1)
   std::vector<int> carry_partner_;       // per backward block: the result it alternates with (-1)
+  std::vector<int> carried_out_;         // per carried result: the loop value its last layer writes (-1)
+  std::vector<int> block_input_of_;      // per node: the block whose first layer's input memory it is (-1)
   std::vector<int> written_into_;        // per node: the param_grad whose memory it is (-1: its own)
   buffer arena_;                         // the values that share memory by lifetime
   std::vector<std::vector<int>> layer_blocks_;  // per-layer values placed together (plan_layer_blocks)
