@@ -10,6 +10,7 @@
 
 #include <cuda_pipeline_primitives.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -184,26 +185,39 @@ __global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, con
 // the bias gradient's, dy. Each warp takes rows warp, warp + warps, ... (warps: the grid's, one
 // wave of blocks) and sums its columns; the block's 8 warps' sums are then added in order into
 // partial (gridDim.x, cols) and, with Bias, partial + gridDim.x * cols: the splits
-// column_total_kernel adds up. A warp adds into its own row of shared memory, and reads w's
-// vectors again for each row (from L1) instead of holding them, so that the kernel needs at most
-// 128 registers and two blocks fit an SM. The shared sums are element-major (element j of vector i
-// at j * Vectors * 32 + i): a warp's lanes touch consecutive words.
+// column_total_kernel adds up. w's vectors are read again for each row (from L1), not held.
+// Rows of up to 3 vectors a lane (768 bf16 columns) keep each lane's column sums in registers
+// (at most 24 + 24 with the row's x and g: under 128, two blocks an SM); wider rows add into the
+// warp's own row of shared memory instead, a read-modify-write per element and row. The shared
+// sums are element-major (element j of vector i at j * Vectors * 32 + i): a warp's lanes touch
+// consecutive words.
 // While a warp computes a row, its next row's x and dy (and the addend's, in the other of two
 // slots) are in flight into shared memory (cp.async, staged once the row's own x and dy are summed
 // from registers): each lane copies and reads back only its own vectors, so no barrier is needed.
 // Without it every row waited on memory twice with little else to run (two blocks of 8 warps an
 // SM); an H100's profile showed half the warps' cycles waiting on those loads.
-// Dynamic shared memory: norm_gradients_shared_bytes (the sums, then 4 row slots a warp).
+// Dynamic shared memory: norm_gradients_shared_bytes (the sums and 4 row slots a warp; with the
+// sums in registers, the slots' bytes hold the sums at the end).
 inline constexpr int gradient_vectors_per_lane = 4;  // the widest row: 4 x 32 vectors
+template <int Vectors>
+inline constexpr bool gradient_sums_in_registers = Vectors <= 3;
+template <class T, class C, int Vectors, bool Bias>
+constexpr std::size_t norm_gradient_sums_bytes = std::size_t{Bias ? 2u : 1u} * warp_rows_per_block* Vectors *
+                                                 32 * lanes<T> * sizeof(C);
+template <class T, class C, int Vectors>
+constexpr std::size_t norm_gradient_slots_bytes = std::size_t{4} * warp_rows_per_block* Vectors * 32 *
+                                                  lanes<T> * sizeof(T);
 template <class T, class C, int Vectors, bool Bias>
 constexpr std::size_t norm_gradients_shared_bytes =
-    std::size_t{Bias ? 2u : 1u} * warp_rows_per_block* Vectors * 32 * lanes<T> * sizeof(C) +
-    std::size_t{4} * warp_rows_per_block* Vectors * 32 * lanes<T> * sizeof(T);
+    gradient_sums_in_registers<Vectors>
+        ? std::max(norm_gradient_sums_bytes<T, C, Vectors, Bias>, norm_gradient_slots_bytes<T, C, Vectors>)
+        : norm_gradient_sums_bytes<T, C, Vectors, Bias> + norm_gradient_slots_bytes<T, C, Vectors>;
 template <class T, class C, int Vectors, bool Layer, bool Bias>
 __global__ void __launch_bounds__(256, 2)
     norm_gradients_warp_kernel(const T* x, const T* w, const T* dy, const T* addend, T* dx, C* partial,
                                std::int64_t rows, int cols, double eps) {
   constexpr int L = lanes<T>, Width = Vectors * 32 * L, Totals = Bias ? 2 : 1;
+  constexpr bool InRegisters = gradient_sums_in_registers<Vectors>;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   C* sums = reinterpret_cast<C*>(shared_bytes);  // [Totals][warp_rows_per_block][Width]
   const int vectors = cols / L, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -211,8 +225,12 @@ __global__ void __launch_bounds__(256, 2)
   const auto at = [&](int k, int j) { return j * Vectors * 32 + lane + 32 * k; };
   C* own_weight_sums = sums + warp * Width;
   C* own_bias_sums = sums + (warp_rows_per_block + warp) * Width;
+  // the lane's column sums, where they are held in registers
+  C weight_sums[InRegisters ? Vectors : 1][L] = {}, bias_sums[InRegisters && Bias ? Vectors : 1][L] = {};
   // the warp's staged rows: x, dy, and the addend in two slots
-  T* const x_row = reinterpret_cast<T*>(sums + Totals * warp_rows_per_block * Width) + warp * 4 * Width;
+  T* const x_row =
+      reinterpret_cast<T*>(shared_bytes + (InRegisters ? 0 : norm_gradient_sums_bytes<T, C, Vectors, Bias>)) +
+      warp * 4 * Width;
   T* const dy_row = x_row + Width;
   T* const addend_rows = x_row + 2 * Width;
   const auto stage = [&](std::int64_t row, int slot) {
@@ -227,9 +245,11 @@ __global__ void __launch_bounds__(256, 2)
     }
     __pipeline_commit();
   };
-  for (int i = threadIdx.x; i < Totals * static_cast<int>(warp_rows_per_block) * Width; i += blockDim.x)
-    sums[i] = 0;
-  __syncthreads();
+  if constexpr (!InRegisters) {
+    for (int i = threadIdx.x; i < Totals * static_cast<int>(warp_rows_per_block) * Width; i += blockDim.x)
+      sums[i] = 0;
+    __syncthreads();
+  }
   std::int64_t row = warp_row_index();
   if (row < rows) stage(row, 0);
   for (int slot = 0; row < rows; row += warps, slot ^= 1) {
@@ -240,8 +260,14 @@ __global__ void __launch_bounds__(256, 2)
     C mean = 0, inverse = 0;  // xhat = (x - mean) * inverse
     warp_norm_statistics<Layer>(xr, vectors, cols, eps, mean, inverse);
     gr.each(vectors, [&](int k, int j, C g) {
-      own_weight_sums[at(k, j)] += g * (xr.v[k][j] - mean) * inverse;
-      if constexpr (Bias) own_bias_sums[at(k, j)] += g;
+      const C product = g * (xr.v[k][j] - mean) * inverse;
+      if constexpr (InRegisters) {
+        weight_sums[k][j] += product;
+        if constexpr (Bias) bias_sums[k][j] += g;
+      } else {
+        own_weight_sums[at(k, j)] += product;
+        if constexpr (Bias) own_bias_sums[at(k, j)] += g;
+      }
     });
     if (row + warps < rows) stage(row + warps, slot ^ 1);  // x and dy were read from their slots
 #pragma unroll
@@ -256,6 +282,16 @@ __global__ void __launch_bounds__(256, 2)
                                      addend != nullptr ? addend_rows + slot * Width : nullptr, vectors, cols);
   }
   __syncthreads();
+  if constexpr (InRegisters) {  // the slots are read: their bytes take the warps' sums
+#pragma unroll
+    for (int k = 0; k < Vectors; ++k)
+#pragma unroll
+      for (int j = 0; j < L; ++j) {
+        own_weight_sums[at(k, j)] = weight_sums[k][j];
+        if constexpr (Bias) own_bias_sums[at(k, j)] = bias_sums[k][j];
+      }
+    __syncthreads();
+  }
   for (int total = 0; total < Totals; ++total)
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
       const int from = (c % L) * Vectors * 32 + c / L;
