@@ -530,6 +530,10 @@ TEST_CASE("trainer: an inference forward batches q's, k's and v's products, with
   const std::vector<std::byte> batched = logits(counting);
   CHECK(calls["linear batch of 3"] == config.layers);
   CHECK(calls["linear"] == 4 * config.layers + 1);  // q, k, v; the projection; fc; its projection; the head
+  // The layers' activations alternate between two buffers, the embeddings write the first and the
+  // last layer the block's value (plan_block_inputs, plan_carried_results): only the logits' output
+  // copies.
+  CHECK(calls["copy"] == 1);
   CHECK(logits(cpu_every_step_apart{}) == batched);
 }
 

@@ -1084,25 +1084,27 @@ class rank_program {
   }
 
   // A block's result (the value its repeat_end carries to the next layer) is written where the
-  // next layer reads its input, so that the copy between layers goes. A forward block's inputs are
-  // kept per layer for the backward: layer l writes into layer l + 1's. A backward block's input
-  // (the gradient, running from the last layer down) alternates between two buffers, its own and
-  // the result's, both live through the whole loop: layer l reads one and writes the other
-  // (carried_input_at). Only where nothing but the block reads the result and nothing reads it
-  // after its layer (not kept per layer, not recomputed), outside pipelines (their stages receive
-  // inputs). The last layer writes its result into the loop's own value (carried_out_), so that
-  // the loop's end copies nothing either.
+  // next layer reads its input, so that the copy between layers goes. A training forward block's
+  // inputs are kept per layer for the backward: layer l writes into layer l + 1's. Any other
+  // block's input (a backward block's gradient, running from the last layer down; an inference
+  // forward's activations) alternates between two buffers, its own and the result's, both live
+  // through the whole loop: layer l reads one and writes the other (carried_input_at). Only where
+  // nothing but the block reads the result and nothing reads it after its layer (not kept per
+  // layer, not recomputed), outside pipelines (their stages receive inputs). The last layer
+  // writes its result into the loop's own value (carried_out_), so that the loop's end copies
+  // nothing either.
   void plan_carried_results() {
     const graph& g = program_.nodes;
     carried_into_.assign(index(g.size()), -1);
     carry_partner_.assign(index(g.size()), -1);
     carried_out_.assign(index(g.size()), -1);
-    if (!program_.is_training() || pipelined()) return;
+    if (pipelined()) return;
     for (int e = 0; e < g.size(); ++e) {
       if (g[e].kind != op::repeat_end) continue;
       const int block = g[e].region, result = g[e].inputs[0];
-      if (per_layer(block) == g[block].reverse || result == block || g[result].region != block) continue;
-      if (g[block].reverse && fused_.stored_in[index(block)] >= 0) continue;
+      const bool alternating = !per_layer(block);
+      if (result == block || g[result].region != block) continue;
+      if (alternating && fused_.stored_in[index(block)] >= 0) continue;
       if (g[result].kind == op::parameter || per_layer(result) || recomputed(result) ||
           !materialized_[index(result)] || fused_.stored_in[index(result)] >= 0 ||
           written_into_[index(result)] >= 0 || g[result].type != g[block].type ||
@@ -1112,7 +1114,7 @@ class rank_program {
       for (int r : readers_[index(result)]) read_in_block = read_in_block && g[r].region == block;
       if (!read_in_block) continue;
       carried_into_[index(result)] = block;
-      if (g[block].reverse) carry_partner_[index(block)] = result;
+      if (alternating) carry_partner_[index(block)] = result;
       if (materialized_[index(e)] && !unread_[index(e)] && fused_.stored_in[index(e)] < 0 && !per_layer(e) &&
           g[e].type == g[result].type && layout_.of(e).numel() == layout_.of(result).numel())
         carried_out_[index(result)] = e;
@@ -1143,15 +1145,17 @@ class rank_program {
   // Whether value i is held in another value's memory by plan_carried_results (a forward block's
   // last result) or plan_block_inputs: it needs none of its own.
   bool held_elsewhere(int i) const {
-    const int block = carried_into_[index(i)];
+    const int block = carried_into_[index(i)];  // kept per layer: read from the next layer's input
     return block_input_of_[index(i)] >= 0 ||
-           (block >= 0 && !program_.nodes[block].reverse && carried_out_[index(i)] >= 0);
+           (block >= 0 && carry_partner_[index(block)] < 0 && carried_out_[index(i)] >= 0);
   }
-  // The buffer a backward block reads its input from at layer `layer`: its own at the last layer
-  // and every second one below, the result's at the others (plan_carried_results).
+  // The buffer an alternating block reads its input from at layer `layer`: its own at its first
+  // layer (the last for a backward block) and every second one after, the result's at the others
+  // (plan_carried_results).
   buffer& carried_input_at(int block, std::int64_t layer) {
     const int partner = carry_partner_[index(block)];
-    return (layers_ - 1 - layer) % 2 == 0 ? values_[index(block)] : values_[index(partner)];
+    const std::int64_t run = program_.nodes[block].reverse ? layers_ - 1 - layer : layer;
+    return run % 2 == 0 ? values_[index(block)] : values_[index(partner)];
   }
 
   // A parameter gradient computed by one step and read only by its param_grad (the weight product
@@ -1262,9 +1266,9 @@ class rank_program {
           if (g[b].kind == op::repeat_begin && g[b].reverse)
             v.live.push_back({loop_begin_step(b), loop_end_step(b)});
     }
-    // A backward block's input and its result alternate as the loop's carry: live through the loop.
+    // An alternating block's input and its result are the loop's carry: live through the loop.
     if (const int block = carry_partner_[index(i)] >= 0 ? i : carried_into_[index(i)];
-        block >= 0 && g[block].reverse)
+        block >= 0 && carry_partner_[index(block)] >= 0)
       v.live.push_back({loop_begin_step(block), loop_end_step(block)});
     if (rerun)  // written and read by the recomputation at each backward iteration's start
       for (int b = 0; b < g.size(); ++b)
@@ -2020,7 +2024,7 @@ class rank_program {
       const bool reverse = program_.nodes[block].reverse;
       if (carried_out_[index(i)] >= 0 && layer == (reverse ? 0 : layers_ - 1))
         return value_at(carried_out_[index(i)], layer);  // the last layer's: the loop's value
-      if (reverse) return carried_input_at(block, layer - 1);
+      if (carry_partner_[index(block)] >= 0) return carried_input_at(block, reverse ? layer - 1 : layer + 1);
       if (layer + 1 < layers_) return per_layer_[index(block)][index(static_cast<int>(layer + 1))];
     }
     if (carry_partner_[index(i)] >= 0) return carried_input_at(i, layer);
