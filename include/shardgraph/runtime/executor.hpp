@@ -617,8 +617,10 @@ class rank_program {
           layer_ = n.reverse ? end - 1 : first;
           if (zero3_) gather_block_parameters(st.node, layer_, n.reverse);
           const bool received = n.reverse ? sg.receive_backward_input : sg.receive_forward_input;
-          buffer& input = value(n.inputs[0]);
-          if (!received && &input != &value(st.node)) backend_.copy(input, value(st.node));
+          if (!received) {
+            buffer& input = value(n.inputs[0]);
+            if (&input != &value(st.node)) backend_.copy(input, value(st.node));  // else written there
+          }
           if (n.reverse) recompute_layer();
           break;
         }
@@ -1121,9 +1123,9 @@ class rank_program {
     }
   }
   // A block's input that only the block reads is written where the block's first layer reads it
-  // (layer 0's kept input forward, the carry buffer of the last layer backward), so that the
-  // loop's start copies nothing: outside pipelines (their stages receive inputs), where a step
-  // other than a collective writes it and it is one plain value.
+  // (layer 0's kept input or the first carry buffer forward, the last layer's carry buffer
+  // backward), so that the loop's start copies nothing: outside pipelines (their stages receive
+  // inputs), where a step other than a collective writes it and it is one plain value.
   void plan_block_inputs() {
     const graph& g = program_.nodes;
     block_input_of_.assign(index(g.size()), -1);
@@ -1136,16 +1138,16 @@ class rank_program {
       if (keeps_own_memory(g[x].kind) || s == no_step || program_.steps[s].kind == step_kind::communicate ||
           readers.size() != 1 || readers.front() != block || !materialized_[index(x)] || unread_[index(x)] ||
           fused_.stored_in[index(x)] >= 0 || written_into_[index(x)] >= 0 || carried_into_[index(x)] >= 0 ||
-          carry_partner_[index(x)] >= 0 || per_layer(x) || g[x].type != g[block].type ||
-          layout_.of(x).numel() != layout_.of(block).numel())
+          per_layer(x) || g[x].type != g[block].type || layout_.of(x).numel() != layout_.of(block).numel())
         continue;
       block_input_of_[index(x)] = block;
     }
   }
-  // Whether value i is held in another value's memory by plan_carried_results (a forward block's
-  // last result) or plan_block_inputs: it needs none of its own.
+  // Whether value i is held in another value's memory by plan_carried_results (the result of a
+  // block that keeps its inputs per layer: the next layer's input, at the last the loop's value)
+  // or plan_block_inputs: it needs none of its own.
   bool held_elsewhere(int i) const {
-    const int block = carried_into_[index(i)];  // kept per layer: read from the next layer's input
+    const int block = carried_into_[index(i)];
     return block_input_of_[index(i)] >= 0 ||
            (block >= 0 && carry_partner_[index(block)] < 0 && carried_out_[index(i)] >= 0);
   }
@@ -2351,7 +2353,7 @@ class rank_program {
   std::vector<bool> unread_;             // per node: only outputs left out read it (plan_materialized)
   std::vector<bool> in_arena_;           // per node: its value is a view into arena_ (plan_arena)
   std::vector<int> carried_into_;        // per node: the block whose next layer's input it is (-1)
-  std::vector<int> carry_partner_;       // per backward block: the result it alternates with (-1)
+  std::vector<int> carry_partner_;       // per alternating block: the result it alternates with (-1)
   std::vector<int> carried_out_;         // per carried result: the loop value its last layer writes (-1)
   std::vector<int> block_input_of_;      // per node: the block whose first layer's input memory it is (-1)
   std::vector<int> written_into_;        // per node: the param_grad whose memory it is (-1: its own)

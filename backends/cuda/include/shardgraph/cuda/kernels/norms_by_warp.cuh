@@ -187,10 +187,10 @@ __global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, con
 // partial (gridDim.x, cols) and, with Bias, partial + gridDim.x * cols: the splits
 // column_total_kernel adds up. w's vectors are read again for each row (from L1), not held.
 // Rows of up to 3 vectors a lane (768 bf16 columns) keep each lane's column sums in registers
-// (at most 24 + 24 with the row's x and g: under 128, two blocks an SM); wider rows add into the
-// warp's own row of shared memory instead, a read-modify-write per element and row. The shared
-// sums are element-major (element j of vector i at j * Vectors * 32 + i): a warp's lanes touch
-// consecutive words.
+// (24 + 24 beside the row's x and g: 128 registers at 768 bf16 wide, no spills, two blocks an
+// SM); wider rows add into the warp's own row of shared memory instead, a read-modify-write per
+// element and row. The shared sums are element-major (element j of vector i at
+// j * Vectors * 32 + i): a warp's lanes touch consecutive words.
 // While a warp computes a row, its next row's x and dy (and the addend's, in the other of two
 // slots) are in flight into shared memory (cp.async, staged once the row's own x and dy are summed
 // from registers): each lane copies and reads back only its own vectors, so no barrier is needed.
