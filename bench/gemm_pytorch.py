@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """The PyTorch peer of bench/gemm_cuda: the same GPT-2 124M linear layers (M = 16384 rows, bf16)
 timed with CUDA events, median of --repeat runs: torch.matmul alone, F.linear with the bias, and
-for c_fc F.linear then GELU (tanh), as eager PyTorch runs them. One JSON line per measurement.
+for c_fc F.linear then GELU (tanh), as eager PyTorch runs them. Then the backward's products as
+autograd makes them: the input gradient dy @ w (for mlp.c_proj also with GELU's gradient after it,
+c_fc's), and the weight gradient dy^T @ x (with the bias gradient dy.sum(0) after it). One JSON
+line per measurement.
 
     python3 bench/gemm_pytorch.py [--repeat 50] [--rows 16384]
 """
@@ -52,3 +55,21 @@ for name, k, n, post in layers:
         print(json.dumps({"bench": "gemm_pytorch", "layer": name, "m": a.rows, "k": k, "n": n, "type": "bf16",
                           "epilogue": epilogue, "median_ms": round(ms, 4), "tflops": round(flop / (ms * 1e-3) / 1e12, 1),
                           "torch": torch.__version__}), flush=True)
+
+for name, k, n, post in layers:
+    x = torch.full((a.rows, k), 0.01, dtype=torch.bfloat16, device="cuda")
+    w = torch.full((n, k), 0.01, dtype=torch.bfloat16, device="cuda")
+    dy = torch.full((a.rows, n), 0.01, dtype=torch.bfloat16, device="cuda")
+    flop = 2.0 * a.rows * k * n
+    runs = [("input gradient", "none", lambda: torch.matmul(dy, w))]
+    if post == "bias" and k > n:  # mlp.c_proj: c_fc's dy is GELU's gradient of this one
+        runs.append(("input gradient", "gelu gradient",
+                     lambda: torch.ops.aten.gelu_backward(torch.matmul(dy, w), x, approximate="tanh")))
+    runs.append(("weight gradient", "none", lambda: torch.matmul(dy.t(), x)))
+    if post != "none":
+        runs.append(("weight gradient", "bias gradient", lambda: (torch.matmul(dy.t(), x), dy.sum(0))))
+    for product, epilogue, fn in runs:
+        ms = median_ms(fn)
+        print(json.dumps({"bench": "gemm_pytorch", "layer": name, "product": product, "m": a.rows, "k": k, "n": n,
+                          "type": "bf16", "epilogue": epilogue, "median_ms": round(ms, 4),
+                          "tflops": round(flop / (ms * 1e-3) / 1e12, 1), "torch": torch.__version__}), flush=True)

@@ -2,8 +2,12 @@
 // bf16, with and without the fused epilogue: median time over --repeat runs (CUDA events) and
 // TFLOP/s, with cuBLASLt's first heuristic answer ("choice": "heuristic") and with the fastest of its
 // first answers ("timed", the backend's default). One JSON line per shape and choice;
-// bench/gemm_pytorch.py times torch on the same shapes. Then q, k and v (124M's and 350M's widths)
-// as three products against one batched call, forward and weight gradients.
+// bench/gemm_pytorch.py times torch on the same shapes. Then the backward's products as the cuda
+// backend runs them (timed choice): each layer's input gradient dy w^T and weight gradient x^T dy,
+// with and without the epilogue the step fuses into it (the bias gradient; GELU's gradient), and
+// q, k and v's input gradient as three accumulating products against one over the three widths.
+// Then q, k and v (124M's and 350M's widths) as three products against one batched call, forward
+// and weight gradients.
 //
 //   gemm_cuda [--repeat 50] [--rows 16384]
 #include <shardgraph/core/half_types.hpp>
@@ -103,6 +107,113 @@ void batched_qkv(sg::cuda::gemm_runner& gemm, std::int64_t rows, std::int64_t mo
   }
 }
 
+const char* epilogue_name(epilogue post) {
+  switch (post) {
+    case epilogue::none:
+      return "none";
+    case epilogue::bias:
+      return "bias";
+    case epilogue::bias_gelu:
+      return "bias+gelu";
+    case epilogue::bias_grad_of_b:
+      return "bias gradient";
+    case epilogue::gelu_grad:
+      return "gelu gradient";
+    default:
+      return "other";
+  }
+}
+
+// A bf16 product C (m, n) = op(A) op(B) (see cuda::matmul_problem).
+sg::cuda::matmul_problem bf16_product(std::int64_t m, std::int64_t n, std::int64_t k, bool transpose_a,
+                                      bool transpose_b, epilogue post = epilogue::none) {
+  return {.m = m,
+          .n = n,
+          .k = k,
+          .transpose_a = transpose_a,
+          .transpose_b = transpose_b,
+          .a_type = element::bf16,
+          .b_type = element::bf16,
+          .c_type = element::bf16,
+          .post = post};
+}
+
+// A layer's backward products: dx (rows, in) = dy (rows, out) w^T, w stored (in, out); and
+// dw (in, out) = x^T dy, with db = dy's column sums in the epilogue. mlp.c_proj's input gradient
+// also runs with GELU's gradient (aux: c_fc's pre-activation, (rows, in)), as the step makes c_fc's
+// dy; q, k and v's input gradient adds three (model, model) products into one dx, or makes it as
+// one product over the three (dy (rows, 3 model) against the three weights stacked).
+void backward_products(sg::cuda::gemm_runner& gemm, const std::vector<layer>& layers, std::int64_t rows,
+                       int repeat) {
+  const std::int64_t bytes = 2;
+  for (const layer& l : layers) {
+    sg::cuda::device_buffer x(static_cast<std::size_t>(rows * l.in * bytes)),
+        w(static_cast<std::size_t>(l.in * l.out * bytes)), dy(static_cast<std::size_t>(rows * l.out * bytes)),
+        dx(static_cast<std::size_t>(rows * l.in * bytes)), dw(static_cast<std::size_t>(l.in * l.out * bytes)),
+        db(static_cast<std::size_t>(l.out * bytes));
+    for (sg::cuda::device_buffer* b : {&x, &w, &dy, &dx})
+      sg::cuda::check_cuda(cudaMemset(b->data(), 0x3c, b->size_bytes()), "gemm_cuda (cudaMemset)");
+    const double flop =
+        2.0 * static_cast<double>(rows) * static_cast<double>(l.in) * static_cast<double>(l.out);
+    const auto report = [&](const char* product, epilogue post, double ms) {
+      std::printf(
+          "{\"bench\": \"gemm_cuda\", \"layer\": \"%s\", \"product\": \"%s\", \"m\": %lld, \"k\": %lld, "
+          "\"n\": %lld, \"type\": \"bf16\", \"epilogue\": \"%s\", \"choice\": \"timed\", \"median_ms\": "
+          "%.4f, \"tflops\": %.1f}\n",
+          l.name, product, static_cast<long long>(rows), static_cast<long long>(l.in),
+          static_cast<long long>(l.out), epilogue_name(post), ms, flop / (ms * 1e-3) / 1e12);
+      std::fflush(stdout);
+    };
+    std::vector<epilogue> input_posts{epilogue::none};
+    if (l.post == epilogue::bias && l.in > l.out) input_posts.push_back(epilogue::gelu_grad);  // mlp.c_proj
+    for (epilogue post : input_posts) {
+      const sg::cuda::matmul_problem p = bf16_product(rows, l.in, l.out, false, true, post);
+      report("input gradient", post,
+             median_ms_of(
+                 [&] {
+                   gemm.run(p, dy.data(), w.data(), dx.data(), {.aux = x.data()}, nullptr, "input gradient");
+                 },
+                 repeat));
+    }
+    std::vector<epilogue> weight_posts{epilogue::none};
+    if (l.post != epilogue::none) weight_posts.push_back(epilogue::bias_grad_of_b);
+    for (epilogue post : weight_posts) {
+      const sg::cuda::matmul_problem p = bf16_product(l.in, l.out, rows, true, false, post);
+      report("weight gradient", post,
+             median_ms_of(
+                 [&] {
+                   gemm.run(p, x.data(), dy.data(), dw.data(), {.bias = db.data()}, nullptr,
+                            "weight gradient");
+                 },
+                 repeat));
+    }
+    if (l.out != 3 * l.in) continue;  // q, k and v's input gradient: three products against one
+    const std::int64_t model = l.in;
+    sg::cuda::matmul_problem one = bf16_product(rows, model, model, false, true);
+    const auto three = [&] {
+      // dy_i: (rows, model) at stride rows * model in dy; w_i: (model, model) at stride model^2 in w
+      for (std::int64_t i = 0; i < 3; ++i) {
+        one.beta = i == 0 ? 0 : 1;
+        gemm.run(one, static_cast<char*>(dy.data()) + i * rows * model * bytes,
+                 static_cast<char*>(w.data()) + i * model * model * bytes, dx.data(), {}, nullptr,
+                 "q, k, v input gradient (three)");
+      }
+    };
+    const double three_ms = median_ms_of(three, repeat);
+    const sg::cuda::matmul_problem stacked = bf16_product(rows, model, 3 * model, false, false);
+    const double one_ms = median_ms_of(
+        [&] {
+          gemm.run(stacked, dy.data(), w.data(), dx.data(), {}, nullptr, "q, k, v input gradient (one)");
+        },
+        repeat);
+    std::printf(
+        "{\"bench\": \"gemm_cuda\", \"layer\": \"q, k, v input gradient\", \"m\": %lld, \"model\": %lld, "
+        "\"type\": \"bf16\", \"three_calls_ms\": %.4f, \"one_product_ms\": %.4f, \"speedup\": %.3f}\n",
+        static_cast<long long>(rows), static_cast<long long>(model), three_ms, one_ms, three_ms / one_ms);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,6 +271,7 @@ int main(int argc, char** argv) {
           std::fflush(stdout);
         }
     }
+    backward_products(timed, layers, rows, repeat);
     for (const std::int64_t model : {768, 1024}) batched_qkv(timed, rows, model, repeat);
   } catch (const sg::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -14,7 +14,8 @@
 // recorded as one CUDA graph and the later ones replay it: "replayed_steps" in the RESULT line).
 // --gemm heuristic runs cuBLASLt's first heuristic answer for every product instead of the fastest
 // of its first answers, timed at the first step (the backend's default); stderr says how many plans
-// the timing changed and the milliseconds of one call of each, with the first answer and chosen.
+// the timing changed and the milliseconds of one call of each, with the first answer and chosen
+// (with --profile 1, of every timed plan: the step's products one by one).
 //
 // MFU counts 6 N + 12 L H Q T FLOPs per token (N parameters without the position table, the tied
 // table once; L layers, H heads, Q head size, T tokens per sequence) against 989.4 TFLOP/s, the
@@ -194,8 +195,8 @@ int main(int argc, char** argv) {
           "train_gpt2: GEMM plans timed %zu, of which %d chose another than cuBLASLt's first answer; "
           "one call of each timed plan: %.3f ms with the first answers, %.3f ms as chosen\n",
           choices.plans.size(), choices.changed(), choices.first_ms(), choices.chosen_ms());
-      for (const auto& p : choices.plans)
-        if (p.chosen_ms < p.first_ms)
+      for (const auto& p : choices.plans)  // profiling: every plan, the step's products one call each
+        if (p.chosen_ms < p.first_ms || o.profile)
           std::fprintf(stderr, "train_gpt2:   %s: %.3f -> %.3f ms\n", p.what.c_str(), p.first_ms,
                        p.chosen_ms);
       const double allocated = static_cast<double>(gpu.peak_bytes() + gpu.scratch_bytes()) / gib;
