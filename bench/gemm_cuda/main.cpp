@@ -119,6 +119,8 @@ const char* epilogue_name(epilogue post) {
       return "bias gradient";
     case epilogue::gelu_grad:
       return "gelu gradient";
+    case epilogue::gelu_grad_bias_grad:
+      return "gelu gradient + bias gradient";
     default:
       return "other";
   }
@@ -141,8 +143,9 @@ sg::cuda::matmul_problem bf16_product(std::int64_t m, std::int64_t n, std::int64
 // A layer's backward products: dx (rows, in) = dy (rows, out) w^T, w stored (in, out); and
 // dw (in, out) = x^T dy, with db = dy's column sums in the epilogue. mlp.c_proj's input gradient
 // also runs with GELU's gradient (aux: c_fc's pre-activation, (rows, in)), as the step makes c_fc's
-// dy; q, k and v's input gradient adds three (model, model) products into one dx, or makes it as
-// one product over the three (dy (rows, 3 model) against the three weights stacked).
+// dy, and with c_fc's bias gradient besides (dy's column sums: db, in values); q, k and v's input gradient
+// adds three (model, model) products into one dx, or makes it as one product over the three (dy (rows, 3
+// model) against the three weights stacked).
 void backward_products(sg::cuda::gemm_runner& gemm, const std::vector<layer>& layers, std::int64_t rows,
                        int repeat) {
   const std::int64_t bytes = 2;
@@ -150,7 +153,7 @@ void backward_products(sg::cuda::gemm_runner& gemm, const std::vector<layer>& la
     sg::cuda::device_buffer x(static_cast<std::size_t>(rows * l.in * bytes)),
         w(static_cast<std::size_t>(l.in * l.out * bytes)), dy(static_cast<std::size_t>(rows * l.out * bytes)),
         dx(static_cast<std::size_t>(rows * l.in * bytes)), dw(static_cast<std::size_t>(l.in * l.out * bytes)),
-        db(static_cast<std::size_t>(l.out * bytes));
+        db(static_cast<std::size_t>(std::max(l.in, l.out) * bytes));
     for (sg::cuda::device_buffer* b : {&x, &w, &dy, &dx})
       sg::cuda::check_cuda(cudaMemset(b->data(), 0x3c, b->size_bytes()), "gemm_cuda (cudaMemset)");
     const double flop =
@@ -165,13 +168,15 @@ void backward_products(sg::cuda::gemm_runner& gemm, const std::vector<layer>& la
       std::fflush(stdout);
     };
     std::vector<epilogue> input_posts{epilogue::none};
-    if (l.post == epilogue::bias && l.in > l.out) input_posts.push_back(epilogue::gelu_grad);  // mlp.c_proj
+    if (l.post == epilogue::bias && l.in > l.out)  // mlp.c_proj: c_fc's dy, and its bias gradient
+      input_posts.insert(input_posts.end(), {epilogue::gelu_grad, epilogue::gelu_grad_bias_grad});
     for (epilogue post : input_posts) {
       const sg::cuda::matmul_problem p = bf16_product(rows, l.in, l.out, false, true, post);
       report("input gradient", post,
              median_ms_of(
                  [&] {
-                   gemm.run(p, dy.data(), w.data(), dx.data(), {.aux = x.data()}, nullptr, "input gradient");
+                   gemm.run(p, dy.data(), w.data(), dx.data(), {.bias = db.data(), .aux = x.data()}, nullptr,
+                            "input gradient");
                  },
                  repeat));
     }

@@ -86,7 +86,8 @@ double gelu_slope(double v) {
 }
 
 // The epilogues with a second matrix, through matmul_problem: gelu_aux and bias_gelu_aux (y and
-// the pre-activation aux, both checked), gelu_grad (y = x w * gelu'(aux), aux given) and an addend
+// the pre-activation aux, both checked), gelu_grad (y = x w * gelu'(aux), aux given), with the
+// bias gradient (y's column sums, checked apart: their scale is the rows') and an addend
 // (y = x w + bias + r, beta 1). The largest relative error of y and aux, as run_and_compare's.
 template <class T>
 double epilogue_error(std::int64_t m, std::int64_t n, std::int64_t k, element type, epilogue post,
@@ -111,7 +112,10 @@ double epilogue_error(std::int64_t m, std::int64_t n, std::int64_t k, element ty
   sg::cuda::gemm_runner gemm;
   gemm.run(p, dx.data(), dw.data(), dy.data(), e, nullptr, "gemm_test");
   sg::cuda::check_cuda(cudaDeviceSynchronize(), "gemm_test (cudaDeviceSynchronize)");
-  const std::vector<float> y = to_host<T>(dy, mn), aux = to_host<T>(daux, mn);
+  const std::vector<float> y = to_host<T>(dy, mn), aux = to_host<T>(daux, mn),
+                           sums = to_host<T>(db, static_cast<std::size_t>(n));
+  const bool writes_sums = post == epilogue::gelu_grad_bias_grad;
+  std::vector<double> want_sums(static_cast<std::size_t>(n));
   double diff = 0, scale = 0;
   auto compare = [&](double got, double want) {
     diff = std::max(diff, std::abs(got - want));
@@ -131,20 +135,30 @@ double epilogue_error(std::int64_t m, std::int64_t n, std::int64_t k, element ty
         compare(aux[at], want);
         want = gelu(want);
       }
-      if (post == epilogue::gelu_grad) want *= gelu_slope(given[at]);
+      if (post == epilogue::gelu_grad || writes_sums) want *= gelu_slope(given[at]);
       compare(y[at], want);
+      want_sums[static_cast<std::size_t>(j)] += want;
     }
-  return diff / scale;
+  if (!writes_sums) return diff / scale;
+  const double error = diff / scale;
+  diff = scale = 0;
+  for (std::int64_t j = 0; j < n; ++j)
+    compare(sums[static_cast<std::size_t>(j)], want_sums[static_cast<std::size_t>(j)]);
+  return std::max(error, diff / scale);
 }
 
 }  // namespace
 
-TEST_CASE("cuda gemm: GELU keeping its input, GELU's gradient and an addend, against double", "[cuda][gpu]") {
+TEST_CASE(
+    "cuda gemm: GELU keeping its input, GELU's gradient (with the bias gradient) and an addend, against "
+    "double",
+    "[cuda][gpu]") {
   struct size {
     std::int64_t m, n, k;
   };
   for (size z : {size{64, 128, 96}, size{40, 72, 24}, size{256, 768, 3072}}) {
-    for (epilogue e : {epilogue::gelu_aux, epilogue::bias_gelu_aux, epilogue::gelu_grad}) {
+    for (epilogue e :
+         {epilogue::gelu_aux, epilogue::bias_gelu_aux, epilogue::gelu_grad, epilogue::gelu_grad_bias_grad}) {
       CAPTURE(z.m, z.n, z.k, static_cast<int>(e));
       CHECK(epilogue_error<float>(z.m, z.n, z.k, element::f32, e, false) < 1e-5);
       CHECK(epilogue_error<sg::bfloat16>(z.m, z.n, z.k, element::bf16, e, false) < 1e-2);

@@ -46,7 +46,9 @@ enum class element { f32, bf16, f16, f64 };
 // tokens as its weight gradient reads them (cuBLASLt's BGRADA / BGRADB on its swapped operands).
 // gelu_aux / bias_gelu_aux: gelu and bias_gelu that also write the pre-activation (C's shape and
 // type) to epilogue_operands::aux; gelu_grad: C = (alpha op(A) op(B)) * gelu'(aux), aux the
-// activation's input (cuBLASLt's GELU_AUX, GELU_AUX_BIAS, DGELU).
+// activation's input (cuBLASLt's GELU_AUX, GELU_AUX_BIAS, DGELU); gelu_grad_bias_grad: gelu_grad
+// that also writes C's column sums (n values: over the m rows, the tokens) to the `bias` pointer,
+// the bias gradient of the layer before the GELU (cuBLASLt's DGELU_BGRAD).
 enum class epilogue {
   none,
   bias,
@@ -56,7 +58,8 @@ enum class epilogue {
   bias_grad_of_a,
   gelu_aux,
   bias_gelu_aux,
-  gelu_grad
+  gelu_grad,
+  gelu_grad_bias_grad
 };
 
 // What an epilogue reads or writes besides C: the bias (read, or written by bias_grad_*), aux (see
@@ -201,16 +204,19 @@ inline cublasLtEpilogue_t lt_epilogue(epilogue e) {
       return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case epilogue::gelu_grad:
       return CUBLASLT_EPILOGUE_DGELU;
+    case epilogue::gelu_grad_bias_grad:
+      return CUBLASLT_EPILOGUE_DGELU_BGRAD;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
 inline bool uses_bias_pointer(epilogue e) {
   return e == epilogue::bias || e == epilogue::bias_gelu || e == epilogue::bias_grad_of_b ||
-         e == epilogue::bias_grad_of_a || e == epilogue::bias_gelu_aux;
+         e == epilogue::bias_grad_of_a || e == epilogue::bias_gelu_aux || e == epilogue::gelu_grad_bias_grad;
 }
 inline bool uses_aux_pointer(epilogue e) {
-  return e == epilogue::gelu_aux || e == epilogue::bias_gelu_aux || e == epilogue::gelu_grad;
+  return e == epilogue::gelu_aux || e == epilogue::bias_gelu_aux || e == epilogue::gelu_grad ||
+         e == epilogue::gelu_grad_bias_grad;
 }
 
 // Owns one cuBLASLt descriptor of type T, destroyed by Destroy.
