@@ -1045,27 +1045,31 @@ TEST_CASE("cuda backend: linear_weight_grad and bias_grad match the cpu backend"
           s.types);
     }
   // With kernel_call::bias_grad the product also writes dy's column sums (cuBLASLt's bias-gradient
-  // epilogue where it has one for the shape, else the column-sum kernels): both outputs checked,
-  // each poisoned first. (64, 32) x (64, 48) suits 16-bit epilogue kernels; 37 rows may not.
+  // epilogue where it has one for the shape, else the column-sum kernels; with
+  // bias_grad_in_product off, always the kernels): both outputs checked, each poisoned first.
+  // (64, 32) x (64, 48) suits 16-bit epilogue kernels; 37 rows may not.
   const std::vector<weight_size> with_bias{{"x (64, 32), dy (64, 48)", 64, 32, 48, every_dtype},
                                            {"x (37, 24), dy (37, 40)", 37, 24, 40, every_dtype}};
-  for (const weight_size& s : with_bias)
-    for (const bool transposed : {false, true}) {
-      const std::string name =
-          "linear_weight_grad with bias_grad " + s.name + (transposed ? ", dw (n, k)" : ", dw (k, n)");
-      in_each_dtype(
-          name, long_sums,
-          [&](dtype t) {
-            return weight_and_bias_difference(b, t, random_tensor(t, s.rows * s.k, 1),
-                                              random_tensor(t, s.rows * s.n, 2), s.k * s.n, s.n,
-                                              [&](auto& call) {
-                                                call.kind = op::linear_weight_grad;
-                                                call.transpose_b = transposed;
-                                                set_dims(call, {s.rows, s.k, s.n});
-                                              });
-          },
-          s.types);
-    }
+  for (const bool in_product : {true, false})
+    for (const weight_size& s : with_bias)
+      for (const bool transposed : {false, true}) {
+        both_backends sums{{}, sg::cuda::backend({.bias_grad_in_product = in_product})};
+        const std::string name = "linear_weight_grad with bias_grad " + s.name +
+                                 (transposed ? ", dw (n, k)" : ", dw (k, n)") +
+                                 (in_product ? ", sums in the product" : "");
+        in_each_dtype(
+            name, long_sums,
+            [&](dtype t) {
+              return weight_and_bias_difference(sums, t, random_tensor(t, s.rows * s.k, 1),
+                                                random_tensor(t, s.rows * s.n, 2), s.k * s.n, s.n,
+                                                [&](auto& call) {
+                                                  call.kind = op::linear_weight_grad;
+                                                  call.transpose_b = transposed;
+                                                  set_dims(call, {s.rows, s.k, s.n});
+                                                });
+            },
+            s.types);
+      }
   // dy (rows, n) -> db (n); 261 rows are three of the column sums' 128-row splits. n = 40 and 600
   // are whole 16-byte vectors in every dtype (600 spans three blocks of 256 bf16 columns); 300 is
   // not in bf16 (its scalar kernel).
@@ -1086,9 +1090,10 @@ TEST_CASE("cuda backend: linear_weight_grad and bias_grad match the cpu backend"
 // block at a stride of their size plus 8 elements, whose gaps hold 0.5 and must keep it; the results
 // start as NaN. The cpu backend runs the three one at a time; the cuda backend one cuBLASLt call (in
 // f64, the three apart). Forward: x (rows, k) w_b (+ bias_b); weight gradient: x^T dy_b (+ the
-// column sums of dy_b).
+// column sums of dy_b, in the product's epilogue or, bias_grad_in_product off, by the kernels).
 TEST_CASE("cuda backend: batched products of one x match the cpu backend's, one at a time", "[cuda][gpu]") {
-  both_backends b;
+  both_backends in_product{{}, sg::cuda::backend({.bias_grad_in_product = true})},
+      apart{{}, sg::cuda::backend({.bias_grad_in_product = false})};
   constexpr std::int64_t rows = 64, k = 32, n = 48, batch = 3, gap = 8;
   // Three members of `numel` elements (values from `seed`, or NaN), each followed by the gap.
   const auto block = [&](dtype t, std::int64_t numel, std::uint32_t seed, bool poisoned) {
@@ -1102,43 +1107,46 @@ TEST_CASE("cuda backend: batched products of one x match the cpu backend's, one 
     }
     return h;
   };
-  for (const bool forward : {true, false})
-    for (const bool transposed : {false, true})
-      for (const bool with_bias : {true, false}) {
-        const std::string name = std::string(forward ? "linear" : "linear_weight_grad") +
-                                 (transposed ? ", weight (n, k)" : ", weight (k, n)") +
-                                 (with_bias ? (forward ? ", bias" : ", bias_grad") : "");
-        in_each_dtype(name, long_sums, [&](dtype t) {
-          return b.difference_of([&](auto& backend) {
-            using buffer = typename std::decay_t<decltype(backend)>::buffer;
-            // forward: in[1] the weights (k * n each), out (rows * n); backward: in[1] dy (rows * n),
-            // out the weight gradients (k * n)
-            const std::int64_t second = forward ? k * n : rows * n, result = forward ? rows * n : k * n;
-            buffer x = make_buffer(backend, random_tensor(t, rows * k, 1));
-            buffer ins = make_buffer(backend, block(t, second, 2, false));
-            buffer outs = make_buffer(backend, block(t, result, 0, true));
-            buffer biases = make_buffer(backend, block(t, n, 5, !forward && with_bias));
-            buffer in1 = backend.view(ins, 0, t, second), out = backend.view(outs, 0, t, result),
-                   bias = backend.view(biases, 0, t, n);
-            sg::compute::kernel_call<buffer> call;
-            call.kind = forward ? op::linear : op::linear_weight_grad;
-            call.type = t;
-            call.in[0] = &x;
-            call.in[1] = &in1;
-            call.out = &out;
-            call.transpose_b = transposed;
-            set_dims(call, {rows, k, n});
-            if (with_bias && forward) call.bias = &bias;
-            if (with_bias && !forward) call.bias_grad = &bias;
-            call.batch = batch;
-            call.batch_strides[0] = second + gap;
-            call.batch_strides[1] = result + gap;
-            call.batch_strides[2] = n + gap;
-            backend.run(call);
-            return std::vector<std::vector<double>>{values_of(backend, outs), values_of(backend, biases)};
+  for (both_backends* b : {&in_product, &apart})
+    for (const bool forward : {true, false})
+      for (const bool transposed : {false, true})
+        for (const bool with_bias : {true, false}) {
+          if (b == &in_product && (forward || !with_bias)) continue;  // only bias gradients differ
+          const std::string name = std::string(forward ? "linear" : "linear_weight_grad") +
+                                   (transposed ? ", weight (n, k)" : ", weight (k, n)") +
+                                   (with_bias ? (forward ? ", bias" : ", bias_grad") : "") +
+                                   (b == &in_product ? ", sums in the product" : "");
+          in_each_dtype(name, long_sums, [&](dtype t) {
+            return b->difference_of([&](auto& backend) {
+              using buffer = typename std::decay_t<decltype(backend)>::buffer;
+              // forward: in[1] the weights (k * n each), out (rows * n); backward: in[1] dy (rows * n),
+              // out the weight gradients (k * n)
+              const std::int64_t second = forward ? k * n : rows * n, result = forward ? rows * n : k * n;
+              buffer x = make_buffer(backend, random_tensor(t, rows * k, 1));
+              buffer ins = make_buffer(backend, block(t, second, 2, false));
+              buffer outs = make_buffer(backend, block(t, result, 0, true));
+              buffer biases = make_buffer(backend, block(t, n, 5, !forward && with_bias));
+              buffer in1 = backend.view(ins, 0, t, second), out = backend.view(outs, 0, t, result),
+                     bias = backend.view(biases, 0, t, n);
+              sg::compute::kernel_call<buffer> call;
+              call.kind = forward ? op::linear : op::linear_weight_grad;
+              call.type = t;
+              call.in[0] = &x;
+              call.in[1] = &in1;
+              call.out = &out;
+              call.transpose_b = transposed;
+              set_dims(call, {rows, k, n});
+              if (with_bias && forward) call.bias = &bias;
+              if (with_bias && !forward) call.bias_grad = &bias;
+              call.batch = batch;
+              call.batch_strides[0] = second + gap;
+              call.batch_strides[1] = result + gap;
+              call.batch_strides[2] = n + gap;
+              backend.run(call);
+              return std::vector<std::vector<double>>{values_of(backend, outs), values_of(backend, biases)};
+            });
           });
-        });
-      }
+        }
 }
 
 TEST_CASE("cuda backend: gelu_grad, silu_grad and softmax_grad match the cpu backend", "[cuda][gpu]") {

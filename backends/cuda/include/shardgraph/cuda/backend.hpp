@@ -79,6 +79,12 @@ struct backend_options {
   // (gemm.hpp); heuristic (or SHARDGRAPH_CUDA_GEMM_CHOICE=heuristic) takes the first answer, the
   // same in every run, for bitwise-repeatable runs.
   gemm_choice gemm = gemm_choice::timed;
+  // A linear's bias gradient (dy's column sums) in its weight product's epilogue (cuBLASLt's
+  // BGRADA/B), or (false, the default) by the column-sum kernels after the product alone. On an
+  // H100 the epilogue costs more than reading dy again: GPT-2 124M's weight products take 0.47 ms
+  // a layer with it and 0.35 without, and the step is 0.3 ms shorter apart (bench/RESULTS.md).
+  // SHARDGRAPH_CUDA_BIAS_GRAD=product|apart overrides it.
+  bool bias_grad_in_product = false;
 };
 
 // GPU time per op (profile mode): calls and total milliseconds, by op name and output dtype.
@@ -172,6 +178,14 @@ inline gemm_choice gemm_choice_chosen(gemm_choice option) {
   fail("cuda::backend", text("SHARDGRAPH_CUDA_GEMM_CHOICE is \"", v, "\""),
        "set it to timed (the fastest of cuBLASLt's first answers) or heuristic (its first answer)");
 }
+inline bool bias_grad_in_product_chosen(bool option) {
+  const char* v = std::getenv("SHARDGRAPH_CUDA_BIAS_GRAD");
+  if (v == nullptr || std::string_view(v) == "") return option;
+  if (std::string_view(v) == "product" || std::string_view(v) == "apart")
+    return std::string_view(v) == "product";
+  fail("cuda::backend", text("SHARDGRAPH_CUDA_BIAS_GRAD is \"", v, "\""),
+       "set it to product (in the weight product's epilogue) or apart (column sums after it)");
+}
 inline bool graphs_allowed(bool option) {
   const char* v = std::getenv("SHARDGRAPH_CUDA_GRAPHS");
   return option && (v == nullptr || std::string_view(v) != "0");
@@ -263,6 +277,7 @@ class backend {
                                                        detail::profile_requested(options.profile),
                                                        detail::gemm_choice_chosen(options.gemm))) {
     options_.graphs = detail::graphs_allowed(options_.graphs);
+    options_.bias_grad_in_product = detail::bias_grad_in_product_chosen(options_.bias_grad_in_product);
     options_.cudnn_attention = detail::cudnn_attention_chosen(options_.cudnn_attention);
 #if SHARDGRAPH_CUDA_CUDNN
     if (options_.cudnn_attention && state_->cudnn == nullptr)
@@ -1323,21 +1338,31 @@ class backend {
         p.stride_c = c.batch_strides[1];
         p.stride_bias = c.batch_strides[2];
         bool summed = false;
-        if (sums && o.type() != dtype::f64 && c.bias_grad->type() == o.type()) {
+        if (sums && options_.bias_grad_in_product && o.type() != dtype::f64 &&
+            c.bias_grad->type() == o.type()) {
           p.post = c.transpose_b ? epilogue::bias_grad_of_a : epilogue::bias_grad_of_b;
           summed = product_if_supported(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p,
                                         c.batch > 1 ? "linear_weight_grad with bias gradient (batched)"
                                                     : "linear_weight_grad with bias gradient",
                                         {.bias = c.bias_grad->data()});
         }
-        if (sums && !summed && c.batch > 1) return run_batch_apart(c);
+        if (sums && !summed && c.batch > 1 && options_.bias_grad_in_product) return run_batch_apart(c);
         if (!summed) {
           p.post = epilogue::none;
           product(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p, "linear_weight_grad");
-          if (sums)
-            column_sums<C>(out(*c.bias_grad), d[0], d[2],
+          // each product's bias gradient: its dy (batch_strides[0] apart) into its own (at [2])
+          const auto bytes = [](const buffer* b) { return static_cast<std::int64_t>(dtype_size(b->type())); };
+          for (std::int64_t k = 0; sums && k < c.batch; ++k)
+            column_sums<C>(kernels::mut_ref{static_cast<char*>(c.bias_grad->data()) +
+                                                k * c.batch_strides[2] * bytes(c.bias_grad),
+                                            c.bias_grad->type()},
+                           d[0], d[2],
                            kernels::column_source<C, kernels::column_term::value>{
-                               .dy = in(c, 1), .x = {}, .stats = nullptr});
+                               .dy = kernels::ref{static_cast<const char*>(c.in[1]->data()) +
+                                                      k * c.batch_strides[0] * bytes(c.in[1]),
+                                                  c.in[1]->type()},
+                               .x = {},
+                               .stats = nullptr});
         }
         return;
       }
