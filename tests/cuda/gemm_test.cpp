@@ -182,7 +182,7 @@ TEST_CASE("cuda gemm: x w + bias with GELU, f32 and bf16, against double", "[cud
     }
 }
 
-TEST_CASE("cuda gemm: bad shapes and a missing bias are errors", "[cuda][gpu]") {
+TEST_CASE("cuda gemm: bad shapes, a missing bias and too many answers to time are errors", "[cuda][gpu]") {
   sg::cuda::gemm_runner gemm;
   sg::cuda::device_buffer b(64);
   CHECK_THAT(sg::testing::error_of([&] {
@@ -193,6 +193,8 @@ TEST_CASE("cuda gemm: bad shapes and a missing bias are errors", "[cuda][gpu]") 
                gemm.run({2, 2, 2, element::f32, epilogue::bias}, b.data(), b.data(), nullptr, b.data());
              }),
              sg::testing::ContainsSubstring("the epilogue reads or writes a bias but no bias was given"));
+  CHECK_THAT(sg::testing::error_of([&] { sg::cuda::gemm_runner wide(sg::cuda::gemm_choice::timed, 40); }),
+             sg::testing::ContainsSubstring("the number of cuBLASLt answers to time is 40"));
 }
 
 TEST_CASE("cuda gemm: a plan per shape and alignment, right for unaligned pointers too", "[cuda][gpu]") {

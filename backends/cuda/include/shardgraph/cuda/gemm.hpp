@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -283,10 +284,13 @@ class gemm_runner {
  public:
   static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;  // cuBLASLt's split-K and friends
 
-  static constexpr int candidates_timed = 8;  // cuBLASLt's first answers, timed by gemm_choice::timed
+  // How many of cuBLASLt's first answers gemm_choice::timed times: `candidates` (default 8, or
+  // SHARDGRAPH_CUDA_GEMM_CANDIDATES), at most candidates_most.
+  static constexpr int candidates_timed = 8;
+  static constexpr int candidates_most = 32;
 
-  explicit gemm_runner(gemm_choice choice = gemm_choice::timed)
-      : workspace_(workspace_bytes), choice_(choice) {
+  explicit gemm_runner(gemm_choice choice = gemm_choice::timed, int candidates = 0)
+      : workspace_(workspace_bytes), choice_(choice), candidates_(candidates_chosen(candidates)) {
     detail::check_cublas(cublasLtCreate(&handle_.value), "gemm_runner (cublasLtCreate)");
   }
 
@@ -387,7 +391,7 @@ class gemm_runner {
     cublasLtMatmulAlgo_t algo{};
     // cuBLASLt's answers, until the first call chooses among them (a plain array: nvcc's front end
     // fails on a std::vector of cuBLASLt's unnamed algorithm struct)
-    cublasLtMatmulAlgo_t candidates[candidates_timed]{};
+    cublasLtMatmulAlgo_t candidates[candidates_most]{};
     int candidate_count = 0;
     bool declined = false;  // try_run: cuBLASLt has no algorithm for this epilogue here
   };
@@ -540,9 +544,9 @@ class gemm_runner {
       detail::check_cublas(
           cublasLtMatmulPreferenceSetAttribute(preference.value, attribute, &alignment, sizeof alignment),
           what + " (alignment)");
-    cublasLtMatmulHeuristicResult_t answers[candidates_timed]{};
+    cublasLtMatmulHeuristicResult_t answers[candidates_most]{};
     int found = 0;
-    const int wanted = choice_ == gemm_choice::timed ? candidates_timed : 1;
+    const int wanted = choice_ == gemm_choice::timed ? candidates_ : 1;
     const cublasStatus_t status =
         cublasLtMatmulAlgoGetHeuristic(handle_.value, p->op.value, p->a.value, p->b.value, p->c.value,
                                        p->c.value, preference.value, wanted, answers, &found);
@@ -564,9 +568,27 @@ class gemm_runner {
     return plans_.emplace(key, std::move(p)).first->second.get();
   }
 
+  // 0: candidates_timed, or SHARDGRAPH_CUDA_GEMM_CANDIDATES where set
+  static int candidates_chosen(int asked) {
+    const std::string range = "give 1 to " + std::to_string(candidates_most);
+    const char* v = std::getenv("SHARDGRAPH_CUDA_GEMM_CANDIDATES");
+    if (asked == 0 && v != nullptr && *v != '\0') {
+      char* end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      if (*end != '\0' || n < 1 || n > candidates_most)
+        fail("gemm_runner", std::string("SHARDGRAPH_CUDA_GEMM_CANDIDATES is \"") + v + "\"", range);
+      return static_cast<int>(n);
+    }
+    if (asked == 0) return candidates_timed;
+    if (asked < 1 || asked > candidates_most)
+      fail("gemm_runner", "the number of cuBLASLt answers to time is " + std::to_string(asked), range);
+    return asked;
+  }
+
   detail::lt_handle<cublasLtHandle_t, cublasLtDestroy> handle_;
   device_buffer workspace_;
   gemm_choice choice_;
+  int candidates_;
   gemm_choice_report report_;
   std::map<plan_key, std::unique_ptr<plan>> plans_;
 };
