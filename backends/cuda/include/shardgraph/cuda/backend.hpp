@@ -1323,10 +1323,10 @@ class backend {
         return kernels::transpose_kernel<C, I>
             <<<blocks(o.numel()), threads, 0, stream()>>>(in(c, 0), out(o), d[1], d[2], d[0] * d[1] * d[2]);
       case op::linear_weight_grad: {  // x (rows, k), dy (rows, n): (k, n) = x^T dy, or (n, k) = dy^T x
-        // kernel_call::bias_grad: dy's column sums in the product's epilogue where cuBLASLt has one
-        // (16-bit and f32), else by the column-sum kernels after it.
-        // A batch (kernel_call::batch) shares x (stride 0) and strides dy, the result and the bias
-        // gradient; run_batch_apart runs it where cuBLASLt has no batched bias-gradient epilogue.
+        // kernel_call::bias_grad: dy's column sums by the column-sum kernels after the product, or
+        // (backend_options::bias_grad_in_product) in its epilogue where cuBLASLt has one (16-bit
+        // and f32). A batch (kernel_call::batch) shares x (stride 0) and strides dy, the result and
+        // the bias gradient: one batched product, then each member's column sums.
         const bool sums = c.bias_grad != nullptr;  // run() checked that no dimension is empty
         matmul_problem p = c.transpose_b
                                ? matmul_problem{.m = d[2], .n = d[1], .k = d[0], .transpose_a = true}
@@ -1346,7 +1346,6 @@ class backend {
                                                     : "linear_weight_grad with bias gradient",
                                         {.bias = c.bias_grad->data()});
         }
-        if (sums && !summed && c.batch > 1 && options_.bias_grad_in_product) return run_batch_apart(c);
         if (!summed) {
           p.post = epilogue::none;
           product(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p, "linear_weight_grad");
