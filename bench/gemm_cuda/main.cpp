@@ -143,9 +143,9 @@ sg::cuda::matmul_problem bf16_product(std::int64_t m, std::int64_t n, std::int64
 // A layer's backward products: dx (rows, in) = dy (rows, out) w^T, w stored (in, out); and
 // dw (in, out) = x^T dy, with db = dy's column sums in the epilogue. mlp.c_proj's input gradient
 // also runs with GELU's gradient (aux: c_fc's pre-activation, (rows, in)), as the step makes c_fc's
-// dy, and with c_fc's bias gradient besides (dy's column sums: db, in values); q, k and v's input gradient
-// adds three (model, model) products into one dx, or makes it as one product over the three (dy (rows, 3
-// model) against the three weights stacked).
+// dy, and with c_fc's bias gradient besides (dy's column sums, in values). q, k and v's input
+// gradient adds three (model, model) products into one dx, or makes it as one product over the
+// three (dy (rows, 3 model) against the three weights stacked).
 void backward_products(sg::cuda::gemm_runner& gemm, const std::vector<layer>& layers, std::int64_t rows,
                        int repeat) {
   const std::int64_t bytes = 2;
@@ -264,14 +264,13 @@ int main(int argc, char** argv) {
           const double ms = median_ms(*gemm, s, x.data(), w.data(), b.data(), y.data(), repeat);
           const double flop =
               2.0 * static_cast<double>(rows) * static_cast<double>(l.in) * static_cast<double>(l.out);
-          const char* e = post == epilogue::none ? "none" : post == epilogue::bias ? "bias" : "bias+gelu";
           std::printf(
               "{\"bench\": \"gemm_cuda\", \"layer\": \"%s\", \"m\": %lld, \"k\": %lld, \"n\": %lld, "
               "\"type\": "
               "\"bf16\", "
               "\"epilogue\": \"%s\", \"choice\": \"%s\", \"median_ms\": %.4f, \"tflops\": %.1f}\n",
               l.name, static_cast<long long>(rows), static_cast<long long>(l.in),
-              static_cast<long long>(l.out), e, gemm == &timed ? "timed" : "heuristic", ms,
+              static_cast<long long>(l.out), epilogue_name(post), gemm == &timed ? "timed" : "heuristic", ms,
               flop / (ms * 1e-3) / 1e12);
           std::fflush(stdout);
         }

@@ -1349,19 +1349,13 @@ class backend {
         if (!summed) {
           p.post = epilogue::none;
           product(a.data(), a.type(), b.data(), b.type(), o.data(), o.type(), p, "linear_weight_grad");
-          // each product's bias gradient: its dy (batch_strides[0] apart) into its own (at [2])
-          const auto bytes = [](const buffer* b) { return static_cast<std::int64_t>(dtype_size(b->type())); };
-          for (std::int64_t k = 0; sums && k < c.batch; ++k)
-            column_sums<C>(kernels::mut_ref{static_cast<char*>(c.bias_grad->data()) +
-                                                k * c.batch_strides[2] * bytes(c.bias_grad),
-                                            c.bias_grad->type()},
-                           d[0], d[2],
+          std::array<buffer, 3> views;  // each member's dy into its own bias gradient
+          for (std::int64_t k = 0; sums && k < c.batch; ++k) {
+            const call_t member = compute::batch_member(c, k, views);
+            column_sums<C>(out(*member.bias_grad), d[0], d[2],
                            kernels::column_source<C, kernels::column_term::value>{
-                               .dy = kernels::ref{static_cast<const char*>(c.in[1]->data()) +
-                                                      k * c.batch_strides[0] * bytes(c.in[1]),
-                                                  c.in[1]->type()},
-                               .x = {},
-                               .stats = nullptr});
+                               .dy = in(member, 1), .x = {}, .stats = nullptr});
+          }
         }
         return;
       }
