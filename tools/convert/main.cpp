@@ -3,7 +3,7 @@
 //   shardgraph-convert to-shardgraph HF_DIR OUT [--mesh tp=2,pp=2] [--dtype f32|bf16|f16|f64]
 //       loads a HF GPT-2 or LLaMA directory on the mesh's thread ranks (each reads only its
 //       slices) and saves it as a shardgraph checkpoint (save_weights: one file per rank, loadable
-//       under any layout); config.json is copied beside it
+//       under any layout); config.json is copied into it. OUT is replaced as a whole, once complete
 //   shardgraph-convert to-hf CKPT OUT [--config FILE] [--dtype ...] [--max-file-size 5GB]
 //       writes a shardgraph checkpoint (weights or a training checkpoint) as a HF directory that
 //       transformers' from_pretrained reads; the config is CKPT/config.json unless given
@@ -150,14 +150,16 @@ int to_shardgraph(const arguments& a) {
     auto bytes = std::make_shared<std::atomic<std::uint64_t>>(0);
     auto rank = sg::bind(m.layout, m.sizes(mesh.size("dp"), 1), comm,  // one token per replica: weights only
                          sg::cpu::backend{}, mesh, m.weights(bytes));
-    sg::io::save_weights(to, rank.parameters(), comm);
+    sg::io::save_hooks hooks;
+    hooks.add_files = [&](const std::string& staging) {  // config.json is part of the new checkpoint
+      const auto config = sg::io::file_contents::open((std::filesystem::path(from) / "config.json").string());
+      sg::io::atomic_file_writer copy((std::filesystem::path(staging) / "config.json").string());
+      copy.write(config.bytes());
+      copy.commit();
+    };
+    sg::io::save_weights(to, rank.parameters(), comm, "", hooks);
     total += bytes->load();
   });
-  std::error_code ec;
-  std::filesystem::copy_file(std::filesystem::path(from) / "config.json",
-                             std::filesystem::path(to) / "config.json",
-                             std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) usage_error("cannot copy config.json into " + to + ": " + ec.message());
   char line[200];
   std::snprintf(line, sizeof line,
                 "%s (%s) -> %s on %s (%d ranks, vocabulary %lld padded to %lld): read %.3f GB in %.2f s",

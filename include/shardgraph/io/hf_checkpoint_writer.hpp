@@ -2,7 +2,10 @@
 // Writes a HF checkpoint directory's tensors as save_pretrained does: one model.safetensors, or
 // model-0000k-of-0000n.safetensors files of at most max_file_bytes each and
 // model.safetensors.index.json naming the file of every tensor. Each file carries {"format": "pt"},
-// which from_pretrained requires. Tensors are made one file at a time, so memory holds one file.
+// which from_pretrained requires, and each tensor's CRC-32C (write_safetensors). Tensors are made one
+// file at a time, so memory holds one file.
+// write_hf_checkpoint writes a whole HF directory, its config.json last, as a new directory swapped in
+// when complete (directory_replacement.hpp): an existing checkpoint there stays intact until then.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +16,7 @@
 
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/io/atomic_file_writer.hpp"
+#include "shardgraph/io/directory_replacement.hpp"
 #include "shardgraph/io/json.hpp"
 #include "shardgraph/io/safetensors.hpp"
 
@@ -31,6 +35,13 @@ struct hf_tensor_plan {
 };
 
 namespace detail {
+inline bool hf_checkpoint_owns(std::string_view name) {  // the files write_hf_checkpoint writes
+  const bool weights = name.starts_with("model") && name.ends_with(".safetensors");
+  return weights || name == "model.safetensors.index.json" || name == "config.json" ||
+         name.find(".tmp.") != std::string_view::npos;
+}
+inline constexpr directory_kind hf_checkpoint_directory{"HF checkpoint", "config.json", hf_checkpoint_owns};
+
 inline std::string hf_file_name(std::size_t k, std::size_t files) {  // model-00001-of-00003.safetensors
   char name[64];
   std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, files);
@@ -87,6 +98,20 @@ inline std::uint64_t write_hf_safetensors(
                 "},\n  \"weight_map\": {\n    " + weight_map + "\n  }\n}\n");
     index.commit();
   }
+  return total;
+}
+
+// Writes a HF checkpoint directory: the tensors as write_hf_safetensors does, then `config_json` as
+// its config.json; `directory` is replaced as a whole, and only once every file is written and synced.
+// An existing `directory` holding files other than these is refused. Returns the tensor bytes written.
+inline std::uint64_t write_hf_checkpoint(
+    const std::string& directory, const std::string& config_json, const std::vector<hf_tensor_plan>& tensors,
+    std::uint64_t max_file_bytes,
+    const std::function<void(const hf_tensor_plan&, std::span<std::byte>)>& make,
+    const std::function<void(const std::string&)>& log = {}, save_hooks hooks = {}) {
+  directory_replacement out(directory, detail::hf_checkpoint_directory, std::move(hooks));
+  const std::uint64_t total = write_hf_safetensors(out.path(), tensors, max_file_bytes, make, log);
+  out.commit(config_json);
   return total;
 }
 

@@ -100,7 +100,8 @@ inline std::vector<hf_export_tensor> hf_export_plan(const sharded_weights_index&
 
 }  // namespace detail
 
-// Writes the HF checkpoint of `checkpoint` into `directory`. Returns the tensor bytes written.
+// Writes the HF checkpoint of `checkpoint` as the directory `directory` (write_hf_checkpoint: replaced
+// as a whole when complete). Returns the tensor bytes written.
 inline std::uint64_t export_hf(const std::string& checkpoint, const std::string& directory,
                                const hf_export_options& o = {},
                                const std::function<void(const std::string&)>& log = {}) {
@@ -147,13 +148,11 @@ inline std::uint64_t export_hf(const std::string& checkpoint, const std::string&
                     values.bytes().data() + r * width * element, static_cast<std::size_t>(width) * element);
     }
   };
-  const std::uint64_t total = write_hf_safetensors(directory, plan, o.max_file_bytes, make, log);
-  std::error_code ec;
-  fs::copy_file(config_path, fs::path(directory) / "config.json", fs::copy_options::overwrite_existing, ec);
-  if (ec)
-    fail("export_hf: " + directory, "cannot copy config.json: " + ec.message(),
-         "check the directory's permissions");
-  return total;
+  const file_contents config_text = file_contents::open(config_path);
+  return write_hf_checkpoint(
+      directory,
+      std::string(reinterpret_cast<const char*>(config_text.bytes().data()), config_text.bytes().size()),
+      plan, o.max_file_bytes, make, log);
 }
 
 }  // namespace shardgraph::io

@@ -191,7 +191,8 @@ inline std::string random_config_json(const random_hf_model& m) {
 
 }  // namespace detail
 
-// Writes config.json and the random tensors of `m` into `directory`; `log` (optional) hears of each file.
+// Writes config.json and the random tensors of `m` as the directory `directory` (write_hf_checkpoint:
+// replaced as a whole when complete); `log` (optional) hears of each file.
 inline std::uint64_t write_random_hf_checkpoint(const std::string& directory, const random_hf_model& m,
                                                 const std::function<void(const std::string&)>& log = {}) {
   const std::string where = "write_random_hf_checkpoint: " + directory;
@@ -213,16 +214,12 @@ inline std::uint64_t write_random_hf_checkpoint(const std::string& directory, co
     plan.push_back({t.name, m.dtype, t.shape});
     kinds.emplace(t.name, t.kind);
   }
-  const std::uint64_t total = write_hf_safetensors(
-      directory, plan, m.max_file_bytes,
+  return write_hf_checkpoint(
+      directory, detail::random_config_json(m), plan, m.max_file_bytes,
       [&](const hf_tensor_plan& t, std::span<std::byte> out) {
         detail::fill_random(t.name, kinds.at(t.name), m.seed, m.dtype, out, m.threads);
       },
       log);
-  atomic_file_writer config((std::filesystem::path(directory) / "config.json").string());
-  config.write(detail::random_config_json(m));
-  config.commit();
-  return total;
 }
 
 }  // namespace shardgraph::io

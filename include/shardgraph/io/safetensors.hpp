@@ -9,6 +9,11 @@
 // a malformed file; each failure names the file and, where there is one, the tensor.
 // Files written here are contiguous and fully covered, as the reference (Rust) reader demands;
 // the reader here also accepts holes between tensors and bytes after the last one.
+// Checksums: write_safetensors stores the CRC-32C of each 1 MiB block of every tensor as the
+// metadata entry "crc32c:<name>" (block_checksums.hpp), computed while the bytes are written. The
+// reader checks the blocks that a read touches (bytes(), read_as, read_elements_as), each once, and
+// throws, naming the file and the tensor, on a mismatch; files without these entries (from other
+// writers) are read unchecked.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -18,6 +23,7 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -30,6 +36,8 @@
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/half.hpp"
 #include "shardgraph/io/atomic_file_writer.hpp"
+#include "shardgraph/io/block_checksums.hpp"
+#include "shardgraph/io/crc32c.hpp"
 #include "shardgraph/io/file_contents.hpp"
 #include "shardgraph/io/json.hpp"
 
@@ -144,7 +152,8 @@ class safetensors_file {
 
   const std::string& name() const { return name_; }
   const std::vector<tensor_info>& tensors() const { return tensors_; }              // in header order
-  const std::map<std::string, std::string>& metadata() const { return metadata_; }  // "__metadata__"
+  // "__metadata__", less the checksums ("crc32c:<tensor>", see has_checksum)
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
   bool contains(std::string_view tensor) const { return index_.find(tensor) != index_.end(); }
 
   const tensor_info& info(std::string_view tensor) const {
@@ -157,7 +166,12 @@ class safetensors_file {
   // The tensor's bytes, little-endian, row-major; valid while this object lives.
   std::span<const std::byte> bytes(std::string_view tensor) const {
     const tensor_info& t = info(tensor);
+    verify_checksum(t, 0, t.end - t.begin);
     return data_.subspan(t.begin, t.end - t.begin);
+  }
+  // Whether the file stores the tensor's checksums (then every read checks the blocks it touches).
+  bool has_checksum(std::string_view tensor) const {
+    return checksums_.has(static_cast<std::size_t>(&info(tensor) - tensors_.data()));
   }
 
   // The tensor's elements converted to T, row-major. Floating-point T takes every dtype (integers
@@ -187,6 +201,7 @@ class safetensors_file {
            "elements [" + std::to_string(first) + ", " + std::to_string(first + count) +
                ") were asked for; the tensor has " + std::to_string(t.element_count()),
            "this is a bug in the caller; please report it");
+    verify_checksum(t, first * st_dtype_size(t.dtype), (first + count) * st_dtype_size(t.dtype));
     const run<T> r{first, count, out};
     switch (t.dtype) {
       case st_dtype::f64:
@@ -219,6 +234,7 @@ class safetensors_file {
   std::vector<tensor_info> tensors_;
   std::map<std::string, std::size_t, std::less<>> index_;  // name -> position in tensors_
   std::map<std::string, std::string> metadata_;
+  block_checksums checksums_;  // from the "crc32c:<name>" entries
 
   safetensors_file(file_contents contents, std::string name)
       : contents_(std::move(contents)), name_(std::move(name)) {
@@ -258,6 +274,45 @@ class safetensors_file {
     }
     for (std::size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
     check_no_overlap();
+    read_checksums();
+  }
+
+  void read_checksums() {
+    checksums_ = block_checksums(tensors_.size());
+    for (auto entry = metadata_.begin(); entry != metadata_.end();) {
+      const auto& [key, value] = *entry;
+      if (!key.starts_with(checksum_key_prefix)) {
+        ++entry;
+        continue;
+      }
+      const std::string tensor = key.substr(checksum_key_prefix.size());
+      const auto it = index_.find(tensor);
+      if (it == index_.end())
+        fail(name_,
+             "metadata entry \"" + detail::shorten(key) + "\" is the checksum of a tensor not in the file",
+             "The file is corrupt; write it again");
+      const tensor_info& t = tensors_[it->second];
+      auto crcs = parse_block_checksums(value, checksum_block_count(t.end - t.begin));
+      if (!crcs)
+        bad_tensor(tensor, "its checksums \"" + detail::shorten(value) + "\" are not " +
+                               std::to_string(checksum_block_count(t.end - t.begin)) +
+                               " groups of eight lowercase hex digits, one per MiB of its bytes");
+      checksums_.set(it->second, std::move(*crcs));
+      entry = metadata_.erase(entry);  // metadata() shows the writer's own entries
+    }
+    checksums_.seal();
+  }
+
+  // Checks the tensor's bytes [first, last) (relative to the tensor) against its stored checksums.
+  void verify_checksum(const tensor_info& t, std::uint64_t first, std::uint64_t last) const {
+    const auto bad = checksums_.verify(static_cast<std::size_t>(&t - tensors_.data()),
+                                       data_.subspan(t.begin, t.end - t.begin), first, last);
+    if (bad)
+      fail(where(t.name),
+           "its bytes [" + std::to_string(bad->block_begin) + ", " + std::to_string(bad->block_end) +
+               ") do not match the checksum stored with them (CRC-32C " + crc32c_hex(bad->found) +
+               ", stored " + crc32c_hex(bad->stored) + "): the file was damaged after it was written",
+           "Restore the file from a good copy or save the checkpoint again");
   }
 
   std::string where(std::string_view tensor) const {
@@ -429,6 +484,8 @@ tensor_to_write make_tensor_to_write(std::string, std::vector<std::int64_t>, con
 
 // Writes the tensors (header in the given order; data ordered by element size, largest first, so
 // each tensor starts at a multiple of its element size) and `metadata` as "__metadata__".
+// Each tensor's block CRC-32Cs are added to the metadata as "crc32c:<name>" (replacing any such entry
+// given; block_checksums.hpp).
 // Atomic: readers see the old file or the new one. Throws, naming the tensor, before writing anything
 // when a name is empty, repeated, "__metadata__" or not UTF-8, a dimension is negative, or the data
 // size is not product(shape) * element size.
@@ -463,23 +520,30 @@ inline void write_safetensors(const std::string& path, std::span<const tensor_to
   std::uint64_t offset = 0;
   for (const std::size_t i : data_order) begin[i] = std::exchange(offset, offset + tensors[i].data.size());
 
-  std::string header = "{";
-  if (!metadata.empty()) {
-    header += "\"__metadata__\":{";
-    for (const auto& [key, value] : metadata)
+  // The checksums are known only once the data is written: the header first holds zeros for them,
+  // and is written again, at the same length, with the real ones.
+  std::map<std::string, std::string> entries = metadata;
+  for (const tensor_to_write& t : tensors)
+    entries[std::string(checksum_key_prefix) + t.name] =
+        std::string(8 * checksum_block_count(t.data.size()), '0');
+  const auto make_header = [&] {
+    std::string header = "{\"__metadata__\":{";
+    for (const auto& [key, value] : entries)
       header += (header.back() == '{' ? "" : ",") + json::quote(key) + ":" + json::quote(value);
     header += "}";
-  }
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const tensor_to_write& t = tensors[i];
-    header += (header.size() > 1 ? "," : "") + json::quote(t.name) + ":{\"dtype\":\"" +
-              std::string(st_dtype_name(t.dtype)) + "\",\"shape\":[";
-    for (std::size_t d = 0; d < t.shape.size(); ++d) header += (d ? "," : "") + std::to_string(t.shape[d]);
-    header += "],\"data_offsets\":[" + std::to_string(begin[i]) + "," +
-              std::to_string(begin[i] + t.data.size()) + "]}";
-  }
-  header += "}";
-  header.append((8 - header.size() % 8) % 8, ' ');  // the data section starts 8-aligned
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const tensor_to_write& t = tensors[i];
+      header += "," + json::quote(t.name) + ":{\"dtype\":\"" + std::string(st_dtype_name(t.dtype)) +
+                "\",\"shape\":[";
+      for (std::size_t d = 0; d < t.shape.size(); ++d) header += (d ? "," : "") + std::to_string(t.shape[d]);
+      header += "],\"data_offsets\":[" + std::to_string(begin[i]) + "," +
+                std::to_string(begin[i] + t.data.size()) + "]}";
+    }
+    header += "}";
+    header.append((8 - header.size() % 8) % 8, ' ');  // the data section starts 8-aligned
+    return header;
+  };
+  std::string header = make_header();
   if (header.size() > safetensors_file::max_header_bytes)
     fail(path,
          "the header would be " + std::to_string(header.size()) + " bytes, over the format's limit of " +
@@ -491,7 +555,17 @@ inline void write_safetensors(const std::string& path, std::span<const tensor_to
   atomic_file_writer out(path);
   out.write(length);
   out.write(header);
-  for (const std::size_t i : data_order) out.write(tensors[i].data);
+  for (const std::size_t i : data_order) {  // each block checksummed while still in cache, then written
+    const std::span<const std::byte> data = tensors[i].data;
+    std::string crcs = data.empty() ? crc32c_hex(0) : "";
+    for (std::size_t at = 0; at < data.size(); at += checksum_block_bytes) {
+      const auto block = data.subspan(at, std::min<std::size_t>(checksum_block_bytes, data.size() - at));
+      crcs += crc32c_hex(crc32c_update(0, block));
+      out.write(block);
+    }
+    entries[std::string(checksum_key_prefix) + tensors[i].name] = std::move(crcs);
+  }
+  out.overwrite(sizeof length, make_header());
   out.commit();
 }
 

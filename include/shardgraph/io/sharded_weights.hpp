@@ -3,14 +3,18 @@
 // ZeRO stage): no converter step. A checkpoint directory holds
 //   rank-00000.safetensors, ...   each rank's slices of its parameters, in their dtype; for each
 //                                 tensor a metadata entry "slice:<name>" = {"global": [..], "offset": [..]}
-//   shardgraph-checkpoint.json    {"format": "shardgraph-weights-1", "ranks": N}, written last
-// save_weights writes every file under a temporary name and renames it into place, and rank 0 writes
-// shardgraph-checkpoint.json only after every rank has finished (a barrier): a checkpoint without it
-// is incomplete (the save was interrupted) and is refused. sharded_weights(directory) is a
-// weight_source that assembles any requested slice from the saved pieces that overlap it, reading only
-// those bytes; every element must be covered by some piece.
+//                                 and its CRC-32C, "crc32c:<name>"
+//   shardgraph-checkpoint.json    the manifest (checkpoint_manifest.hpp): the rank count, each rank
+//                                 file's size and header CRC-32C, the caller's state; written last
+// save_weights never edits a checkpoint in place: it writes a new directory beside it and swaps it in
+// when complete (directory_replacement.hpp states the protocol and its invariant), so a crash at any
+// moment leaves the previous checkpoint, or the new one, loadable. sharded_weights(directory) is a
+// weight_source that assembles any requested slice from the saved pieces that overlap it, reading
+// only those bytes; every element must be covered by some piece. Every byte read is checked against
+// the checksums: an error names the file (and the tensor) whose bytes changed after the save.
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -21,7 +25,9 @@
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
-#include "shardgraph/io/atomic_file_writer.hpp"
+#include "shardgraph/io/checkpoint_manifest.hpp"
+#include "shardgraph/io/directory_replacement.hpp"
+#include "shardgraph/io/file_contents.hpp"
 #include "shardgraph/io/hf_config.hpp"
 #include "shardgraph/io/json.hpp"
 #include "shardgraph/io/safetensors.hpp"
@@ -30,14 +36,58 @@
 
 namespace shardgraph::io {
 
-inline constexpr std::string_view sharded_weights_format = "shardgraph-weights-1";
-inline constexpr std::string_view sharded_weights_manifest = "shardgraph-checkpoint.json";
-
 namespace detail {
 
-inline std::string rank_file_name(int rank) {
-  std::string digits = std::to_string(rank);
-  return "rank-" + std::string(digits.size() < 5 ? 5 - digits.size() : 0, '0') + digits + ".safetensors";
+inline bool checkpoint_owns(std::string_view name) {  // the files a save of a checkpoint writes
+  const bool rank_file = name.starts_with("rank-") && name.ends_with(".safetensors");
+  return rank_file || name == sharded_weights_manifest || name == "config.json" ||
+         name.find(".tmp.") != std::string_view::npos;
+}
+inline constexpr directory_kind checkpoint_directory{"checkpoint", sharded_weights_manifest, checkpoint_owns};
+
+// The size of a safetensors file and the CRC-32C of its header (length and JSON).
+inline saved_file_check file_header_check(const std::string& path) {
+  const file_contents file = file_contents::open(path);
+  const std::span<const std::byte> bytes = file.bytes();
+  std::uint64_t header = 0;
+  for (int i = 0; i < 8 && bytes.size() >= 8; ++i)
+    header |= static_cast<std::uint64_t>(bytes[static_cast<std::size_t>(i)]) << (8 * i);
+  if (bytes.size() < 8 || header > bytes.size() - 8)
+    fail(path, "is not a complete safetensors file", "the checkpoint is corrupt; load an earlier one");
+  return {bytes.size(), crc32c_update(0, bytes.first(static_cast<std::size_t>(8 + header)))};
+}
+
+// Whether any rank failed (ok == false): every rank learns it, so that all throw together instead
+// of waiting for the failed one at the next collective. Returns the first failed rank, or -1.
+template <class Comm>
+int first_failed_rank(Comm& comm, bool ok) {
+  const double mine = ok ? 0.0 : 1.0;
+  std::vector<double> all(static_cast<std::size_t>(comm.size()));
+  comm.all_gather(std::span<const double>(&mine, 1), std::span<double>(all));
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (all[r] != 0.0) return static_cast<int>(r);
+  return -1;
+}
+
+// Runs `step` on this rank (when `here`), then agrees with every rank on whether all succeeded; a
+// rank whose step threw rethrows, the others throw an error naming it.
+template <class Comm, class Step>
+void collective_step(Comm& comm, bool here, const std::string& where, std::string_view what, Step&& step) {
+  std::exception_ptr failure;
+  if (here) {
+    try {
+      step();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  const int failed = first_failed_rank(comm, failure == nullptr);
+  if (failure) std::rethrow_exception(failure);
+  if (failed >= 0)
+    fail(
+        where,
+        "rank " + std::to_string(failed) + " failed while " + std::string(what) + " (its own error says why)",
+        "fix what rank " + std::to_string(failed) + " reports; the last complete checkpoint stays loadable");
 }
 
 inline std::string json_list(const std::vector<std::int64_t>& v) {
@@ -148,75 +198,101 @@ inline void check_every_element_saved(const std::string& directory, int ranks) {
 }  // namespace detail
 
 // Writes this rank's parameter slices (name -> {slice, values}, as the executor's parameters() gives
-// them) into `directory`; every rank of the world calls it with its own parts. `comm` (barrier(),
-// rank(), size(), all_gather) orders the manifest after every rank file. A piece that several ranks
-// hold (data-parallel replicas) is written once, by the lowest of them.
+// them) into `directory`; every rank of the world calls it with its own parts. A piece that several
+// ranks hold (data-parallel replicas) is written once, by the lowest of them. `comm` (rank(), size(),
+// all_gather of doubles, barrier()) orders the steps: rank 0 does every directory operation, each
+// rank writes its own file into the new directory in between (directory_replacement.hpp). A failure
+// on any rank throws on every rank, and leaves the previous checkpoint in place.
 // `state` (optional): a JSON object kept in the manifest, such as a training run's step and data
-// position (checkpoint_state() reads it back).
+// position (checkpoint_state() reads it back). `hooks`: files to add, and a call after each stage.
 template <class Parts, class Comm>
-void save_weights(const std::string& directory, const Parts& parts, Comm& comm,
-                  const std::string& state = "") {
+void save_weights(const std::string& directory, const Parts& parts, Comm& comm, const std::string& state = "",
+                  const save_hooks& hooks = {}) {
   namespace fs = std::filesystem;
-  const std::string where = "save_weights: " + directory;
-  std::error_code ec;
-  fs::create_directories(directory, ec);
-  if (ec) fail(where, "cannot create the directory: " + ec.message(), "check the path and its permissions");
+  const std::string final = detail::without_trailing_separators(directory);
+  const std::string where = "save_weights: " + final;
   if (!state.empty() && json::parse(state, where + ": state").type() != json::kind::object)
     fail(where, "the state to keep is not a JSON object", "give state as {\"key\": value, ...}");
-  if (comm.rank() == 0)
-    fs::remove(fs::path(directory) / sharded_weights_manifest, ec);      // incomplete until done
-  const std::vector<bool> write = detail::pieces_to_write(parts, comm);  // also a barrier
-  std::vector<tensor_to_write> tensors;
-  std::map<std::string, std::string> metadata{{"format", std::string(sharded_weights_format)}};
-  std::size_t i = 0;
-  for (const auto& [name, part] : parts) {
-    if (!write[i++]) continue;
-    tensors.push_back({name, detail::st_dtype_of(part.values.type(), where + ": " + name), part.slice.count,
-                       part.values.bytes()});
-    metadata.emplace("slice:" + name, "{\"global\": " + detail::json_list(part.slice.global) +
-                                          ", \"offset\": " + detail::json_list(part.slice.offset) + "}");
-  }
-  write_safetensors((fs::path(directory) / detail::rank_file_name(comm.rank())).string(), tensors, metadata);
-  comm.barrier();  // every rank file is in place
-  if (comm.rank() == 0) {
-    detail::check_every_element_saved(directory, comm.size());
-    atomic_file_writer manifest((fs::path(directory) / sharded_weights_manifest).string());
-    const std::string text = "{\"format\": \"" + std::string(sharded_weights_format) +
-                             "\", \"ranks\": " + std::to_string(comm.size()) +
-                             (state.empty() ? "" : ", \"state\": " + state) + "}\n";
-    manifest.write(text);
-    manifest.commit();
-  }
-  comm.barrier();
+  // The save's id: rank 0's pid, so that every rank names the same new directory.
+  const double pid = static_cast<double>(this_process_id());
+  std::vector<double> pids(static_cast<std::size_t>(comm.size()));
+  comm.all_gather(std::span<const double>(&pid, 1), std::span<double>(pids));
+  const long id = static_cast<long>(pids[0]);
+  const std::string staging = detail::staging_name(final, id);
+  const bool leader = comm.rank() == 0;
+
+  detail::collective_step(comm, leader, where, "creating the new directory", [&] {
+    begin_replacing_directory(final, id, detail::checkpoint_directory);
+    hooks(save_stage::staging_created);
+  });
+  const std::vector<bool> write = detail::pieces_to_write(parts, comm);
+  detail::collective_step(comm, true, where, "writing its file", [&] {
+    std::vector<tensor_to_write> tensors;
+    std::map<std::string, std::string> metadata{{"format", std::string(sharded_weights_format)}};
+    std::size_t i = 0;
+    for (const auto& [name, part] : parts) {
+      if (!write[i++]) continue;
+      tensors.push_back({name, detail::st_dtype_of(part.values.type(), where + ": " + name), part.slice.count,
+                         part.values.bytes()});
+      metadata.emplace("slice:" + name, "{\"global\": " + detail::json_list(part.slice.global) +
+                                            ", \"offset\": " + detail::json_list(part.slice.offset) + "}");
+    }
+    write_safetensors((fs::path(staging) / detail::rank_file_name(comm.rank())).string(), tensors, metadata);
+    hooks(save_stage::files_written);
+  });
+  detail::collective_step(comm, leader, where, "completing the checkpoint", [&] {
+    try {
+      detail::check_every_element_saved(staging, comm.size());
+      std::map<std::string, saved_file_check> files;
+      for (int r = 0; r < comm.size(); ++r)
+        files.emplace(detail::rank_file_name(r),
+                      detail::file_header_check((fs::path(staging) / detail::rank_file_name(r)).string()));
+      if (hooks.add_files) hooks.add_files(staging);
+      write_marker(staging, detail::checkpoint_directory,
+                   checkpoint_manifest_text(comm.size(), files, state));
+    } catch (...) {
+      std::error_code ignored;
+      fs::remove_all(staging, ignored);  // incomplete: nothing in it is needed
+      throw;
+    }
+    hooks(save_stage::staging_complete);
+    finish_replacing_directory(final, id, detail::checkpoint_directory, hooks);
+  });
+}
+
+// The directory that holds the newest complete checkpoint saved as `directory`: itself, or the
+// new or previous version that a save interrupted during its swap left beside it.
+inline std::string complete_checkpoint_directory(const std::string& directory) {
+  const std::string final = detail::without_trailing_separators(directory);
+  if (const auto found = complete_directory(final, sharded_weights_manifest)) return *found;
+  fail(final,
+       std::string("has no ") + std::string(sharded_weights_manifest) +
+           ": the checkpoint is incomplete (a save was interrupted) or not a shardgraph checkpoint",
+       "load the last complete checkpoint, or save again");
+}
+
+inline checkpoint_manifest read_checkpoint_manifest(const std::string& complete_directory) {
+  const std::string path = (std::filesystem::path(complete_directory) / sharded_weights_manifest).string();
+  const file_contents text = file_contents::open(path);
+  return parse_checkpoint_manifest(
+      std::string_view(reinterpret_cast<const char*>(text.bytes().data()), text.bytes().size()), path);
 }
 
 // The saved pieces of every tensor of a checkpoint that save_weights wrote.
 class sharded_weights_index {
  public:
-  explicit sharded_weights_index(const std::string& directory) : directory_(directory) {
+  explicit sharded_weights_index(const std::string& directory)
+      : directory_(complete_checkpoint_directory(directory)) {
     namespace fs = std::filesystem;
-    const std::string manifest = (fs::path(directory) / sharded_weights_manifest).string();
-    if (!fs::is_regular_file(manifest))
-      fail(directory,
-           std::string("has no ") + std::string(sharded_weights_manifest) +
-               ": the checkpoint is incomplete (a save was interrupted) or not a shardgraph checkpoint",
-           "load the last complete checkpoint, or save again");
-    const json::value m = read_json_file(manifest);
-    const json::value* format = m.type() == json::kind::object ? m.find("format") : nullptr;
-    const json::value* ranks = m.type() == json::kind::object ? m.find("ranks") : nullptr;
-    if (format == nullptr || format->type() != json::kind::string ||
-        format->as_string() != sharded_weights_format || ranks == nullptr ||
-        ranks->type() != json::kind::integer || ranks->as_int() < 1)
-      fail(manifest,
-           std::string("is not {\"format\": \"") + std::string(sharded_weights_format) + "\", \"ranks\": N}",
-           "the checkpoint is corrupt or from another version; save it again");
-    for (int r = 0; r < ranks->as_int(); ++r) {
-      const std::string path = (fs::path(directory) / detail::rank_file_name(r)).string();
+    const checkpoint_manifest manifest = read_checkpoint_manifest(directory_);
+    for (int r = 0; r < manifest.ranks; ++r) {
+      const std::string path = (fs::path(directory_) / detail::rank_file_name(r)).string();
       if (!fs::is_regular_file(path))
-        fail(directory,
-             "rank file " + detail::rank_file_name(r) + " of " + std::to_string(ranks->as_int()) +
+        fail(directory_,
+             "rank file " + detail::rank_file_name(r) + " of " + std::to_string(manifest.ranks) +
                  " is missing",
              "copy every file of the checkpoint");
+      if (manifest.checked) check_saved_file(path, manifest.files.at(detail::rank_file_name(r)));
       auto file = std::make_shared<const safetensors_file>(path);
       for (const auto& [key, text] : file->metadata()) {
         if (key.rfind("slice:", 0) != 0) continue;
@@ -235,6 +311,9 @@ class sharded_weights_index {
     }
   }
 
+  // The directory read: `directory`, or where an interrupted save left its newest complete version.
+  const std::string& directory() const { return directory_; }
+
   const std::vector<detail::saved_piece>& pieces(std::string_view tensor) const {
     const auto it = pieces_.find(tensor);
     if (it == pieces_.end())
@@ -252,19 +331,27 @@ class sharded_weights_index {
  private:
   std::string directory_;
   std::map<std::string, std::vector<detail::saved_piece>, std::less<>> pieces_;
+
+  static void check_saved_file(const std::string& path, const saved_file_check& saved) {
+    const saved_file_check found = detail::file_header_check(path);
+    if (found.bytes != saved.bytes)
+      fail(path,
+           "the file has " + std::to_string(found.bytes) + " bytes, the manifest says " +
+               std::to_string(saved.bytes) + ": it was changed after the save",
+           "restore the file from a good copy, or load an earlier checkpoint");
+    if (found.header_crc32c != saved.header_crc32c)
+      fail(path,
+           "its header does not match the checksum in the manifest (CRC-32C " +
+               crc32c_hex(found.header_crc32c) + ", saved " + crc32c_hex(saved.header_crc32c) +
+               "): it was damaged after the save",
+           "restore the file from a good copy, or load an earlier checkpoint");
+  }
   std::map<std::string, std::shared_ptr<const safetensors_file>> files_;
 };
 
 // The "state" object save_weights kept in a complete checkpoint's manifest (null when none).
 inline json::value checkpoint_state(const std::string& directory) {
-  const std::string manifest = (std::filesystem::path(directory) / sharded_weights_manifest).string();
-  if (!std::filesystem::is_regular_file(manifest))
-    fail(directory,
-         std::string("has no ") + std::string(sharded_weights_manifest) + ": the checkpoint is incomplete",
-         "load the last complete checkpoint");
-  const json::value m = read_json_file(manifest);
-  const json::value* state = m.type() == json::kind::object ? m.find("state") : nullptr;
-  return state != nullptr ? *state : json::value();
+  return read_checkpoint_manifest(complete_checkpoint_directory(directory)).state;
 }
 
 // A weight source over a saved checkpoint: each slice is copied from the pieces that overlap it.

@@ -16,6 +16,7 @@
 // models draw no random numbers in training (no dropout), so there is no other generator to save.
 #include <charconv>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <system_error>
 
@@ -42,12 +43,69 @@ inline std::string exact_number(double x) {  // the shortest text that reads bac
   return std::string(text, r.ptr);
 }
 
+[[noreturn]] inline void bad_training_state(const std::string& source, const std::string& why) {
+  fail(source, "its training state " + why,
+       "the checkpoint is corrupt or was not written by save_training_checkpoint; resume from another one");
+}
+inline const json::value& state_field(const json::value& object, std::string_view key, json::kind kind,
+                                      const std::string& source) {
+  const json::value* v = object.type() == json::kind::object ? object.find(key) : nullptr;
+  const bool number = kind == json::kind::number && v != nullptr && v->type() == json::kind::integer;
+  if (v == nullptr || (v->type() != kind && !number))
+    bad_training_state(source, "lacks \"" + std::string(key) + "\" as " + std::string(json::kind_name(kind)));
+  return *v;
+}
+inline std::int64_t state_count(const json::value& object, std::string_view key, const std::string& source) {
+  const std::int64_t n = state_field(object, key, json::kind::integer, source).as_int();
+  if (n < 0) bad_training_state(source, "has a negative \"" + std::string(key) + "\"");
+  return n;
+}
+
 }  // namespace detail
 
-// Every rank calls it: this rank's weights and AdamW state, and (rank 0) the counters, into `directory`.
+// What a training checkpoint's manifest keeps besides the weights and AdamW's state.
+struct training_state {
+  std::int64_t steps = 0, updates = 0;
+  data_state data;
+  dynamic_loss_scaler loss_scaler;
+};
+
+// Reads the "state" object of a training checkpoint's manifest (`source` names it in errors):
+// every field must be there with its type and a possible value, else shardgraph::error.
+inline training_state parse_training_state(const json::value& state, const std::string& source) {
+  if (state.type() != json::kind::object || !state.contains("steps"))
+    fail(source, "is a weights checkpoint without training state (no step counters in its manifest)",
+         "resume from a checkpoint written by save_training_checkpoint, or load it for inference only");
+  using detail::state_count;
+  training_state t;
+  t.steps = state_count(state, "steps", source);
+  t.updates = state_count(state, "updates", source);
+  if (t.updates > t.steps) detail::bad_training_state(source, "has more updates than steps");
+  t.data = {.position = state_count(state, "data_position", source),
+            .epoch = state_count(state, "epoch", source),
+            .sampler_seed = detail::state_field(state, "sampler_seed", json::kind::integer, source).as_int()};
+  const json::value& scaler = detail::state_field(state, "loss_scaler", json::kind::object, source);
+  const auto number = [&](std::string_view key) {
+    return detail::state_field(scaler, key, json::kind::number, source).as_double();
+  };
+  t.loss_scaler = {.scale = number("scale"),
+                   .growth_factor = number("growth_factor"),
+                   .backoff_factor = number("backoff_factor"),
+                   .growth_interval = state_count(scaler, "growth_interval", source),
+                   .growth_tracker = state_count(scaler, "growth_tracker", source)};
+  try {
+    t.loss_scaler.check();
+  } catch (const error& e) {
+    detail::bad_training_state(source, std::string("holds an invalid loss scaler (") + e.what() + ")");
+  }
+  return t;
+}
+
+// Every rank calls it: this rank's weights and AdamW state, and (rank 0) the counters, into `directory`
+// (replaced as a whole: save_weights; `hooks` as there).
 template <class Trainer, class Comm>
 void save_training_checkpoint(const std::string& directory, Trainer& trainer, Comm& comm,
-                              const data_state& data) {
+                              const data_state& data, const save_hooks& hooks = {}) {
   auto parts = trainer.rank().parameters();
   parts.merge(trainer.optimizer_state());
   const dynamic_loss_scaler& s = trainer.loss_scaler();
@@ -61,7 +119,7 @@ void save_training_checkpoint(const std::string& directory, Trainer& trainer, Co
                             ", \"backoff_factor\": " + detail::exact_number(s.backoff_factor) +
                             ", \"growth_interval\": " + std::to_string(s.growth_interval) +
                             ", \"growth_tracker\": " + std::to_string(s.growth_tracker) + "}}";
-  save_weights(directory, parts, comm, state);
+  save_weights(directory, parts, comm, state, hooks);
 }
 
 // Restores AdamW's state, the step counters and the loss scaler of a training checkpoint into a
@@ -69,21 +127,13 @@ void save_training_checkpoint(const std::string& directory, Trainer& trainer, Co
 // Every rank calls it, before the first step.
 template <class Trainer>
 data_state resume_training(const std::string& directory, Trainer& trainer) {
-  const json::value state = checkpoint_state(directory);
-  if (state.type() != json::kind::object || !state.contains("steps"))
-    fail(directory, "is a weights checkpoint without training state (no step counters in its manifest)",
-         "resume from a checkpoint written by save_training_checkpoint, or load it for inference only");
-  const json::value& scaler = state.at("loss_scaler");
-  const dynamic_loss_scaler restored{.scale = scaler.at("scale").as_double(),
-                                     .growth_factor = scaler.at("growth_factor").as_double(),
-                                     .backoff_factor = scaler.at("backoff_factor").as_double(),
-                                     .growth_interval = scaler.at("growth_interval").as_int(),
-                                     .growth_tracker = scaler.at("growth_tracker").as_int()};
+  const std::string found = complete_checkpoint_directory(directory);
+  const training_state t =
+      parse_training_state(read_checkpoint_manifest(found).state,
+                           (std::filesystem::path(found) / sharded_weights_manifest).string());
   trainer.load_optimizer_state(sharded_weights(directory));
-  trainer.restore_counters(state.at("steps").as_int(), state.at("updates").as_int(), restored);
-  return {.position = state.at("data_position").as_int(),
-          .epoch = state.at("epoch").as_int(),
-          .sampler_seed = state.at("sampler_seed").as_int()};
+  trainer.restore_counters(t.steps, t.updates, t.loss_scaler);
+  return t.data;
 }
 
 }  // namespace shardgraph::io
