@@ -6,18 +6,17 @@
 #include <string>
 
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/io/file_contents.hpp"
 #include "shardgraph/io/json.hpp"
 #include "shardgraph/models/gpt2.hpp"
 #include "shardgraph/models/llama.hpp"
 
 namespace shardgraph::io {
 
+// The JSON in the file at `path`; a FIFO, a device or a directory is refused, not waited on.
 inline json::value read_json_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(path, "cannot open the file", "check the path and its permissions");
-  std::stringstream s;
-  s << f.rdbuf();
-  return json::parse(s.str(), path);
+  const file_contents text = file_contents::open(path);
+  return json::parse({reinterpret_cast<const char*>(text.bytes().data()), text.bytes().size()}, path);
 }
 
 namespace detail {
