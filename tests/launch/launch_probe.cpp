@@ -2,7 +2,10 @@
 //
 //   launch_probe exchange          rank 0 shares a blob over TCP; every rank prints what it got
 //   launch_probe fail <rank> <code>  that rank exits with <code> at once; the others wait 300 s
-//   launch_probe sleep             every rank waits 300 s (for --timeout)
+//   launch_probe sleep             every rank prints its pid and waits 300 s (for --timeout, and for
+//                                  the launcher's death ending it)
+//   launch_probe sleep-unwatched   the same without the launcher watchdog (the parent-death signal
+//                                  alone must end it)
 //
 // Each rank prints "rank R of N (local L of M) via <launcher>: ..." and exits 0 when all is well.
 #include <chrono>
@@ -13,7 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include <shardgraph/launch/device_limits.hpp>
+#include <shardgraph/launch/launcher_watchdog.hpp>
 #include <shardgraph/launch/placement.hpp>
 #include <shardgraph/launch/tcp_exchange.hpp>
 
@@ -22,6 +28,7 @@ namespace launch = shardgraph::launch;
 int main(int argc, char** argv) {
   try {
     const std::string_view mode = argc > 1 ? argv[1] : "exchange";
+    if (mode != "sleep-unwatched") launch::watch_launcher();  // as a rank's bootstrap does
     const launch::placement p = launch::detect_placement();
     const launch::device_limits limits = launch::device_limits_from(launch::process_environment);
     std::printf("rank %d of %d (local %d of %d) via %s: gpus %d, memory cap %lld bytes\n", p.rank,
@@ -45,7 +52,9 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::seconds(300));
       return 0;
     }
-    if (mode == "sleep") {
+    if (mode == "sleep" || mode == "sleep-unwatched") {
+      std::printf("rank %d: pid %ld, sleeping\n", p.rank, static_cast<long>(::getpid()));
+      std::fflush(stdout);
       std::this_thread::sleep_for(std::chrono::seconds(300));
       return 0;
     }

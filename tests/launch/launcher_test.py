@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """tools/shardgraph-run with tests/launch/launch_probe: the environment each rank gets, the TCP
-bootstrap across processes, one failing rank ending the others, --timeout, and bad arguments.
+bootstrap across processes, one failing rank ending the others, --timeout, the ranks ending when the
+launcher is killed, and bad arguments.
 
     launcher_test.py <tools/shardgraph-run> <launch_probe> <base port>
 """
+import os
 import re
+import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -56,6 +60,64 @@ check(code == 124, "--timeout ends a hanging run with status 124", f"status {cod
 check("rank 2 of 4 (local 0 of 2)" in out and "rank 3 of 4 (local 1 of 2)" in out,
       "node 1's ranks are numbered 2 and 3", out)
 check(seconds < 30, f"--timeout 1 returned in {seconds:.1f} s", err)
+
+
+def process_gone(pid):
+    """True when pid has exited (a zombie that no one has reaped yet counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def kill_launcher_and_watch(program, ranks, port):
+    """Starts `ranks` sleeping ranks, kill -9s the launcher once each has printed its pid, and returns
+    (seconds until every rank is gone or None after 20 s, all output)."""
+    p = subprocess.Popen([sys.executable, launcher, "--nproc-per-node", str(ranks), "--master-port", str(port),
+                          "--"] + program, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output, pids = b"", []
+    deadline = time.monotonic() + 60
+    sel = selectors.DefaultSelector()
+    sel.register(p.stdout, selectors.EVENT_READ)
+    while len(pids) < ranks and time.monotonic() < deadline:
+        if sel.select(1):
+            chunk = os.read(p.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            output += chunk
+            pids = [int(x) for x in re.findall(rb"pid (\d+), sleeping", output)]
+    if len(pids) < ranks:
+        p.kill()
+        return None, output.decode(errors="replace")
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    killed = time.monotonic()
+    while time.monotonic() - killed < 20:
+        if all(process_gone(pid) for pid in pids):
+            break
+        time.sleep(0.1)
+    gone_after = time.monotonic() - killed
+    for pid in pids:
+        if not process_gone(pid):
+            os.kill(pid, signal.SIGKILL)  # leave nothing behind, whatever the result
+    while sel.select(2):  # the rest of the output, until the last rank closes it
+        chunk = os.read(p.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        output += chunk
+    return (gone_after if gone_after < 20 else None), output.decode(errors="replace")
+
+
+# kill -9 of the launcher ends its ranks: its children by the parent-death signal (the probe's
+# watchdog is off here)...
+seconds, out = kill_launcher_and_watch([probe, "sleep-unwatched"], 2, base_port + 5)
+check(seconds is not None and seconds < 5, f"kill -9 of the launcher ends its ranks ({seconds} s)", out)
+# ...and ranks behind a wrapper, which the parent-death signal does not reach, by the watchdog.
+seconds, out = kill_launcher_and_watch(["sh", "-c", f"'{probe}' sleep; true"], 2, base_port + 6)
+check(seconds is not None and seconds < 5, f"the watchdog ends wrapped ranks when the launcher dies ({seconds} s)",
+      out)
+check("has ended, so this rank ends too" in out, "a rank ended by the watchdog says why", out)
 
 # Bad arguments: a clear message and status 2, nothing started.
 for args, message in [

@@ -9,10 +9,13 @@
 // The process takes GPU local_rank (of the first SHARDGRAPH_GPUS visible ones, when set); rank 0
 // makes the NCCL unique id and hands it to the others over TCP at MASTER_ADDR:MASTER_PORT
 // (launch/tcp_exchange.hpp). A world of one process needs no exchange. Errors name the rank.
+// Under tools/shardgraph-run it also starts the launcher watchdog (launch/launcher_watchdog.hpp):
+// the rank ends when shardgraph-run has ended.
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/check.hpp>
 #include <shardgraph/cuda/device.hpp>
 #include <shardgraph/launch/device_limits.hpp>
+#include <shardgraph/launch/launcher_watchdog.hpp>
 #include <shardgraph/launch/placement.hpp>
 #include <shardgraph/launch/tcp_exchange.hpp>
 #include <shardgraph/nccl/world.hpp>
@@ -55,6 +58,7 @@ inline void select_local_gpu(const std::string& where, int local_rank, const lau
 
 inline world world_from_environment(std::chrono::milliseconds timeout = world::default_timeout,
                                     const launch::environment& env = launch::process_environment) {
+  launch::watch_launcher(env);
   const launch::placement p = launch::detect_placement(env);
   const launch::device_limits limits = launch::device_limits_from(env);
   const std::string where = "nccl::world_from_environment (rank " + std::to_string(p.rank) + " of " +
