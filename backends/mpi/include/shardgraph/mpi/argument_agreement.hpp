@@ -8,7 +8,8 @@
 // does, so a wrong size on one rank never leaves the others waiting in a collective it skipped,
 // and sizes that differ between ranks (which MPI cannot always detect: it may truncate or hang)
 // throw the same message on every rank. Cost: one small all-reduce per call, microseconds within a
-// node, paid for errors that would otherwise hang a job.
+// node, paid for errors that would otherwise hang a job. It is the first step of every collective,
+// so it is where a rank that does not join is usually noticed: it waits within the call's deadline.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <string_view>
 
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/mpi/deadline.hpp"
 #include "shardgraph/mpi/mpi_call.hpp"
 #include "shardgraph/mpi/mpi_header.hpp"
 
@@ -31,7 +33,7 @@ struct agreed_value {
 
 inline void check_arguments_agree(MPI_Comm comm, int rank, std::string_view where,
                                   const std::string& local_problem,
-                                  std::initializer_list<agreed_value> values) {
+                                  std::initializer_list<agreed_value> values, const call_deadline& deadline) {
   constexpr std::size_t max_values = 4;
   constexpr std::int64_t no_failure = std::numeric_limits<std::int64_t>::max();
   if (values.size() > max_values) {
@@ -46,9 +48,11 @@ inline void check_arguments_agree(MPI_Comm comm, int rank, std::string_view wher
     summary[slot++] = v.value;
     summary[slot++] = -v.value;
   }
-  check_mpi_call(
-      MPI_Allreduce(MPI_IN_PLACE, summary.data(), static_cast<int>(slot), MPI_INT64_T, MPI_MIN, comm),
-      "MPI_Allreduce (argument check)", where);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi_call(MPI_Iallreduce(MPI_IN_PLACE, summary.data(), static_cast<int>(slot), MPI_INT64_T, MPI_MIN,
+                                comm, &request),
+                 "MPI_Iallreduce (argument check)", where);
+  wait_within(request, deadline, "MPI_Iallreduce (argument check)", where);
 
   if (!local_problem.empty()) throw error(local_problem);
   if (summary[0] != no_failure) {

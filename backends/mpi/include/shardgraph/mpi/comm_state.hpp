@@ -1,6 +1,7 @@
 #pragma once
 // What the copies of one mpi::communicator share: the MPI_Comm they own, the messages they have sent
-// that MPI may still be reading, and the working memory of the reductions.
+// that MPI may still be reading, the working memory of the reductions, and the deadline of its calls.
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shardgraph/mpi/deadline.hpp"
 #include "shardgraph/mpi/mpi_call.hpp"
 #include "shardgraph/mpi/mpi_header.hpp"
 
@@ -15,7 +17,7 @@ namespace shardgraph::mpi::detail {
 
 class comm_state {
  public:
-  explicit comm_state(MPI_Comm comm) : comm_(comm) {}
+  comm_state(MPI_Comm comm, std::chrono::milliseconds timeout) : comm_(comm), timeout_(timeout) {}
   comm_state(const comm_state&) = delete;
   comm_state& operator=(const comm_state&) = delete;
 
@@ -37,6 +39,9 @@ class comm_state {
   }
 
   MPI_Comm get() const { return comm_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // The deadline of the next collective call, which it numbers.
+  call_deadline begin_call() { return {timeout_, ++calls_}; }
 
   // Sends a copy of `bytes` without waiting for the matching recv, as the threads backend does: a
   // ring in which every rank sends before it receives works the same on both. Completed sends are
@@ -91,6 +96,8 @@ class comm_state {
   }
 
   MPI_Comm comm_;
+  std::chrono::milliseconds timeout_;
+  long long calls_ = 0;
   std::vector<outgoing> outgoing_;
   std::unique_ptr<std::byte[]> scratch_;
   std::size_t scratch_bytes_ = 0;

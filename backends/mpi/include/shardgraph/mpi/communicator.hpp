@@ -25,6 +25,10 @@
 // Errors. The communicator's error handler is MPI_ERRORS_RETURN; every MPI return code is checked
 // and becomes shardgraph::error naming the MPI call and the rank.
 //
+// Deadline. Every collective and recv is made of non-blocking MPI calls completed within the
+// communicator's timeout (mpi::world's, default 5 minutes; deadline.hpp): a rank that never joins
+// makes the others throw an error naming their rank, the collective and the MPI call, not hang.
+//
 // Point to point. send copies the data and returns without waiting for the matching recv
 // (comm_state.hpp), as the threads backend does. recv takes the first message from `peer` with `tag`
 // and requires it to hold exactly data.size() elements; a message of another size is consumed and
@@ -42,6 +46,7 @@
 // the last one frees it, unless MPI has already been finalized. The reductions keep their working
 // memory between calls.
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +57,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -61,6 +67,7 @@
 #include "shardgraph/mpi/argument_agreement.hpp"
 #include "shardgraph/mpi/comm_state.hpp"
 #include "shardgraph/mpi/datatype.hpp"
+#include "shardgraph/mpi/deadline.hpp"
 #include "shardgraph/mpi/mpi_call.hpp"
 #include "shardgraph/mpi/mpi_header.hpp"
 #include "shardgraph/mpi/rank_order_sum.hpp"
@@ -99,8 +106,10 @@ inline int slice_offset(std::size_t n, int parts, int j) {
 class communicator {
  public:
   // A new communicator over the same processes as `parent` (MPI_Comm_dup; collective over parent),
-  // with its own message space, so traffic here never matches traffic on `parent`.
-  static communicator duplicate(MPI_Comm parent) {
+  // with its own message space, so traffic here never matches traffic on `parent`. Its calls, and
+  // those of the communicators split from it, fail after `timeout` instead of waiting for a rank
+  // that does not join.
+  static communicator duplicate(MPI_Comm parent, std::chrono::milliseconds timeout = default_timeout) {
     const std::string here = "mpi::communicator::duplicate";
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
@@ -109,9 +118,14 @@ class communicator {
       fail(here, finalized != 0 ? "MPI has already been finalized" : "MPI is not initialized",
            "create a shardgraph::mpi::world first and keep it alive while ranks communicate");
     }
+    if (timeout <= std::chrono::milliseconds::zero())
+      fail(here, "the timeout of " + std::to_string(timeout.count()) + " ms is not positive",
+           "pass a positive timeout (the default is 5 minutes)");
     MPI_Comm copy = MPI_COMM_NULL;
-    check_mpi_call(MPI_Comm_dup(parent, &copy), "MPI_Comm_dup", here);
-    return communicator(copy, here);
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi_call(MPI_Comm_idup(parent, &copy, &request), "MPI_Comm_idup", here);
+    wait_within(request, {timeout, 1}, "MPI_Comm_idup", here);
+    return communicator(copy, timeout, here);
   }
 
   int rank() const { return rank_; }
@@ -126,8 +140,9 @@ class communicator {
                   "shardgraph: all_reduce: data is summed in place. Pass a writable buffer.");
     require_summable<T>();
     const std::string here = where("all_reduce");
+    const call_deadline deadline = state().begin_call();
     const std::string problem = count_problem(here, "data", data.size());
-    agree(here, problem, {type_of<T>(), count_of("element count", data.size())});
+    agree(here, problem, {type_of<T>(), count_of("element count", data.size())}, deadline);
     if (size_ == 1 || data.empty()) return;
 
     const MPI_Datatype type = datatype_of<T>();
@@ -143,13 +158,15 @@ class communicator {
     const std::size_t received = static_cast<std::size_t>(size_) * static_cast<std::size_t>(mine);
     const std::span<T> scratch = state().template scratch<T>(received + static_cast<std::size_t>(mine));
     const std::span<T> contributions = scratch.first(received), sum = scratch.subspan(received);
-    check_mpi_call(MPI_Alltoallv(data.data(), slice_counts.data(), slice_offsets.data(), type,
-                                 contributions.data(), mine_counts.data(), mine_offsets.data(), type, comm()),
-                   "MPI_Alltoallv", here);
+    complete(deadline, "MPI_Ialltoallv", here, [&](MPI_Request* r) {
+      return MPI_Ialltoallv(data.data(), slice_counts.data(), slice_offsets.data(), type,
+                            contributions.data(), mine_counts.data(), mine_offsets.data(), type, comm(), r);
+    });
     sum_in_rank_order(std::span<const T>(contributions), static_cast<std::size_t>(size_), sum);
-    check_mpi_call(MPI_Allgatherv(sum.data(), mine, type, data.data(), slice_counts.data(),
-                                  slice_offsets.data(), type, comm()),
-                   "MPI_Allgatherv", here);
+    complete(deadline, "MPI_Iallgatherv", here, [&](MPI_Request* r) {
+      return MPI_Iallgatherv(sum.data(), mine, type, data.data(), slice_counts.data(), slice_offsets.data(),
+                             type, comm(), r);
+    });
   }
 
   // out (size() * n) holds rank r's in (n) at offset r * n.
@@ -157,6 +174,7 @@ class communicator {
   void all_gather(std::span<const T> in, std::span<T> out) {
     require_transferable<T>();
     const std::string here = where("all_gather");
+    const call_deadline deadline = state().begin_call();
     std::string problem = count_problem(here, "in", in.size());
     if (problem.empty() && out.size() != static_cast<std::size_t>(size_) * in.size()) {
       problem = error_message(
@@ -165,7 +183,7 @@ class communicator {
               std::to_string(size_) + " * " + std::to_string(in.size()),
           "make out hold size() * in.size() elements: rank r's in lands at offset r * in.size()");
     }
-    agree(here, problem, {type_of<T>(), count_of("in.size()", in.size())});
+    agree(here, problem, {type_of<T>(), count_of("in.size()", in.size())}, deadline);
     const MPI_Datatype type = datatype_of<T>();
     const int n = static_cast<int>(in.size());
     if (detail::overlaps(in, std::span<const T>(out))) {
@@ -173,7 +191,9 @@ class communicator {
       std::copy(in.begin(), in.end(), copy.begin());
       in = copy;
     }
-    check_mpi_call(MPI_Allgather(in.data(), n, type, out.data(), n, type, comm()), "MPI_Allgather", here);
+    complete(deadline, "MPI_Iallgather", here, [&](MPI_Request* r) {
+      return MPI_Iallgather(in.data(), n, type, out.data(), n, type, comm(), r);
+    });
   }
 
   // in: (size(), n), chunk r at offset r * n; out: (n) = the sum over ranks of their chunk rank(), in
@@ -182,6 +202,7 @@ class communicator {
   void reduce_scatter(std::span<const T> in, std::span<T> out) {
     require_summable<T>();
     const std::string here = where("reduce_scatter");
+    const call_deadline deadline = state().begin_call();
     std::string problem = count_problem(here, "out", out.size());
     if (problem.empty() && in.size() != static_cast<std::size_t>(size_) * out.size()) {
       problem = error_message(
@@ -190,14 +211,16 @@ class communicator {
               std::to_string(size_) + " * " + std::to_string(out.size()),
           "make in hold size() * out.size() elements: chunk r of in is summed into rank r's out");
     }
-    agree(here, problem, {type_of<T>(), count_of("out.size()", out.size())});
+    agree(here, problem, {type_of<T>(), count_of("out.size()", out.size())}, deadline);
     if (out.empty()) return;
     const MPI_Datatype type = datatype_of<T>();
     const int n = static_cast<int>(out.size());
     // (size, n): chunk rank() of every rank. `in` is read in full before `out` is written, so out may lie in
     // in.
     const std::span<T> chunks = state().template scratch<T>(in.size());
-    check_mpi_call(MPI_Alltoall(in.data(), n, type, chunks.data(), n, type, comm()), "MPI_Alltoall", here);
+    complete(deadline, "MPI_Ialltoall", here, [&](MPI_Request* r) {
+      return MPI_Ialltoall(in.data(), n, type, chunks.data(), n, type, comm(), r);
+    });
     sum_in_rank_order(std::span<const T>(chunks), static_cast<std::size_t>(size_), out);
   }
 
@@ -206,6 +229,7 @@ class communicator {
   void all_to_all(std::span<const T> in, std::span<T> out) {
     require_transferable<T>();
     const std::string here = where("all_to_all");
+    const call_deadline deadline = state().begin_call();
     const auto p = static_cast<std::size_t>(size_);
     std::string problem;
     if (in.size() != out.size()) {
@@ -220,7 +244,7 @@ class communicator {
     } else {
       problem = count_problem(here, "one chunk", in.size() / p);
     }
-    agree(here, problem, {type_of<T>(), count_of("in.size()", in.size())});
+    agree(here, problem, {type_of<T>(), count_of("in.size()", in.size())}, deadline);
     const MPI_Datatype type = datatype_of<T>();
     const int chunk = static_cast<int>(in.size() / p);
     if (detail::overlaps(in, std::span<const T>(out))) {
@@ -228,8 +252,9 @@ class communicator {
       std::copy(in.begin(), in.end(), copy.begin());
       in = copy;
     }
-    check_mpi_call(MPI_Alltoall(in.data(), chunk, type, out.data(), chunk, type, comm()), "MPI_Alltoall",
-                   here);
+    complete(deadline, "MPI_Ialltoall", here, [&](MPI_Request* r) {
+      return MPI_Ialltoall(in.data(), chunk, type, out.data(), chunk, type, comm(), r);
+    });
   }
 
   // data on every rank becomes data on `root`.
@@ -238,6 +263,7 @@ class communicator {
     static_assert(!std::is_const_v<T>, "shardgraph: broadcast: data is overwritten. Pass a writable buffer.");
     require_transferable<T>();
     const std::string here = where("broadcast");
+    const call_deadline deadline = state().begin_call();
     std::string problem = count_problem(here, "data", data.size());
     if (problem.empty() && (root < 0 || root >= size_)) {
       problem = error_message(here,
@@ -247,9 +273,11 @@ class communicator {
     }
     agree(here, problem,
           {type_of<T>(), count_of("element count", data.size()),
-           agreed_value{"root", problem.empty() ? root : 0, nullptr}});
-    check_mpi_call(MPI_Bcast(data.data(), static_cast<int>(data.size()), datatype_of<T>(), root, comm()),
-                   "MPI_Bcast", here);
+           agreed_value{"root", problem.empty() ? root : 0, nullptr}},
+          deadline);
+    complete(deadline, "MPI_Ibcast", here, [&](MPI_Request* r) {
+      return MPI_Ibcast(data.data(), static_cast<int>(data.size()), datatype_of<T>(), root, comm(), r);
+    });
   }
 
   // Copies data and returns: it does not wait for the matching recv.
@@ -269,21 +297,23 @@ class communicator {
     const std::string here = where("recv");
     check_point_to_point(here, peer, tag, data.size());
     const MPI_Datatype type = datatype_of<T>();
+    const call_deadline deadline = state().begin_call();
     MPI_Message message = MPI_MESSAGE_NULL;
     MPI_Status status;
-    check_mpi_call(MPI_Mprobe(peer, tag, comm(), &message, &status), "MPI_Mprobe", here);
+    probe_within(deadline, peer, tag, message, status, here);
     int count = 0;
     check_mpi_call(MPI_Get_count(&status, type, &count), "MPI_Get_count", here);
     if (count != MPI_UNDEFINED && static_cast<std::size_t>(count) == data.size()) {
-      check_mpi_call(MPI_Mrecv(data.data(), count, type, &message, MPI_STATUS_IGNORE), "MPI_Mrecv", here);
+      complete(deadline, "MPI_Imrecv", here,
+               [&](MPI_Request* r) { return MPI_Imrecv(data.data(), count, type, &message, r); });
       return;
     }
     // Consume the message anyway, so that the next recv from this peer and tag gets the next one.
     int bytes = 0;
     check_mpi_call(MPI_Get_count(&status, MPI_BYTE, &bytes), "MPI_Get_count", here);
     std::vector<unsigned char> discarded(static_cast<std::size_t>(bytes));
-    check_mpi_call(MPI_Mrecv(discarded.data(), bytes, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv",
-                   here);
+    complete(deadline, "MPI_Imrecv", here,
+             [&](MPI_Request* r) { return MPI_Imrecv(discarded.data(), bytes, MPI_BYTE, &message, r); });
     const std::string type_name = type_code_name(type_code<T>());
     const std::string held =
         count == MPI_UNDEFINED
@@ -297,7 +327,8 @@ class communicator {
 
   void barrier() {
     const std::string here = where("barrier");
-    check_mpi_call(MPI_Barrier(comm()), "MPI_Barrier", here);
+    complete(state().begin_call(), "MPI_Ibarrier", here,
+             [&](MPI_Request* r) { return MPI_Ibarrier(comm(), r); });
   }
 
   // Collective: a communicator of the ranks that pass the same color, ordered by key, then by rank
@@ -306,15 +337,17 @@ class communicator {
   communicator split(int color, int key) const {
     const std::string here = where("split");
     std::vector<int> colors(static_cast<std::size_t>(size_));
-    check_mpi_call(MPI_Allgather(&color, 1, MPI_INT, colors.data(), 1, MPI_INT, comm()), "MPI_Allgather",
-                   here);
+    complete(state().begin_call(), "MPI_Iallgather", here, [&](MPI_Request* r) {
+      return MPI_Iallgather(&color, 1, MPI_INT, colors.data(), 1, MPI_INT, comm(), r);
+    });
     std::sort(colors.begin(), colors.end());
     const auto distinct_end = std::unique(colors.begin(), colors.end());
     const int index =
         static_cast<int>(std::lower_bound(colors.begin(), distinct_end, color) - colors.begin());
     MPI_Comm part = MPI_COMM_NULL;
+    // MPI has no non-blocking split; the gather above has just seen every rank arrive.
     check_mpi_call(MPI_Comm_split(comm(), index, key, &part), "MPI_Comm_split", here);
-    return communicator(part, here);
+    return communicator(part, state().timeout(), here);
   }
 
   // Overloads for any contiguous buffer (std::vector, std::array, a span of non-const elements where a
@@ -350,7 +383,8 @@ class communicator {
 
  private:
   // Takes ownership of `comm` at once, so that it is freed even if a later step throws.
-  communicator(MPI_Comm comm, std::string_view here) : handle_(std::make_shared<detail::comm_state>(comm)) {
+  communicator(MPI_Comm comm, std::chrono::milliseconds timeout, std::string_view here)
+      : handle_(std::make_shared<detail::comm_state>(comm, timeout)) {
     check_mpi_call(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", here);
     check_mpi_call(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank", here);
     check_mpi_call(MPI_Comm_size(comm, &size_), "MPI_Comm_size", here);
@@ -407,9 +441,38 @@ class communicator {
                          "split the data into several calls");
   }
 
-  void agree(std::string_view here, const std::string& problem,
-             std::initializer_list<agreed_value> values) const {
-    check_arguments_agree(comm(), rank_, here, problem, values);
+  void agree(std::string_view here, const std::string& problem, std::initializer_list<agreed_value> values,
+             const call_deadline& deadline) const {
+    check_arguments_agree(comm(), rank_, here, problem, values, deadline);
+  }
+
+  // Starts a non-blocking MPI call (start(&request) returns its code) and waits for it within the
+  // deadline.
+  template <class Start>
+  static void complete(const call_deadline& deadline, std::string_view call, std::string_view here,
+                       Start&& start) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi_call(start(&request), call, here);
+    wait_within(request, deadline, call, here);
+  }
+
+  // MPI_Improbe until a message from peer with tag arrives, within the deadline.
+  void probe_within(const call_deadline& deadline, int peer, int tag, MPI_Message& message,
+                    MPI_Status& status, std::string_view here) const {
+    const auto end = std::chrono::steady_clock::now() + deadline.timeout;
+    for (auto pause = std::chrono::microseconds(10);;
+         pause = std::min(pause * 2, std::chrono::microseconds(1000))) {
+      int found = 0;
+      check_mpi_call(MPI_Improbe(peer, tag, comm(), &found, &message, &status), "MPI_Improbe", here);
+      if (found != 0) return;
+      if (std::chrono::steady_clock::now() > end)
+        fail(here,
+             "no message from rank " + std::to_string(peer) + " with tag " + std::to_string(tag) +
+                 " arrived within " + std::to_string(deadline.timeout.count()) + " ms",
+             "Pair every recv with a send of the same tag on the peer and check that the peer is still "
+             "running, or give mpi::world a longer timeout");
+      std::this_thread::sleep_for(pause);
+    }
   }
 
   void check_point_to_point(std::string_view here, int peer, int tag, std::size_t count) const {

@@ -8,15 +8,20 @@
 // main thread only) unless something else already did, and the destructor finalizes only what the
 // constructor initialized, so a world can live inside a program that manages MPI itself.
 //
+// Deadline: every call of its communicators (and of those split from them) that waits longer than
+// `timeout` (default 5 minutes) for the other ranks throws an error naming the rank, the collective
+// and the MPI call (deadline.hpp), so a rank that stopped makes the others fail instead of hang.
+//
 // Fail fast: if the rank's function throws, run prints "shardgraph: rank R failed: <what>" to stderr
 // and calls MPI_Abort, which ends every process of the job. The other ranks would otherwise wait
 // forever in their next collective with this rank.
+#include <chrono>
 #include <concepts>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
-#include <optional>
+#include <memory>
 #include <string_view>
 
 #include "shardgraph/core/error.hpp"
@@ -28,9 +33,10 @@ namespace shardgraph::mpi {
 
 class world {
  public:
-  world() : world(nullptr, nullptr) {}
+  explicit world(std::chrono::milliseconds timeout = default_timeout) : world(nullptr, nullptr, timeout) {}
   // MPI may read and remove its own arguments from argc/argv.
-  world(int& argc, char**& argv) : world(&argc, &argv) {}
+  world(int& argc, char**& argv, std::chrono::milliseconds timeout = default_timeout)
+      : world(&argc, &argv, timeout) {}
 
   world(const world&) = delete;
   world& operator=(const world&) = delete;
@@ -68,7 +74,7 @@ class world {
   }
 
  private:
-  world(int* argc, char*** argv) {
+  world(int* argc, char*** argv, std::chrono::milliseconds timeout) {
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -84,7 +90,7 @@ class world {
       initialized_here_ = true;
     }
     try {
-      communicator_.emplace(communicator::duplicate(MPI_COMM_WORLD));
+      communicator_ = std::make_unique<communicator>(communicator::duplicate(MPI_COMM_WORLD, timeout));
     } catch (...) {
       if (initialized_here_) MPI_Finalize();
       throw;
@@ -100,7 +106,7 @@ class world {
   }
 
   bool initialized_here_ = false;
-  std::optional<communicator> communicator_;
+  std::unique_ptr<communicator> communicator_;  // set by the constructor, reset before MPI_Finalize
 };
 
 }  // namespace shardgraph::mpi
