@@ -52,7 +52,9 @@ inline const json::value& state_field(const json::value& object, std::string_vie
   const json::value* v = object.type() == json::kind::object ? object.find(key) : nullptr;
   const bool number = kind == json::kind::number && v != nullptr && v->type() == json::kind::integer;
   if (v == nullptr || (v->type() != kind && !number))
-    bad_training_state(source, "lacks \"" + std::string(key) + "\" as " + std::string(json::kind_name(kind)));
+    bad_training_state(source,
+                       "lacks \"" + std::string(key) + "\" as " +
+                           std::string(kind == json::kind::number ? "a number" : json::kind_name(kind)));
   return *v;
 }
 inline std::int64_t state_count(const json::value& object, std::string_view key, const std::string& source) {

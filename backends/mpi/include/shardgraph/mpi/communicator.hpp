@@ -57,7 +57,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -460,8 +459,7 @@ class communicator {
   void probe_within(const call_deadline& deadline, int peer, int tag, MPI_Message& message,
                     MPI_Status& status, std::string_view here) const {
     const auto end = std::chrono::steady_clock::now() + deadline.timeout;
-    for (auto pause = std::chrono::microseconds(10);;
-         pause = std::min(pause * 2, std::chrono::microseconds(1000))) {
+    for (poll_pace pace;; pace.after_poll()) {
       int found = 0;
       check_mpi_call(MPI_Improbe(peer, tag, comm(), &found, &message, &status), "MPI_Improbe", here);
       if (found != 0) return;
@@ -471,7 +469,6 @@ class communicator {
                  " arrived within " + std::to_string(deadline.timeout.count()) + " ms",
              "Pair every recv with a send of the same tag on the peer and check that the peer is still "
              "running, or give mpi::world a longer timeout");
-      std::this_thread::sleep_for(pause);
     }
   }
 

@@ -9,9 +9,10 @@
 // communicator cannot be used again, and the process should end (mpi::world::run calls MPI_Abort
 // on the rank's error, which ends every process of the job).
 //
-// Polling: MPI_Test in a tight loop for the first 200 microseconds (a collective between ranks that
-// are all present usually finishes within that), then with pauses that grow to 1 ms, which bounds
-// the latency a late call adds and keeps a waiting rank from spinning a core.
+// Polling: MPI_Test without pause for the first 100 ms, as MPI's own blocking calls spin (each
+// test also drives the progress of MPI's non-blocking algorithms, round after round), yielding the
+// core to a rank that waits for it; then with pauses that grow to 1 ms, so that a rank waiting for
+// a stopped peer does not hold a core for the whole timeout.
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -32,28 +33,40 @@ struct call_deadline {
   long long call_number;  // collective calls on this communicator so far, this one included
 };
 
+// The pause between two polls: a yield for the first 100 ms (it returns at once unless another
+// process waits for the core, as when ranks outnumber cores), then sleeps of 10 us doubling up to 1 ms.
+class poll_pace {
+ public:
+  void after_poll() {
+    if (std::chrono::steady_clock::now() - start_ <= std::chrono::milliseconds(100)) {
+      std::this_thread::yield();
+      return;
+    }
+    std::this_thread::sleep_for(pause_);
+    pause_ = std::min(pause_ * 2, std::chrono::microseconds(1000));
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::microseconds pause_{10};
+};
+
 // Waits for `request` (started by `call`, e.g. "MPI_Iallgather") within the deadline.
 inline void wait_within(MPI_Request& request, const call_deadline& deadline, std::string_view call,
                         std::string_view where) {
   using clock = std::chrono::steady_clock;
-  const clock::time_point start = clock::now(), end = start + deadline.timeout;
-  auto pause = std::chrono::microseconds(10);
-  while (true) {
+  const clock::time_point end = clock::now() + deadline.timeout;
+  for (poll_pace pace;; pace.after_poll()) {
     int done = 0;
     check_mpi_call(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test of " + std::string(call), where);
     if (done != 0) return;
-    const clock::time_point now = clock::now();
-    if (now > end)
+    if (clock::now() > end)
       fail(where,
            std::string(call) + " did not complete within " + std::to_string(deadline.timeout.count()) +
                " ms (collective call " + std::to_string(deadline.call_number) +
                " on this communicator): a rank has not joined it (stopped, hung, or making other calls)",
            "Check that every rank makes the same calls in the same order and is still running, or give "
            "mpi::world a longer timeout; this communicator cannot be used after this error");
-    if (now - start > std::chrono::microseconds(200)) {
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
-    }
   }
 }
 
