@@ -200,7 +200,7 @@ inline void check_every_element_saved(const std::string& directory, int ranks) {
 // Writes this rank's parameter slices (name -> {slice, values}, as the executor's parameters() gives
 // them) into `directory`; every rank of the world calls it with its own parts. A piece that several
 // ranks hold (data-parallel replicas) is written once, by the lowest of them. `comm` (rank(), size(),
-// all_gather of doubles, barrier()) orders the steps: rank 0 does every directory operation, each
+// all_gather of doubles) orders the steps: rank 0 does every directory operation, each
 // rank writes its own file into the new directory in between (directory_replacement.hpp). A failure
 // on any rank throws on every rank, and leaves the previous checkpoint in place.
 // `state` (optional): a JSON object kept in the manifest, such as a training run's step and data
