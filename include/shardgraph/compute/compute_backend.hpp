@@ -4,7 +4,10 @@
 // collectives. All sizes in a descriptor are LOCAL to the rank. Optional: `view(arena, byte_offset,
 // dtype, numel)`, a buffer naming part of another's memory without owning it; with it bind places
 // values that are not live at once in one arena (runtime/memory_plan.hpp), without it each value
-// gets its own allocation.
+// gets its own allocation. Optional: `free_bytes()`, the bytes it can still allocate (host memory
+// available, a GPU's free memory); bind checks its plan against it before allocating
+// (runtime/memory_budget.hpp). `allocate` reports memory it cannot give as a shardgraph::error
+// naming the bytes, never std::bad_alloc or an abort.
 //
 // kernel_call::dims by op (row-major, local):
 //   embedding           {tokens, table_rows, cols, row_offset}  rows outside the table give 0

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <new>
 #include <span>
 #include <string>
 #include <utility>
@@ -55,7 +56,13 @@ class file_contents {
       mapped.mapped_size_ = size;
       return mapped;
     }
-    std::vector<std::byte> bytes(size);
+    std::vector<std::byte> bytes;
+    try {
+      bytes.resize(size);
+    } catch (const std::bad_alloc&) {
+      cannot_read(path, "it cannot be mapped, and " + std::to_string(size) +
+                            " bytes of memory to read it into cannot be had");
+    }
     for (std::size_t done = 0; done < size;) {
       const ::ssize_t n = ::pread(fd, bytes.data() + done, size - done, static_cast<off_t>(done));
       if (n < 0 && errno == EINTR) continue;

@@ -24,6 +24,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <new>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -33,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/half.hpp"
 #include "shardgraph/io/atomic_file_writer.hpp"
@@ -67,9 +69,9 @@ struct tensor_info {
   st_dtype dtype = st_dtype::f32;
   std::vector<std::int64_t> shape;   // empty for a scalar
   std::uint64_t begin = 0, end = 0;  // byte offsets relative to the data section
+  // The file's reader has checked that the shape's bytes fit in 64 bits (detail::byte_size).
   std::uint64_t element_count() const {
-    return std::accumulate(shape.begin(), shape.end(), std::uint64_t{1},
-                           [](std::uint64_t n, std::int64_t d) { return n * static_cast<std::uint64_t>(d); });
+    return static_cast<std::uint64_t>(checked_product(shape, "safetensors: a tensor's element count"));
   }
 };
 
@@ -180,7 +182,19 @@ class safetensors_file {
   // its range, and refuses floating-point dtypes, which would lose fractions.
   template <class T>
   std::vector<T> read_as(std::string_view tensor) const {
-    std::vector<T> out(static_cast<std::size_t>(info(tensor).element_count()));
+    const std::uint64_t count = info(tensor).element_count();
+    std::vector<T> out;
+    try {
+      out.resize(static_cast<std::size_t>(count));
+    } catch (const std::bad_alloc&) {
+      fail(where(tensor),
+           "cannot allocate " + std::to_string(count) + " elements of " + std::to_string(sizeof(T)) +
+               " bytes in host memory to read it",
+           "free host memory, or read the tensor in parts with read_elements_as");
+    } catch (const std::length_error&) {
+      fail(where(tensor), std::to_string(count) + " elements are more than a vector holds",
+           "read the tensor in parts with read_elements_as");
+    }
     read_elements_as<T>(tensor, 0, out.size(), out.data());
     return out;
   }

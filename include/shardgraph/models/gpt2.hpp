@@ -10,8 +10,10 @@
 // Attention q, k, v are separate (model, model) weights; HF's fused c_attn is split on load.
 // Sizes are chosen at bind from gpt2_config; the options here are fixed at compile time.
 #include <cstdint>
+#include <string>
 #include <string_view>
 
+#include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/dsl/ops.hpp"
 #include "shardgraph/dsl/repeat.hpp"
 #include "shardgraph/runtime/model_sizes.hpp"
@@ -35,7 +37,12 @@ struct gpt2_config {
     model_sizes s;
     s.set(size_symbol::batch, batch).set(size_symbol::seq, seq).set(size_symbol::vocab, vocab);
     s.set(size_symbol::positions, positions).set(size_symbol::model, model).set(size_symbol::heads, heads);
-    s.set(size_symbol::kv_heads, heads).set(size_symbol::ffn, 4 * model).set(size_symbol::layers, layers);
+    s.set(size_symbol::kv_heads, heads).set(size_symbol::layers, layers);
+    s.set(size_symbol::ffn, model > 0 ? checked_multiply(4, model, "gpt2_config: ffn = 4 * model") : model);
+    if (heads > 0 && model % heads != 0)
+      fail("gpt2_config",
+           "model = " + std::to_string(model) + " is not divisible by heads = " + std::to_string(heads),
+           "give a head count dividing the model width (n_head dividing n_embd)");
     if (heads > 0) s.set(size_symbol::head_dim, model / heads);
     return s;
   }

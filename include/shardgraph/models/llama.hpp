@@ -8,6 +8,7 @@
 //       [ x + o_proj(attention(rope(q), rope(k), v)) ;  x + down(silu(gate h) * up h) ]
 //   --norm--> logits = lm_head x ;  loss = cross_entropy(logits, targets)
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "shardgraph/dsl/ops.hpp"
@@ -33,6 +34,10 @@ struct llama_config {
     s.set(size_symbol::batch, batch).set(size_symbol::seq, seq).set(size_symbol::vocab, vocab);
     s.set(size_symbol::positions, seq).set(size_symbol::model, model).set(size_symbol::ffn, ffn);
     s.set(size_symbol::heads, heads).set(size_symbol::kv_heads, kv_heads).set(size_symbol::layers, layers);
+    if (heads > 0 && model % heads != 0)
+      fail("llama_config",
+           "model = " + std::to_string(model) + " is not divisible by heads = " + std::to_string(heads),
+           "give a head count dividing the model width (num_attention_heads dividing hidden_size)");
     if (heads > 0) s.set(size_symbol::head_dim, model / heads);
     return s;
   }

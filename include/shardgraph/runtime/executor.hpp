@@ -4,9 +4,11 @@
 //   auto rank = shardgraph::bind(program, config.sizes(batch, seq), comm, cpu::backend{}, mesh, weights);
 //   auto outputs = rank.forward({{"input_ids", ids}, {"targets", targets}});   // global host tensors
 //
-// bind checks every size (divisibility, rank count) before any communication or compute, so a
-// bad size throws the same shardgraph::error on every rank; then it splits the communicator into
-// one group per mesh axis, loads this rank's weight slices and allocates every value.
+// bind checks every size (divisibility, rank count, element counts within 64 bits) before any
+// communication or compute, so a bad size throws the same shardgraph::error on every rank; then it
+// splits the communicator into one group per mesh axis, allocates every value (failing, with the
+// bytes needed and available, when they do not fit the device: memory_budget.hpp) and loads this
+// rank's weight slices.
 // forward() slices the global inputs, runs the steps in order (a repeat block once per layer,
 // reading that layer's weights) and returns the outputs, whole on every rank.
 //
@@ -44,11 +46,13 @@
 #include "shardgraph/comm/comm_worker.hpp"
 #include "shardgraph/comm/communicator.hpp"
 #include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/pipeline/partition.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/host_tensor.hpp"
 #include "shardgraph/runtime/load_progress.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
+#include "shardgraph/runtime/memory_budget.hpp"
 #include "shardgraph/runtime/memory_options.hpp"
 #include "shardgraph/runtime/memory_plan.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
@@ -1246,7 +1250,7 @@ class rank_program {
   memory_plan::value lifetime(int i) const {
     const graph& g = program_.nodes;
     memory_plan::value v;
-    v.bytes = static_cast<std::size_t>(layout_.of(i).numel()) * dtype_size(g[i].type);
+    v.bytes = checked_bytes(layout_.of(i).numel(), dtype_size(g[i].type), "bind: memory plan");
     const int writer = fused_.writer_of(g, i);
     memory_plan::steps first{producer_step_[index(writer)], producer_step_[index(writer)]};
     if (g[i].kind == op::param_grad && written_into_[index(g[i].inputs[0])] == i)
@@ -1371,6 +1375,9 @@ class rank_program {
     memory_plan::placement placed{.offsets = {}, .arena_bytes = placement.arena_bytes};
     for (std::size_t k = 0; k < shared.size(); ++k)
       placed.offsets.push_back(placement.offsets[placed_index[slot[k]]] + shift[k]);
+    const std::string arena_what =
+        "the activation arena (" + std::to_string(shared.size()) + " values that share it by lifetime)";
+    if (!budget_.admit(placed.arena_bytes, arena_what)) return;  // bind fails at allocate()'s end
     try {
       arena_ = backend_.allocate(dtype::f32, static_cast<std::int64_t>((placed.arena_bytes + 3) / 4));
     } catch (const error& e) {
@@ -1474,12 +1481,15 @@ class rank_program {
       for (const std::vector<int>& group : layer_blocks_) {
         const dtype type = g[group[0]].type;
         const std::int64_t numel = layout_.of(group[0]).numel();
-        const std::size_t stride = memory_plan::aligned(static_cast<std::size_t>(numel) * dtype_size(type));
-        const std::int64_t block_numel =
-            static_cast<std::int64_t>((stride * group.size() + dtype_size(type) - 1) / dtype_size(type));
+        const std::size_t stride =
+            memory_plan::aligned(checked_bytes(numel, dtype_size(type), "bind: layer blocks"));
+        const std::int64_t block_numel = static_cast<std::int64_t>(
+            (checked_multiply_bytes(stride, group.size(), "bind: layer blocks") + dtype_size(type) - 1) /
+            dtype_size(type));
         for (std::int64_t l = 0; l < layers_; ++l) {
           if (!held_layer_[static_cast<std::size_t>(l)] || numel == 0) continue;
           buffer& block = layer_block_memory_.emplace_back(allocate_for(group[0], type, block_numel));
+          if (budget_.exceeded()) continue;  // an empty block: bind fails at allocate()'s end
           for (std::size_t m = 0; m < group.size(); ++m)
             per_layer_[index(group[m])][index(static_cast<int>(l))] =
                 backend_.view(block, m * stride, type, numel);
@@ -1491,20 +1501,29 @@ class rank_program {
   // A value's memory; a backend that cannot give it (a GPU out of memory) is reported with the
   // value's name, before the first step.
   buffer allocate_for(int i, dtype type, std::int64_t numel) {
+    const node& n = program_.nodes[i];
+    return allocate_memory("value '" + std::string(n.name.view()) + "' (" + std::string(op_name(n.kind)) +
+                               ", " + std::to_string(numel) + " " + std::string(dtype_name(type)) +
+                               " elements)",
+                           type, numel);
+  }
+  // Every allocation bind makes: counted against the device's memory (memory_budget), and made
+  // only while the plan fits; an empty buffer stands in once it does not.
+  buffer allocate_memory(const std::string& what, dtype type, std::int64_t numel) {
+    const std::size_t bytes = checked_bytes(numel, dtype_size(type), "bind: " + what);
+    if (!budget_.admit(bytes, what)) return backend_.allocate(type, 0);
     try {
       return backend_.allocate(type, numel);
     } catch (const error& e) {
-      const node& n = program_.nodes[i];
       fail(
-          "bind: value '" + std::string(n.name.view()) + "' (" + std::string(op_name(n.kind)) + ", " +
-              std::to_string(numel) + " " + std::string(dtype_name(type)) + " elements)",
-          std::string(e.what()).substr(std::string("shardgraph: ").size()),
+          "bind: " + what, std::string(e.what()).substr(std::string("shardgraph: ").size()),
           "bind fails before any step runs; memory() of a smaller configuration shows what each value takes");
     }
   }
 
   void allocate() {
     const graph& g = program_.nodes;
+    budget_ = memory_budget_for(backend_, memory_options_.available_bytes);
     for (std::size_t s = 0; s < program_.steps.size(); ++s)
       if (program_.is_training() && program_.steps[s].kind != step_kind::loop_begin &&
           program_.steps[s].kind != step_kind::loop_end && recomputed(program_.steps[s].node))
@@ -1574,14 +1593,15 @@ class rank_program {
     allocate_bucket_staging();
     plan_arena();
     if (pipelined()) allocate_banks();
+    budget_.check(world_rank_);
   }
 
   void allocate_banks() {
     const graph& g = program_.nodes;
     plan_banks();
     for (buffer& b : inbox_)
-      b = backend_.allocate(g[forward_begin_node_].type,
-                            value_at(forward_begin_node_, chunks_.front().first).numel());
+      b = allocate_for(forward_begin_node_, g[forward_begin_node_].type,
+                       value_at(forward_begin_node_, chunks_.front().first).numel());
     active_bank_ = 0;
     for (std::size_t k = 0; k < banks_.size(); ++k) {
       bank& b = banks_[k];
@@ -1590,9 +1610,9 @@ class rank_program {
       if (k == 0) continue;  // slot 0's values are the executor's own to begin with
       for (int i = 0; i < g.size(); ++i) {
         if (!banked(i)) continue;
-        b.values[index(i)] = backend_.allocate(g[i].type, values_[index(i)].numel());
+        b.values[index(i)] = allocate_for(i, g[i].type, values_[index(i)].numel());
         for (const buffer& layer : per_layer_[index(i)])
-          b.per_layer[index(i)].push_back(backend_.allocate(g[i].type, layer.numel()));
+          b.per_layer[index(i)].push_back(allocate_for(i, g[i].type, layer.numel()));
       }
     }
   }
@@ -1760,9 +1780,9 @@ class rank_program {
         it = bucket_buffers_.insert(bucket_buffers_.end(), {b.type, b.staging, backend_.allocate(b.type, 0),
                                                             backend_.allocate(b.type, 0)});
       if (it->memory.numel() < b.packed_elements())
-        it->memory = backend_.allocate(b.type, b.packed_elements());
+        it->memory = allocate_memory("a gradient bucket's staging buffer", b.type, b.packed_elements());
       if (b.scatter && it->received.numel() < b.elements)
-        it->received = backend_.allocate(b.type, b.elements);
+        it->received = allocate_memory("a gradient bucket's received chunk", b.type, b.elements);
     }
   }
   static bool staged(const gradient_bucket& b) { return b.scatter || b.members.size() > 1; }
@@ -2038,9 +2058,8 @@ class rank_program {
   }
 
   static std::int64_t product(const std::vector<std::int64_t>& v, std::size_t from, std::size_t to) {
-    std::int64_t p = 1;
-    for (std::size_t k = from; k < to; ++k) p *= v[k];
-    return p;
+    return checked_product(std::span<const std::int64_t>(v).subspan(from, to - from),
+                           "executor: kernel dims");
   }
 
   void run_compute(int i) {
@@ -2157,7 +2176,7 @@ class rank_program {
         break;
       case op::cross_entropy: {
         const local_dims& logits = layout_.of(n.inputs[0]);
-        set({logits.local[0] * logits.local[1], logits.local[2], logits.global[0] * logits.global[1]});
+        set({product(logits.local, 0, 2), logits.local[2], product(logits.global, 0, 2)});
         break;
       }
       case op::transpose:
@@ -2203,7 +2222,7 @@ class rank_program {
         break;
       case op::cross_entropy_grad: {
         const local_dims& logits = layout_.of(n.inputs[0]);
-        set({logits.local[0] * logits.local[1], logits.local[2], logits.global[0] * logits.global[1]});
+        set({product(logits.local, 0, 2), logits.local[2], product(logits.global, 0, 2)});
         break;
       }
       default:
@@ -2361,6 +2380,7 @@ class rank_program {
   std::vector<std::vector<int>> layer_blocks_;  // per-layer values placed together (plan_layer_blocks)
   std::deque<buffer> layer_block_memory_;       // their blocks, one per group and layer
   std::int64_t arena_values_bytes_ = 0;  // what those values would take apart
+  memory_budget budget_;                 // what bind has allocated, against what the device has
 
   std::vector<int> bucketed_grad_;       // all_reduce node -> the param_grad it feeds (-1: not bucketed)
   std::vector<bool> written_by_bucket_;  // param_grad node -> its value comes from a bucket

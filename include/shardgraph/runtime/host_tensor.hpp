@@ -1,13 +1,17 @@
 #pragma once
 // host_tensor: a dense, row-major tensor in host memory with its dtype and shape; how inputs
-// reach a program and outputs leave it.
+// reach a program and outputs leave it. A shape whose byte count exceeds 64 bits, or memory the host
+// cannot give, is a shardgraph::error naming the shape and the bytes, never a wrapped-around size or
+// an uncaught std::bad_alloc.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/dtype.hpp"
 #include "shardgraph/core/error.hpp"
 
@@ -17,7 +21,17 @@ class host_tensor {
  public:
   host_tensor() = default;
   host_tensor(dtype type, std::vector<std::int64_t> shape) : type_(type), shape_(std::move(shape)) {
-    bytes_.resize(static_cast<std::size_t>(numel()) * dtype_size(type_));
+    const std::string where = "host_tensor " + shape_text();
+    numel_ = checked_product(shape_, where);
+    const std::size_t bytes = checked_bytes(numel_, dtype_size(type_), where);
+    try {
+      bytes_.resize(bytes);
+    } catch (const std::bad_alloc&) {
+      fail(where,
+           "cannot allocate " + std::to_string(bytes) + " bytes of " + std::string(dtype_name(type_)) +
+               " in host memory",
+           "the host has not that much memory free: use a smaller batch or sequence, or more ranks");
+    }
   }
   template <class T>
   static host_tensor from(std::vector<std::int64_t> shape, std::span<const T> values) {
@@ -35,10 +49,12 @@ class host_tensor {
 
   dtype type() const { return type_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
-  std::int64_t numel() const {
-    std::int64_t n = 1;
-    for (auto d : shape_) n *= d;
-    return n;
+  std::int64_t numel() const { return numel_; }
+  // "(2, 3)"
+  std::string shape_text() const {
+    std::string s = "(";
+    for (std::size_t k = 0; k < shape_.size(); ++k) s += (k ? ", " : "") + std::to_string(shape_[k]);
+    return s + ")";
   }
   std::span<std::byte> bytes() { return bytes_; }
   std::span<const std::byte> bytes() const { return bytes_; }
@@ -86,6 +102,7 @@ class host_tensor {
   }
   dtype type_ = dtype::f32;
   std::vector<std::int64_t> shape_;
+  std::int64_t numel_ = 1;  // the product of shape_, checked at construction
   std::vector<std::byte> bytes_;
 };
 

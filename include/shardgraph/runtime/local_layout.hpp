@@ -3,11 +3,13 @@
 // sharded on mesh axis a of size n holds global/n elements starting at coordinate(a) * global/n.
 // Sharding a product extent (heads * head_dim) splits its first factor, so every rank holds
 // whole heads. All checks run before any compute and depend only on sizes, so every rank
-// throws the same error.
+// throws the same error. Every node's element count (the product of its global dimensions) is
+// checked to fit in 64 bits here, so the products of its dimensions taken later cannot overflow.
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/mesh_shape.hpp"
@@ -17,11 +19,7 @@ namespace shardgraph {
 
 struct local_dims {
   std::vector<std::int64_t> global, local, offset;
-  std::int64_t numel() const {
-    std::int64_t n = 1;
-    for (auto d : local) n *= d;
-    return n;
-  }
+  std::int64_t numel() const { return checked_product(local, "local_dims::numel"); }
   std::int64_t rank() const { return static_cast<std::int64_t>(local.size()); }
 };
 
@@ -63,6 +61,7 @@ class local_layout {
         d.local.push_back(local);
         d.offset.push_back(offset);
       }
+      checked_product(d.global, where_of(n) + ": its shape (" + shape_text(n, d) + ")");
       check_op(g, i, sizes);
     }
   }
@@ -71,9 +70,20 @@ class local_layout {
   int coordinate(int axis) const { return coordinates_[static_cast<std::size_t>(axis)]; }
 
  private:
+  static std::string where_of(const node& n) {
+    return std::string("bind: ") + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
+  }
+  // "vocab = 4611686018427387904, model = 64"
+  static std::string shape_text(const node& n, const local_dims& d) {
+    std::string s;
+    for (int k = 0; k < n.shape.rank(); ++k)
+      s += (k ? ", " : "") + extent_text(n.shape[k]) + " = " +
+           std::to_string(d.global[static_cast<std::size_t>(k)]);
+    return s;
+  }
   void check_op(const graph& g, int i, const model_sizes& sizes) const {
     const node& n = g[i];
-    std::string where = std::string("bind: ") + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
+    const std::string where = where_of(n);
     if (n.kind == op::attention) {
       const local_dims& q = of(n.inputs[0]);
       const local_dims& k = of(n.inputs[1]);

@@ -16,6 +16,14 @@
 // frees the logits, and the cross-entropy's gradient is then written over them in place, as llm.c
 // and fused cross-entropy kernels do. Values that only those outputs read are not computed either:
 // a sharded model's logits are then not gathered over dp and tp (a B x T x vocab all_gather).
+//
+// `available_bytes` is what bind may allocate on this rank's device; bind fails, saying how much the
+// plan needs, when its values need more (memory_budget.hpp). Unset: the backend's free_bytes() when
+// bind starts (the cpu backend: MemAvailable; cuda: the GPU's free memory), no limit without one.
+// Ranks sharing a device (thread ranks on the cpu backend) each see the whole of it: give each its
+// share here to check them together.
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +32,7 @@ namespace shardgraph {
 struct memory_options {
   bool reuse = true;
   std::vector<std::string> outputs{};
+  std::optional<std::size_t> available_bytes{};
 };
 
 }  // namespace shardgraph

@@ -15,6 +15,7 @@
 // time. This is the classic offset assignment of static memory planners (TFLite's, XLA's heap
 // simulator): within a few percent of the lower bound, the most bytes live at any one step, for
 // the interval sets a transformer step makes. verify() checks a placement independently.
+// Byte counts and offsets are checked sums: sizes past 64 bits are an error, never a wrapped offset.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 
 namespace shardgraph::memory_plan {
@@ -43,7 +45,9 @@ struct placement {
 // pointer alignment both divide it.
 inline constexpr std::size_t alignment = 256;
 
-inline std::size_t aligned(std::size_t bytes) { return (bytes + alignment - 1) / alignment * alignment; }
+inline std::size_t aligned(std::size_t bytes) {
+  return checked_add_bytes(bytes, alignment - 1, "memory_plan: a value's bytes") / alignment * alignment;
+}
 
 inline bool live_together(const value& a, const value& b) {
   for (const steps& x : a.live)
@@ -57,9 +61,13 @@ inline std::size_t lower_bound(const std::vector<value>& values) {
   std::size_t end = 0;
   for (const value& v : values)
     for (const steps& r : v.live) end = std::max(end, r.last + 1);
+  // live[] holds differences, wrapping modulo 2^64; its running sums are exact because the sum of
+  // every range's bytes, `total`, fits.
   std::vector<std::size_t> live(end + 1, 0);
+  std::size_t total = 0;
   for (const value& v : values)
     for (const steps& r : v.live) {
+      total = checked_add_bytes(total, aligned(v.bytes), "memory_plan::lower_bound");
       live[r.first] += aligned(v.bytes);
       live[r.last + 1] -= aligned(v.bytes);
     }
@@ -99,16 +107,17 @@ inline placement place(const std::vector<value>& values) {
     taken.clear();
     for (std::size_t j : placed)
       if (live_together(values[i], values[j]))
-        taken.push_back({p.offsets[j], p.offsets[j] + aligned(values[j].bytes)});
+        taken.push_back(
+            {p.offsets[j], p.offsets[j] + aligned(values[j].bytes)});  // checked when j was placed
     std::sort(taken.begin(), taken.end(), [](const range& a, const range& b) { return a.begin < b.begin; });
     std::size_t offset = 0;
     const std::size_t need = aligned(values[i].bytes);
     for (const range& r : taken) {
-      if (offset + need <= r.begin) break;  // fits in the gap before r
+      if (offset + need <= r.begin) break;  // fits in the gap before r (both terms below 2^63)
       offset = std::max(offset, r.end);
     }
     p.offsets[i] = offset;
-    p.arena_bytes = std::max(p.arena_bytes, offset + need);
+    p.arena_bytes = std::max(p.arena_bytes, checked_add_bytes(offset, need, "memory_plan::place: the arena"));
     placed.push_back(i);
   }
   return p;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/extent.hpp"
 
@@ -23,7 +24,13 @@ struct model_sizes {
            "give every size of the model config a positive value");
     return v;
   }
-  std::int64_t get(extent e) const { return e.is_product() ? get(e.first) * get(e.second) : get(e.first); }
+  // A product extent's value, refused (naming both sizes) when it exceeds 64 bits.
+  std::int64_t get(extent e) const {
+    if (!e.is_product()) return get(e.first);
+    return checked_multiply(
+        get(e.first), get(e.second),
+        "bind: size '" + std::string(symbol_name(e.first)) + "*" + std::string(symbol_name(e.second)) + "'");
+  }
 };
 
 }  // namespace shardgraph

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/cpu/available_memory.hpp"
 #include "shardgraph/cpu/buffer.hpp"
 #include "shardgraph/cpu/float_conversion.hpp"
 #include "shardgraph/core/error.hpp"
@@ -68,9 +69,12 @@ class backend {
   backend(backend&&) = default;
   backend& operator=(backend&&) = default;
 
+  // Zero-filled; a shardgraph::error naming the bytes where the host cannot give them.
   buffer allocate(dtype type, std::int64_t numel) {
     return buffer(type, numel);
   }
+  // What bind may still allocate: the host's available memory (available_memory.hpp).
+  std::size_t free_bytes() const { return available_memory(); }
   // numel elements in arena's bytes from offset on, not owned (the executor's memory plan).
   buffer view(buffer& arena, std::size_t offset, dtype type, std::int64_t numel) {
     return buffer::view_of(arena, offset, type, numel);

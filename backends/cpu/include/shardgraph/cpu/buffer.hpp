@@ -2,13 +2,16 @@
 // shardgraph::cpu::buffer: one value of a program in host memory, its dtype and element count.
 // Either it owns its bytes (zero-filled at allocation) or it is a view of another buffer's bytes
 // (view_of: the executor's memory arena), valid while that buffer lives. Copying an owning buffer
-// copies its bytes; copying a view makes another view of the same bytes.
+// copies its bytes; copying a view makes another view of the same bytes. A size whose bytes exceed
+// 64 bits, or memory the host cannot give, is a shardgraph::error naming the bytes.
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/dtype.hpp"
 #include "shardgraph/core/error.hpp"
 
@@ -18,14 +21,11 @@ class buffer {
  public:
   buffer() = default;
   buffer(dtype type, std::int64_t numel)
-      : type_(type),
-        numel_(numel),
-        storage_(static_cast<std::size_t>(numel) * dtype_size(type)),
-        data_(storage_.data()) {}
+      : type_(type), numel_(numel), storage_(owned_storage(type, numel)), data_(storage_.data()) {}
   // numel elements of `type` in arena's bytes [offset, offset + numel * size of type).
   static buffer view_of(buffer& arena, std::size_t offset, dtype type, std::int64_t numel) {
-    const std::size_t bytes = static_cast<std::size_t>(numel) * dtype_size(type);
-    if (offset + bytes > arena.size_bytes())
+    const std::size_t bytes = checked_bytes(numel, dtype_size(type), "cpu::buffer::view_of");
+    if (checked_add_bytes(offset, bytes, "cpu::buffer::view_of") > arena.size_bytes())
       fail("cpu::buffer::view_of",
            "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
                ") leave a buffer of " + std::to_string(arena.size_bytes()),
@@ -95,6 +95,18 @@ class buffer {
   std::vector<std::byte> storage_;
   std::byte* data_ = nullptr;
   bool view_ = false;
+
+  static std::vector<std::byte> owned_storage(dtype type, std::int64_t numel) {
+    const std::size_t bytes = checked_bytes(numel, dtype_size(type), "cpu::backend: allocate");
+    try {
+      return std::vector<std::byte>(bytes);
+    } catch (const std::bad_alloc&) {
+      fail("cpu::backend: allocate",
+           "cannot allocate " + std::to_string(bytes) + " bytes (" + std::to_string(numel) + " " +
+               std::string(dtype_name(type)) + " elements) of host memory",
+           "use more ranks (tp, pp, ZeRO-3), a smaller batch, or recomputation");
+    }
+  }
 };
 
 }  // namespace shardgraph::cpu

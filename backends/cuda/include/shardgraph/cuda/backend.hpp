@@ -52,6 +52,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -325,6 +326,17 @@ class backend {
   // Memory
   buffer allocate(dtype t, std::int64_t numel) {
     return buffer(t, numel, options_.host_visible, state_->ledger);
+  }
+  // What bind may still allocate: the device's free memory (cudaMemGetInfo). No limit for managed
+  // memory (host_visible), which may exceed the device's, or where it cannot be read (the
+  // allocation then reports the CUDA error).
+  std::size_t free_bytes() const {
+    std::size_t free = 0, total = 0;
+    if (options_.host_visible || cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      static_cast<void>(cudaGetLastError());
+      return std::numeric_limits<std::size_t>::max();
+    }
+    return free;
   }
   // numel elements in arena's memory from byte offset on, not owned (the executor's memory plan).
   buffer view(buffer& arena, std::size_t offset, dtype t, std::int64_t numel) {

@@ -8,6 +8,7 @@
 // write it once the backend has synchronised. A view (view_of) owns nothing: it names part of
 // another buffer's memory (the executor's arena), is not counted in the ledger and is valid while
 // that buffer lives.
+#include <shardgraph/core/checked_math.hpp>
 #include <shardgraph/core/dtype.hpp>
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/check.hpp>
@@ -38,7 +39,7 @@ class tensor_buffer {
   tensor_buffer() = default;
   tensor_buffer(dtype type, std::int64_t numel, bool managed, std::shared_ptr<memory_ledger> ledger)
       : type_(type), numel_(numel), ledger_(std::move(ledger)) {
-    const std::size_t bytes = size_bytes();
+    const std::size_t bytes = checked_bytes(numel, dtype_size(type), "cuda::backend: allocate");
     if (bytes == 0) return;
     const cudaError_t status = managed ? cudaMallocManaged(&data_, bytes) : cudaMalloc(&data_, bytes);
     if (status != cudaSuccess) {
