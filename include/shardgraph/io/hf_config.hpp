@@ -1,12 +1,14 @@
 #pragma once
 // HF config.json import for the GPT-2 and LLaMA families: the sizes bind needs, and the
-// compile-time constants (eps, rope theta, activation) checked against the compiled model.
+// compile-time constants (eps, rope theta, activation) checked against the compiled model. The
+// sizes are checked (hf_config_sizes.hpp) before anything is computed from them.
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/io/file_contents.hpp"
+#include "shardgraph/io/hf_config_sizes.hpp"
 #include "shardgraph/io/json.hpp"
 #include "shardgraph/models/gpt2.hpp"
 #include "shardgraph/models/llama.hpp"
@@ -36,6 +38,7 @@ inline void expect_model_type(const std::string& path, const json::value& c, con
 inline models::gpt2_config hf_gpt2_config(const std::string& path, const models::gpt2_options& compiled = {}) {
   json::value c = read_json_file(path);
   detail::expect_model_type(path, c, "gpt2");
+  check_gpt2_config_sizes(path, c);
   if (const json::value* act = c.find("activation_function"); act && act->as_string() != "gelu_new")
     fail(path + ": activation_function", "\"" + act->as_string() + "\" is not supported", "use \"gelu_new\" (GPT-2's tanh GELU)");
   if (const json::value* inner = c.find("n_inner"); inner && !inner->is_null() && inner->as_int() != 4 * c.at("n_embd").as_int())
@@ -49,6 +52,7 @@ inline models::gpt2_config hf_gpt2_config(const std::string& path, const models:
 inline models::llama_config hf_llama_config(const std::string& path, const models::llama_options& compiled = {}) {
   json::value c = read_json_file(path);
   detail::expect_model_type(path, c, "llama");
+  check_llama_config_sizes(path, c);
   if (const json::value* act = c.find("hidden_act"); act && act->as_string() != "silu")
     fail(path + ": hidden_act", "\"" + act->as_string() + "\" is not supported", "use \"silu\"");
   detail::expect_value(path, "rms_norm_eps", c.at("rms_norm_eps").as_double(), compiled.rms_norm_eps);

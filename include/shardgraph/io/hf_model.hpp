@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/io/hf_config.hpp"
 #include "shardgraph/io/hf_weights.hpp"
@@ -44,7 +45,9 @@ struct hf_model {
 };
 
 namespace detail {
-inline std::int64_t round_up(std::int64_t n, std::int64_t to) { return (n + to - 1) / to * to; }
+inline std::int64_t round_up(std::int64_t n, std::int64_t to) {
+  return checked_add(n, to - 1, "open_hf_model: the vocabulary padded to vocab_multiple") / to * to;
+}
 
 inline double rope_theta_of(const json::value& config) {
   const json::value* theta = config.find("rope_theta");
