@@ -12,6 +12,8 @@
 // MemAvailable, a GPU's free memory), read once when bind starts allocating, or
 // memory_options::available_bytes where given (tests; a share of a device held by several ranks).
 // A backend without free_bytes() and no option: no limit.
+// What bind counts is the program's own values; the trainer's optimizer state and a GPU backend's
+// scratch come on top, so the bytes reported needed are a lower bound.
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
