@@ -1603,3 +1603,19 @@ TEST_CASE("cuda backend: copy and the block moves of collectives match the cpu b
     }
   }
 }
+
+TEST_CASE("cuda backend: free_bytes is the GPU's free memory; more than that is an error naming the bytes",
+          "[cuda][gpu][memory]") {
+  sg::cuda::backend cuda;
+  std::size_t free = 0, total = 0;
+  REQUIRE(cudaMemGetInfo(&free, &total) == cudaSuccess);
+  const std::size_t reported = cuda.free_bytes();
+  CHECK(reported > 0);
+  CHECK(reported <= total);
+  // Twice the device's memory in f32 elements: within 64 bits, beyond what cudaMalloc can give.
+  const auto too_many = static_cast<std::int64_t>(total / 2);
+  CHECK_THROWS_WITH(cuda.allocate(dtype::f32, too_many),
+                    Catch::Contains("cuda::backend: allocate") && Catch::Contains("does not fit"));
+  CHECK_THROWS_WITH(cuda.allocate(dtype::f32, std::int64_t{1} << 62),
+                    Catch::Contains("does not fit in 64 bits"));
+}

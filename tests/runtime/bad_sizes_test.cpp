@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,18 +29,37 @@ const sg::program& gpt2_inference() {
   return p;
 }
 
-// bind on one rank with the cpu backend; the error bind throws, or "" when it binds.
-std::string bind_error(const sg::model_sizes& sizes, const sg::memory_options& memory = {}) {
+const sg::program& gpt2_training_dp() {
+  static const sg::program p = sg::compile_graph(sg::models::gpt2<Mesh>({.tensor_axis = ""}), sg::training{});
+  return p;
+}
+
+// bind on `dp` thread ranks with the cpu backend; rank 0's error, or "" when it binds.
+std::string bind_error(const sg::program& p, const sg::model_sizes& sizes, int dp,
+                       const sg::memory_options& memory = {}) {
   std::string message;
-  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+  std::mutex m;
+  sg::threads::world(dp).run([&](sg::threads::communicator& comm) {
     try {
-      auto rank =
-          sg::bind(gpt2_inference(), sizes, comm, sg::cpu::backend{}, {}, sg::random_weights(), {}, memory);
+      const sg::mesh_shape mesh = dp > 1 ? sg::mesh_shape{{"dp", dp}} : sg::mesh_shape{};
+      auto rank = sg::bind(p, sizes, comm, sg::cpu::backend{}, mesh, sg::random_weights(), {}, memory);
     } catch (const sg::error& e) {
-      message = e.what();
+      std::lock_guard lock(m);
+      if (comm.rank() == 0) message = e.what();
     }
   });
   return message;
+}
+std::string bind_error(const sg::model_sizes& sizes, const sg::memory_options& memory = {}) {
+  return bind_error(gpt2_inference(), sizes, 1, memory);
+}
+
+// The bytes in "needs at least N bytes".
+std::size_t bytes_needed(const std::string& error) {
+  const std::string before = "needs at least ";
+  const std::size_t at = error.find(before);
+  REQUIRE(at != std::string::npos);
+  return std::stoull(error.substr(at + before.size()));
 }
 
 const sg::models::gpt2_config tiny{.vocab = 64, .positions = 16, .model = 16, .heads = 2, .layers = 1};
@@ -130,6 +150,16 @@ TEST_CASE("bind: a batch too big for the device's memory says how much is needed
   CHECK_THAT(host, Catch::Contains("this rank's program needs at least"));
   CHECK_THAT(host, Catch::Contains("(what the backend reports free)"));
   CHECK_THAT(host, Catch::Contains("input_ids"));
+}
+
+TEST_CASE("bind: the bytes a plan needs are the bytes bind allocates", "[runtime][sizes][memory]") {
+  // Data parallel training: parameters, gradients, the arena, a gradient bucket's staging buffer.
+  const sg::model_sizes sizes = tiny.sizes(4, 8);
+  const std::size_t needed = bytes_needed(bind_error(gpt2_training_dp(), sizes, 2, {.available_bytes = 1}));
+  CHECK(needed > 0);
+  CHECK(bind_error(gpt2_training_dp(), sizes, 2, {.available_bytes = needed}).empty());
+  CHECK_THAT(bind_error(gpt2_training_dp(), sizes, 2, {.available_bytes = needed - 1}),
+             Catch::Contains("needs at least " + std::to_string(needed) + " bytes"));
 }
 
 TEST_CASE("allocation failures are shardgraph errors naming the bytes, never std::bad_alloc",

@@ -1761,6 +1761,7 @@ class rank_program {
   void allocate_bucket_staging() {
     const int turns = overlapping_ ? 2 : 1;
     std::vector<std::pair<dtype, int>> packed;  // per dtype: buckets of several gradients so far
+    std::vector<std::pair<std::int64_t, std::int64_t>> largest;  // per staging buffer: elements, received
     for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
       gradient_bucket& b = buckets_[index(k)];
       if (!staged(b)) continue;
@@ -1776,13 +1777,23 @@ class rank_program {
       auto it = std::find_if(bucket_buffers_.begin(), bucket_buffers_.end(), [&](const bucket_staging& e) {
         return e.type == b.type && e.slot == b.staging;
       });
-      if (it == bucket_buffers_.end())
+      if (it == bucket_buffers_.end()) {
         it = bucket_buffers_.insert(bucket_buffers_.end(), {b.type, b.staging, backend_.allocate(b.type, 0),
                                                             backend_.allocate(b.type, 0)});
-      if (it->memory.numel() < b.packed_elements())
-        it->memory = allocate_memory("a gradient bucket's staging buffer", b.type, b.packed_elements());
-      if (b.scatter && it->received.numel() < b.elements)
-        it->received = allocate_memory("a gradient bucket's received chunk", b.type, b.elements);
+        largest.emplace_back(0, 0);
+      }
+      auto& [memory, received] = largest[static_cast<std::size_t>(it - bucket_buffers_.begin())];
+      memory = std::max(memory, b.packed_elements());
+      if (b.scatter) received = std::max(received, b.elements);
+    }
+    for (std::size_t e = 0; e < bucket_buffers_.size(); ++e) {  // each staging buffer once, at its largest
+      bucket_staging& staging = bucket_buffers_[e];
+      if (largest[e].first > 0)
+        staging.memory =
+            allocate_memory("a gradient bucket's staging buffer", staging.type, largest[e].first);
+      if (largest[e].second > 0)
+        staging.received =
+            allocate_memory("a gradient bucket's received chunk", staging.type, largest[e].second);
     }
   }
   static bool staged(const gradient_bucket& b) { return b.scatter || b.members.size() > 1; }
