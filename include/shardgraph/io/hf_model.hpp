@@ -13,6 +13,7 @@
 
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/io/hf_config.hpp"
+#include "shardgraph/io/hf_expected_tensors.hpp"
 #include "shardgraph/io/hf_weights.hpp"
 #include "shardgraph/io/json.hpp"
 #include "shardgraph/io/safetensors_checkpoint.hpp"
@@ -30,6 +31,9 @@ using hf_mesh = mesh<"dp", "tp", "pp">;
 struct hf_model_options {
   dtype type = dtype::f32;          // the dtype the model computes and holds its weights in
   std::int64_t vocab_multiple = 1;  // the vocabulary is padded with zero rows to a multiple of this (tp)
+  // A tensor in the files that no parameter reads (an extra layer, an unknown name) is an error
+  // unless this is set; the shapes and dtypes of the tensors read are checked either way.
+  bool allow_unused_tensors = false;
 };
 
 struct hf_model {
@@ -56,7 +60,10 @@ inline double rope_theta_of(const json::value& config) {
 }  // namespace detail
 
 // Opens `directory` (config.json and model.safetensors, or model.safetensors.index.json and its
-// files). Throws, naming config.json, for a family shardgraph does not model.
+// files). Throws, naming config.json, for a family shardgraph does not model; naming the file and
+// the tensor, for a tensor missing from the files or of another shape or dtype than config.json
+// implies (hf_gpt2_tensors, hf_llama_tensors); and, unless o.allow_unused_tensors, for tensors in
+// the files that no parameter reads. These checks read only the files' headers.
 inline hf_model open_hf_model(const std::string& directory, const hf_model_options& o = {}) {
   const std::string config_path = directory + "/config.json";
   const json::value config = read_json_file(config_path);
@@ -73,6 +80,8 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
     const models::gpt2_options opts{.type = o.type,
                                     .layer_norm_eps = config.at("layer_norm_epsilon").as_double()};
     models::gpt2_config c = hf_gpt2_config(config_path, opts);
+    check_hf_tensors(hf_tensors_of(*checkpoint), hf_gpt2_tensors(c, hf_gpt2_prefix(*checkpoint)),
+                     checkpoint->where(), config_path, o.allow_unused_tensors);
     m.vocab = c.vocab;
     m.positions = c.positions;
     c.vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
@@ -87,12 +96,16 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
              "give at most n_positions tokens");
       return c.sizes(batch, seq);
     };
-    m.weights = [checkpoint, d = c.model](auto bytes) { return hf_gpt2_weights(checkpoint, d, bytes); };
+    m.weights = [checkpoint, d = c.model, v = m.vocab](auto bytes) {
+      return hf_gpt2_weights(checkpoint, d, bytes, v);
+    };
   } else if (m.family == "llama") {
     const models::llama_options opts{.type = o.type,
                                      .rms_norm_eps = config.at("rms_norm_eps").as_double(),
                                      .rope_theta = detail::rope_theta_of(config)};
     models::llama_config c = hf_llama_config(config_path, opts);
+    check_hf_tensors(hf_tensors_of(*checkpoint), hf_llama_tensors(c, hf_llama_tied(*checkpoint)),
+                     checkpoint->where(), config_path, o.allow_unused_tensors);
     m.vocab = c.vocab;
     if (const json::value* p = config.find("max_position_embeddings"); p && !p->is_null())
       m.positions = p->as_int();
@@ -104,7 +117,7 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
                                                      .data_axis = "",
                                                      .tensor_axis = ""}));
     m.sizes = [c](std::int64_t batch, std::int64_t seq) { return c.sizes(batch, seq); };
-    m.weights = [checkpoint](auto bytes) { return hf_llama_weights(checkpoint, bytes); };
+    m.weights = [checkpoint, v = m.vocab](auto bytes) { return hf_llama_weights(checkpoint, bytes, v); };
   } else {
     fail(config_path, "model_type \"" + m.family + "\" is not a family shardgraph models",
          "give a \"gpt2\" or \"llama\" checkpoint");
