@@ -14,6 +14,7 @@
 #include <shardgraph/io/hf_model.hpp>
 #include <shardgraph/io/hf_weights.hpp>
 #include <shardgraph/io/safetensors.hpp>
+#include <shardgraph/io/sharded_weights.hpp>
 
 #include "catch.hpp"
 
@@ -269,4 +270,58 @@ TEST_CASE("the weight sources read only tensors of the model's shape and a float
   const std::string ints =
       write_checkpoint("source-i32", gpt2_config(2), with(gpt2_tensors(2), "transformer.wte.weight", st_dtype::i32, {11, 8}));
   CHECK(contains(error_of([&] { read(ints, 11, {11, 8}); }), "found I32 (11, 8)."));
+}
+
+namespace {
+
+// A shardgraph checkpoint (as save_weights writes it) of one rank holding one piece of tensor "w":
+// the piece's dtype and shape, and its place {"global": [...], "offset": [...]}.
+std::string write_sharded(const std::string& name, sg::io::st_dtype dtype, std::vector<std::int64_t> shape,
+                          const std::string& place) {
+  const auto dir = scratch(name);
+  std::ofstream(dir / "shardgraph-checkpoint.json") << R"({"format": "shardgraph-weights-1", "ranks": 1})";
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape) n *= d;
+  const std::vector<std::byte> bytes(static_cast<std::size_t>(n) * sg::io::st_dtype_size(dtype));
+  sg::io::write_safetensors((dir / "rank-00000.safetensors").string(), {{"w", dtype, shape, bytes}},
+                            {{"format", "shardgraph-weights-1"}, {"slice:w", place}});
+  return dir.string();
+}
+
+// The error of loading the whole of "w", of shape `global`, from a checkpoint.
+std::string sharded_error(const std::string& dir, std::vector<std::int64_t> global) {
+  return error_of([&] {
+    const sg::weight_source source = sg::io::sharded_weights(dir);
+    sg::host_tensor out(sg::dtype::f32, global);
+    source("w", {global, std::vector<std::int64_t>(global.size(), 0), global}, out);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("a shardgraph checkpoint's pieces are held to their metadata and the model", "[io][checkpoint]") {
+  using sg::io::st_dtype;
+  const std::string place = R"({"global": [2, 3], "offset": [0, 0]})";
+  CHECK(sharded_error(write_sharded("sharded-good", st_dtype::f32, {2, 3}, place), {2, 3}) == "(no error)");
+  CHECK(sharded_error(write_sharded("sharded-bf16", st_dtype::bf16, {2, 3}, place), {2, 3}) == "(no error)");
+
+  const std::string ints = write_sharded("sharded-i32", st_dtype::i32, {2, 3}, place);
+  CHECK(sharded_error(ints, {2, 3}) ==
+        "shardgraph: " + ints + "/rank-00000.safetensors: tensor 'w': expected a float tensor (F64, F32, BF16 "
+        "or F16), found I32 (2, 3). the checkpoint is corrupt; save it again");
+
+  const std::string outside =
+      write_sharded("sharded-outside", st_dtype::f32, {2, 3}, R"({"global": [2, 3], "offset": [1, 0]})");
+  CHECK(sharded_error(outside, {2, 3}) ==
+        "shardgraph: " + outside + "/rank-00000.safetensors: tensor 'w': its piece of shape (2, 3) at offset "
+        "[1, 0] does not lie within its global shape [2, 3]. the checkpoint is corrupt; save it again");
+
+  const std::string wide =
+      write_sharded("sharded-wide", st_dtype::f32, {2, 4}, R"({"global": [2, 3], "offset": [0, 0]})");
+  CHECK(contains(sharded_error(wide, {2, 3}), "its piece of shape (2, 4) at offset [0, 0] does not lie within"));
+
+  const std::string good = write_sharded("sharded-shape", st_dtype::f32, {2, 3}, place);
+  CHECK(sharded_error(good, {2, 4}) == "shardgraph: " + good +
+                                           ": tensor 'w': was saved with shape [2, 3], the model has [2, 4]. load "
+                                           "the checkpoint into a model of the same sizes");
 }

@@ -26,12 +26,10 @@ namespace shardgraph::io {
 
 namespace detail {
 
-// Where a shardgraph tensor lives in the file: its name, a shift of its columns (last dim), and the
-// file tensor's full shape as the model implies it.
+// Where a shardgraph tensor lives in the file: its name and a shift of its columns (last dim).
 struct hf_location {
   std::string name;
   std::int64_t column_shift = 0;
-  std::vector<std::int64_t> shape;
 };
 
 // Whether the file's elements of dtype `from` are stored exactly as a host_tensor of `to` holds them
@@ -43,23 +41,25 @@ inline bool stored_alike(st_dtype from, dtype to) {
 }
 
 // Copies `slice` of a tensor that sits in file tensor `loc` (shifted along its last dimension).
-// The file tensor must be a float of exactly loc.shape; rows past loc.shape[0] (a padded vocabulary)
-// read as zero. Only the slice's bytes are read, one run of its last dimension at a time;
-// `bytes_read` (nullable) counts them.
-inline void read_slice(const safetensors_file& file, const hf_location& loc, const tensor_slice& slice,
-                       host_tensor& out, std::atomic<std::uint64_t>* bytes_read) {
+// The file tensor must be a float of exactly `file_shape`; rows past file_shape[0] (a padded
+// vocabulary) read as zero. Only the slice's bytes are read, one run of its last dimension at a
+// time; `bytes_read` (nullable) counts them.
+inline void read_slice(const safetensors_file& file, const hf_location& loc,
+                       const std::vector<std::int64_t>& file_shape, const tensor_slice& slice, host_tensor& out,
+                       std::atomic<std::uint64_t>* bytes_read) {
   const tensor_info& info = file.info(loc.name);
   const std::size_t rank = slice.global.size();
-  if (!is_float_dtype(info.dtype) || info.shape != loc.shape)
+  if (!is_float_dtype(info.dtype) || info.shape != file_shape)
     fail(file.name() + ": tensor '" + loc.name + "'",
-         tensor_mismatch(loc.shape, "the model's parameter", found_string(info.dtype, info.shape)),
+         tensor_mismatch(file_shape, "the model's parameter", found_string(info.dtype, info.shape)),
          "check that the checkpoint and the config describe the same model");
-  for (std::size_t d = 0; d < rank && rank == loc.shape.size(); ++d) {
+  for (std::size_t d = 0; d < rank; ++d) {
     const std::int64_t needed = slice.global[d] + (d + 1 == rank ? loc.column_shift : 0);
     const bool padded_rows = d == 0 && rank == 2 && loc.column_shift == 0;
-    if ((needed > loc.shape[d] && !padded_rows) || (needed < loc.shape[d] && d + 1 < rank))
+    if (rank != file_shape.size() || (needed > file_shape[d] && !padded_rows) ||
+        (needed < file_shape[d] && d + 1 < rank))
       fail(file.name() + ": tensor '" + loc.name + "'",
-           "the parameter's shape " + shape_string(slice.global) + " does not fit in " + shape_string(loc.shape),
+           "the parameter's shape " + shape_string(slice.global) + " does not fit in " + shape_string(file_shape),
            "this is a bug in the weight source; please report it");
   }
   // The slice as runs of its last dimension: `rows` of them, `width` elements each.
@@ -120,23 +120,29 @@ inline void read_slice(const safetensors_file& file, const hf_location& loc, con
 }
 
 // `prefix`: "transformer." as GPT2LMHeadModel saves, or "" as the GPT2Model files of the hub's gpt2.
-// `vocab`: config.json's vocab_size, the rows of wte in the file (0: the model's rows).
-inline hf_location gpt2_location(std::string_view name, const std::vector<std::int64_t>& global,
-                                 std::int64_t model, const std::string& prefix, std::int64_t vocab) {
+inline hf_location gpt2_location(std::string_view name, std::int64_t model, const std::string& prefix) {
   std::string n(name);
   for (const char* part : {"q", "k", "v"}) {
     std::string marker = std::string(".attn.") + part + ".";
     if (auto at = n.find(marker); at != std::string::npos) {
       std::int64_t which = part[0] == 'q' ? 0 : part[0] == 'k' ? 1 : 2;
-      std::vector<std::int64_t> fused = global;
-      if (!fused.empty()) fused.back() = size_product(3, model, "3 * n_embd");
-      return {prefix + n.substr(0, at) + ".attn.c_attn." + n.substr(at + marker.size()), which * model,
-              std::move(fused)};
+      return {prefix + n.substr(0, at) + ".attn.c_attn." + n.substr(at + marker.size()), which * model};
     }
   }
-  std::vector<std::int64_t> shape = global;
-  if (n == "wte.weight" && vocab > 0 && !shape.empty()) shape[0] = vocab;
-  return {prefix + n, 0, std::move(shape)};
+  return {prefix + n, 0};
+}
+
+// The shape of the file tensor that GPT-2 parameter `name` (of shape `global`) is read from: the
+// same, but c_attn three q/k/v blocks wide, and wte `vocab` rows when vocab > 0 (config.json's
+// vocab_size, which the model pads past).
+inline std::vector<std::int64_t> gpt2_file_shape(std::string_view name, std::vector<std::int64_t> global,
+                                                 std::int64_t model, std::int64_t vocab) {
+  const bool qkv = name.find(".attn.q.") != std::string_view::npos ||
+                   name.find(".attn.k.") != std::string_view::npos ||
+                   name.find(".attn.v.") != std::string_view::npos;
+  if (qkv && !global.empty()) global.back() = size_product(3, model, "3 * n_embd");
+  if (name == "wte.weight" && vocab > 0 && !global.empty()) global[0] = vocab;
+  return global;
 }
 
 }  // namespace detail
@@ -166,8 +172,9 @@ inline weight_source hf_gpt2_weights(std::shared_ptr<const safetensors_checkpoin
   const std::string prefix = hf_gpt2_prefix(*checkpoint);
   return [checkpoint, model, bytes_read, prefix, vocab](std::string_view name, const tensor_slice& slice,
                                                         host_tensor& out) {
-    const detail::hf_location loc = detail::gpt2_location(name, slice.global, model, prefix, vocab);
-    detail::read_slice(checkpoint->file_of(loc.name), loc, slice, out, bytes_read.get());
+    const detail::hf_location loc = detail::gpt2_location(name, model, prefix);
+    detail::read_slice(checkpoint->file_of(loc.name), loc, detail::gpt2_file_shape(name, slice.global, model, vocab),
+                       slice, out, bytes_read.get());
   };
 }
 inline weight_source hf_gpt2_weights(const std::shared_ptr<const safetensors_file>& file, std::int64_t model,
@@ -188,10 +195,10 @@ inline weight_source hf_llama_weights(std::shared_ptr<const safetensors_checkpoi
     const std::string hf = name != "lm_head.weight" ? "model." + std::string(name)
                            : tied                   ? "model.embed_tokens.weight"
                                                     : std::string(name);
-    detail::hf_location loc{hf, 0, slice.global};
+    std::vector<std::int64_t> file_shape = slice.global;
     const bool table = name == "embed_tokens.weight" || name == "lm_head.weight";
-    if (table && vocab > 0 && !loc.shape.empty()) loc.shape[0] = vocab;
-    detail::read_slice(checkpoint->file_of(hf), loc, slice, out, bytes_read.get());
+    if (table && vocab > 0 && !file_shape.empty()) file_shape[0] = vocab;
+    detail::read_slice(checkpoint->file_of(hf), {hf, 0}, file_shape, slice, out, bytes_read.get());
   };
 }
 inline weight_source hf_llama_weights(const std::shared_ptr<const safetensors_file>& file,
