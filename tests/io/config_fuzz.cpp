@@ -3,9 +3,10 @@
 // them). Each input is written as the config.json of a small checkpoint directory, which is then
 // opened. Any input must either open or throw shardgraph::error; a crash, a sanitizer report, a
 // hang or any other exception is a bug. The test suite builds it with clang++ and runs it for
-// SHARDGRAPH_FUZZ_SECONDS (ctest -R config_fuzz) from the golden config.json files. By hand:
+// SHARDGRAPH_FUZZ_SECONDS (ctest -R config_fuzz) from the golden config.json files and
+// io/config_fuzz_seeds. By hand:
 //   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I include tests/io/config_fuzz.cpp
-//   ./a.out -max_total_time=60 -max_len=4096 corpus tests/golden/gpt2/config.json ...
+//   mkdir corpus; ./a.out -max_total_time=60 -max_len=4096 corpus tests/io/config_fuzz_seeds
 #include <unistd.h>
 
 #include <cstddef>
