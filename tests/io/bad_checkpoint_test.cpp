@@ -61,7 +61,7 @@ std::string write_checkpoint(const std::string& name, const std::string& config,
   return dir.string();
 }
 
-std::string gpt2_config(int layers) {
+std::string gpt2_config(std::int64_t layers) {
   return R"({"model_type": "gpt2", "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
              "n_embd": 8, "n_head": 2, "n_inner": null, "n_layer": )" +
          std::to_string(layers) + R"(, "n_positions": 6, "vocab_size": 11, "tie_word_embeddings": true})";
@@ -187,6 +187,11 @@ TEST_CASE("a missing tensor, and more layers in config.json than in the files, a
   CAPTURE(m);
   CHECK(contains(m, "tensor 'transformer.h.2.ln_1.weight': expected a float tensor"));
   CHECK(contains(m, "found no such tensor"));
+
+  // 2^62 layers are not listed one by one: the list stops where the files' tensors run out
+  const std::string huge = write_checkpoint("huge-layer-count", gpt2_config(std::int64_t{1} << 62), gpt2_tensors(2));
+  CHECK(contains(error_of([&] { sg::io::open_hf_model(huge); }),
+                 "tensor 'transformer.h.2.ln_1.weight': expected a float tensor"));
 }
 
 TEST_CASE("tensors no parameter reads are refused unless allowed", "[io][hf]") {
