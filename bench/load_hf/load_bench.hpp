@@ -64,10 +64,9 @@ inline std::uint64_t directory_bytes(const std::string& directory) {
 template <class Device>
 int run(const options& o) {
   const sg::dtype type = o.type == "f32" ? sg::dtype::f32 : sg::dtype::bf16;
-  const sg::io::hf_model m =
-      sg::io::open_hf_model(o.directory, {.type = type,
-                                          .vocab_multiple = o.mesh.size("tp"),
-                                          .allow_unused_tensors = o.allow_unused_tensors});
+  const sg::io::hf_model m = sg::io::open_hf_model(
+      o.directory,
+      {.type = type, .vocab_multiple = o.mesh.size("tp"), .allow_unused_tensors = o.allow_unused_tensors});
   const int ranks = o.mesh.world_size(m.layout.nodes.axes);
   const auto seq = static_cast<std::int64_t>(o.ids.size());
   std::vector<std::int64_t> ids = o.ids;

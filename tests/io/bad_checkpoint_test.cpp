@@ -31,8 +31,8 @@ struct fake_tensor {
 };
 
 std::filesystem::path scratch(const std::string& name) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("shardgraph-bad-checkpoint-" + std::to_string(::getpid())) / name;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("shardgraph-bad-checkpoint-" + std::to_string(::getpid())) / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -101,7 +101,8 @@ std::vector<fake_tensor> with(std::vector<fake_tensor> t, const std::string& nam
 // The error open_hf_model gives for a GPT-2 checkpoint of two layers with `name` changed.
 std::string gpt2_error(const std::string& dir_name, const std::string& name, sg::io::st_dtype dtype,
                        std::vector<std::int64_t> shape) {
-  const std::string dir = write_checkpoint(dir_name, gpt2_config(2), with(gpt2_tensors(2), name, dtype, shape));
+  const std::string dir =
+      write_checkpoint(dir_name, gpt2_config(2), with(gpt2_tensors(2), name, dtype, shape));
   return error_of([&] { sg::io::open_hf_model(dir); });
 }
 
@@ -109,10 +110,10 @@ std::string gpt2_error(const std::string& dir_name, const std::string& name, sg:
 void check_mismatch(const std::string& e, const std::string& dir_name, const std::string& tensor,
                     const std::string& expected_shape, const std::string& found) {
   CAPTURE(e);
-  const std::string file = (std::filesystem::temp_directory_path() /
-                            ("shardgraph-bad-checkpoint-" + std::to_string(::getpid())) / dir_name /
-                            "model.safetensors")
-                               .string();
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("shardgraph-bad-checkpoint-" + std::to_string(::getpid())) /
+       dir_name / "model.safetensors")
+          .string();
   CHECK(e.starts_with("shardgraph: " + file + ": tensor '" + tensor + "': "));
   CHECK(contains(e, "expected a float tensor (F64, F32, BF16 or F16) of shape " + expected_shape));
   CHECK(contains(e, "config.json), found " + found + "."));
@@ -167,8 +168,8 @@ TEST_CASE("an integer or bool tensor where a float is expected is refused", "[io
   // every float dtype converts
   for (const st_dtype t : {st_dtype::f64, st_dtype::bf16, st_dtype::f16})
     CHECK(error_of([&] {
-            sg::io::open_hf_model(write_checkpoint("float", gpt2_config(2),
-                                                   with(gpt2_tensors(2), "transformer.wte.weight", t, {11, 8})));
+            sg::io::open_hf_model(write_checkpoint(
+                "float", gpt2_config(2), with(gpt2_tensors(2), "transformer.wte.weight", t, {11, 8})));
           }) == "(no error)");
 }
 
@@ -189,7 +190,8 @@ TEST_CASE("a missing tensor, and more layers in config.json than in the files, a
   CHECK(contains(m, "found no such tensor"));
 
   // 2^62 layers are not listed one by one: the list stops where the files' tensors run out
-  const std::string huge = write_checkpoint("huge-layer-count", gpt2_config(std::int64_t{1} << 62), gpt2_tensors(2));
+  const std::string huge =
+      write_checkpoint("huge-layer-count", gpt2_config(std::int64_t{1} << 62), gpt2_tensors(2));
   CHECK(contains(error_of([&] { sg::io::open_hf_model(huge); }),
                  "tensor 'transformer.h.2.ln_1.weight': expected a float tensor"));
 }
@@ -199,8 +201,10 @@ TEST_CASE("tensors no parameter reads are refused unless allowed", "[io][hf]") {
     const std::string dir = write_checkpoint("fewer-layers", gpt2_config(1), gpt2_tensors(2));
     const std::string e = error_of([&] { sg::io::open_hf_model(dir); });
     CAPTURE(e);
-    CHECK(e.starts_with("shardgraph: " + dir + "/model.safetensors: 12 unused tensors (read by no parameter "
-                        "of the model that " + dir + "/config.json describes): "));
+    CHECK(e.starts_with("shardgraph: " + dir +
+                        "/model.safetensors: 12 unused tensors (read by no parameter "
+                        "of the model that " +
+                        dir + "/config.json describes): "));
     CHECK(contains(e, "'transformer.h.1.attn.c_attn.bias', 'transformer.h.1.attn.c_attn.weight', "));
     CHECK(contains(e, " and 7 more. "));
     CHECK(contains(e, "--allow-unused-tensors"));
@@ -239,8 +243,8 @@ TEST_CASE("LLaMA checkpoints are held to their config.json", "[io][hf]") {
                                       {"lm_head.weight", st_dtype::f32, {7, 8}}};
   CHECK(sg::io::open_hf_model(write_checkpoint("llama-good", config, good)).family == "llama");
   check_mismatch(error_of([&] {
-                   sg::io::open_hf_model(
-                       write_checkpoint("llama-head", config, with(good, "lm_head.weight", st_dtype::f32, {6, 8})));
+                   sg::io::open_hf_model(write_checkpoint(
+                       "llama-head", config, with(good, "lm_head.weight", st_dtype::f32, {6, 8})));
                  }),
                  "llama-head", "lm_head.weight", "(7, 8)", "F32 (6, 8)");
   check_mismatch(error_of([&] {
@@ -267,13 +271,17 @@ TEST_CASE("the weight sources read only tensors of the model's shape and a float
   CHECK(padded.at(10 * 8) == 0.25);
   CHECK(padded.at(11 * 8) == 0.0);
   const std::string e = error_of([&] { read(good, 0, {12, 8}); });  // no padding said: 11 rows are too few
-  CHECK(contains(e, "model.safetensors: tensor 'transformer.wte.weight': expected a float tensor (F64, F32, "
-                    "BF16 or F16) of shape (12, 8) (from the model's parameter), found F32 (11, 8)."));
-  const std::string wide =
-      write_checkpoint("source-wide", gpt2_config(2), with(gpt2_tensors(2), "transformer.wte.weight", st_dtype::f32, {11, 9}));
-  CHECK(contains(error_of([&] { read(wide, 11, {12, 8}); }), "of shape (11, 8) (from the model's parameter), found F32 (11, 9)."));
-  const std::string ints =
-      write_checkpoint("source-i32", gpt2_config(2), with(gpt2_tensors(2), "transformer.wte.weight", st_dtype::i32, {11, 8}));
+  CHECK(contains(e,
+                 "model.safetensors: tensor 'transformer.wte.weight': expected a float tensor (F64, F32, "
+                 "BF16 or F16) of shape (12, 8) (from the model's parameter), found F32 (11, 8)."));
+  const std::string wide = write_checkpoint(
+      "source-wide", gpt2_config(2), with(gpt2_tensors(2), "transformer.wte.weight", st_dtype::f32, {11, 9}));
+  CHECK(contains(error_of([&] {
+                   read(wide, 11, {12, 8});
+                 }),
+                 "of shape (11, 8) (from the model's parameter), found F32 (11, 9)."));
+  const std::string ints = write_checkpoint(
+      "source-i32", gpt2_config(2), with(gpt2_tensors(2), "transformer.wte.weight", st_dtype::i32, {11, 8}));
   CHECK(contains(error_of([&] { read(ints, 11, {11, 8}); }), "found I32 (11, 8)."));
 }
 
@@ -312,21 +320,25 @@ TEST_CASE("a shardgraph checkpoint's pieces are held to their metadata and the m
 
   const std::string ints = write_sharded("sharded-i32", st_dtype::i32, {2, 3}, place);
   CHECK(sharded_error(ints, {2, 3}) ==
-        "shardgraph: " + ints + "/rank-00000.safetensors: tensor 'w': expected a float tensor (F64, F32, BF16 "
-        "or F16), found I32 (2, 3). the checkpoint is corrupt; save it again");
+        "shardgraph: " + ints +
+            "/rank-00000.safetensors: tensor 'w': expected a float tensor (F64, F32, BF16 "
+            "or F16), found I32 (2, 3). the checkpoint is corrupt; save it again");
 
   const std::string outside =
       write_sharded("sharded-outside", st_dtype::f32, {2, 3}, R"({"global": [2, 3], "offset": [1, 0]})");
   CHECK(sharded_error(outside, {2, 3}) ==
-        "shardgraph: " + outside + "/rank-00000.safetensors: tensor 'w': its piece of shape (2, 3) at offset "
-        "[1, 0] does not lie within its global shape [2, 3]. the checkpoint is corrupt; save it again");
+        "shardgraph: " + outside +
+            "/rank-00000.safetensors: tensor 'w': its piece of shape (2, 3) at offset "
+            "[1, 0] does not lie within its global shape [2, 3]. the checkpoint is corrupt; save it again");
 
   const std::string wide =
       write_sharded("sharded-wide", st_dtype::f32, {2, 4}, R"({"global": [2, 3], "offset": [0, 0]})");
-  CHECK(contains(sharded_error(wide, {2, 3}), "its piece of shape (2, 4) at offset [0, 0] does not lie within"));
+  CHECK(contains(sharded_error(wide, {2, 3}),
+                 "its piece of shape (2, 4) at offset [0, 0] does not lie within"));
 
   const std::string good = write_sharded("sharded-shape", st_dtype::f32, {2, 3}, place);
-  CHECK(sharded_error(good, {2, 4}) == "shardgraph: " + good +
-                                           ": tensor 'w': was saved with shape [2, 3], the model has [2, 4]. load "
-                                           "the checkpoint into a model of the same sizes");
+  CHECK(sharded_error(good, {2, 4}) ==
+        "shardgraph: " + good +
+            ": tensor 'w': was saved with shape [2, 3], the model has [2, 4]. load "
+            "the checkpoint into a model of the same sizes");
 }

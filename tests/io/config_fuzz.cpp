@@ -30,11 +30,12 @@ struct scratch_checkpoint {
   scratch_checkpoint() {
     std::filesystem::create_directories(directory);
     const std::vector<float> table(8, 0.5f), row(2, 1.0f);
-    shardgraph::io::write_safetensors((directory / "model.safetensors").string(),
-                                      {shardgraph::io::make_tensor_to_write("transformer.wte.weight", {4, 2}, table),
-                                       shardgraph::io::make_tensor_to_write("transformer.wpe.weight", {1, 2}, row),
-                                       shardgraph::io::make_tensor_to_write("transformer.ln_f.weight", {2}, row),
-                                       shardgraph::io::make_tensor_to_write("transformer.ln_f.bias", {2}, row)});
+    shardgraph::io::write_safetensors(
+        (directory / "model.safetensors").string(),
+        {shardgraph::io::make_tensor_to_write("transformer.wte.weight", {4, 2}, table),
+         shardgraph::io::make_tensor_to_write("transformer.wpe.weight", {1, 2}, row),
+         shardgraph::io::make_tensor_to_write("transformer.ln_f.weight", {2}, row),
+         shardgraph::io::make_tensor_to_write("transformer.ln_f.bias", {2}, row)});
   }
   ~scratch_checkpoint() {
     std::error_code ec;

@@ -209,9 +209,8 @@ TEST_CASE("export_hf refuses what it cannot convert, by name", "[io][convert]") 
     other.replace(n_layer, 12, std::string("\"n_layer\": ") + layers);
     std::ofstream(big / "config.json") << other;
     const auto out = scratch("refused-layers");
-    const std::string e = error_of([&] {
-      sg::io::export_hf(saved.string(), out.string(), {.config = (big / "config.json").string()});
-    });
+    const std::string e = error_of(
+        [&] { sg::io::export_hf(saved.string(), out.string(), {.config = (big / "config.json").string()}); });
     CAPTURE(e);
     CHECK(contains(e, expect));
     CHECK(!std::filesystem::exists(out));

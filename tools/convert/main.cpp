@@ -66,7 +66,8 @@ struct arguments {
         positional.emplace_back(a);
         continue;
       }
-      if (std::find(std::begin(flag_options), std::end(flag_options), a.substr(2)) != std::end(flag_options)) {
+      if (std::find(std::begin(flag_options), std::end(flag_options), a.substr(2)) !=
+          std::end(flag_options)) {
         options[std::string(a.substr(2))] = "true";
         continue;
       }
@@ -152,8 +153,10 @@ int to_shardgraph(const arguments& a) {
   if (names.empty()) usage_error(from + " holds no tensors");
   const sg::io::st_dtype saved = checkpoint->file_of(names.front()).info(names.front()).dtype;
   const sg::dtype type = model_dtype(a.get("dtype") ? parse_st_dtype(*a.get("dtype")) : saved);
-  const sg::io::hf_model m = sg::io::open_hf_model(
-      from, {.type = type, .vocab_multiple = mesh.size("tp"), .allow_unused_tensors = a.get("allow-unused-tensors").has_value()});
+  const sg::io::hf_model m =
+      sg::io::open_hf_model(from, {.type = type,
+                                   .vocab_multiple = mesh.size("tp"),
+                                   .allow_unused_tensors = a.get("allow-unused-tensors").has_value()});
   const int ranks = mesh.world_size(m.layout.nodes.axes);
   const auto start = std::chrono::steady_clock::now();
   std::atomic<std::uint64_t> total{0};

@@ -46,8 +46,9 @@ namespace detail {
 inline std::int64_t size_product(std::int64_t a, std::int64_t b, std::string_view what) {
   std::int64_t p = 0;
   if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &p))
-    fail("config.json", std::string(what) + " = " + std::to_string(a) + " * " + std::to_string(b) +
-                            " is negative or does not fit in 64 bits",
+    fail("config.json",
+         std::string(what) + " = " + std::to_string(a) + " * " + std::to_string(b) +
+             " is negative or does not fit in 64 bits",
          "give the sizes of a real model");
   return p;
 }
@@ -78,7 +79,8 @@ inline std::vector<hf_tensor_spec> hf_gpt2_tensors(const models::gpt2_config& c,
   const std::int64_t d = c.model;
   const std::int64_t three_d = detail::size_product(3, d, "3 * n_embd"),
                      four_d = detail::size_product(4, d, "4 * n_embd");
-  std::vector<hf_tensor_spec> t{{prefix + "wte.weight", {c.vocab, d}}, {prefix + "wpe.weight", {c.positions, d}}};
+  std::vector<hf_tensor_spec> t{{prefix + "wte.weight", {c.vocab, d}},
+                                {prefix + "wpe.weight", {c.positions, d}}};
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string p = prefix + "h." + std::to_string(l) + ".";
     t.insert(t.end(), {{p + "ln_1.weight", {d}},
@@ -147,7 +149,8 @@ inline std::vector<hf_found_tensor> hf_tensors_of(const safetensors_checkpoint& 
 inline void check_hf_tensors(const std::vector<hf_found_tensor>& found,
                              const std::vector<hf_tensor_spec>& expected, const std::string& source,
                              const std::string& config_path, bool allow_unused) {
-  const std::string how = "give the config.json that describes this checkpoint, or the checkpoint it describes";
+  const std::string how =
+      "give the config.json that describes this checkpoint, or the checkpoint it describes";
   std::map<std::string_view, const hf_found_tensor*> by_name;
   for (const hf_found_tensor& f : found) by_name.emplace(f.name, &f);
   std::set<std::string_view> implied;
@@ -155,8 +158,8 @@ inline void check_hf_tensors(const std::vector<hf_found_tensor>& found,
     implied.insert(e.name);
     const auto at = by_name.find(e.name);
     if (at == by_name.end())
-      fail(source + ": tensor '" + e.name + "'", detail::tensor_mismatch(e.shape, config_path, "no such tensor"),
-           how);
+      fail(source + ": tensor '" + e.name + "'",
+           detail::tensor_mismatch(e.shape, config_path, "no such tensor"), how);
     const hf_found_tensor* it = at->second;
     if (!detail::is_float_dtype(it->dtype) || it->shape != e.shape)
       fail(it->file + ": tensor '" + detail::shorten(e.name) + "'",

@@ -88,7 +88,8 @@ inline std::vector<hf_tensor_spec> hf_config_tensors(const std::string& config_p
         {.rms_norm_eps = config.at("rms_norm_eps").as_double(), .rope_theta = detail::rope_theta_of(config)});
     return hf_llama_tensors(detail::listed_sizes(c, max_layers), false);
   }
-  fail(config_path, "model_type is not \"gpt2\" or \"llama\"", "give the config.json of a GPT-2 or LLaMA model");
+  fail(config_path, "model_type is not \"gpt2\" or \"llama\"",
+       "give the config.json of a GPT-2 or LLaMA model");
 }
 
 // Opens `directory` (config.json and model.safetensors, or model.safetensors.index.json and its
@@ -113,7 +114,8 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
                                     .layer_norm_eps = config.at("layer_norm_epsilon").as_double()};
     models::gpt2_config c = hf_gpt2_config(config_path, opts);
     const std::vector<hf_found_tensor> found = hf_tensors_of(*checkpoint);
-    check_hf_tensors(found, hf_gpt2_tensors(detail::listed_sizes(c, found.size()), hf_gpt2_prefix(*checkpoint)),
+    check_hf_tensors(found,
+                     hf_gpt2_tensors(detail::listed_sizes(c, found.size()), hf_gpt2_prefix(*checkpoint)),
                      checkpoint->where(), config_path, o.allow_unused_tensors);
     m.vocab = c.vocab;
     m.positions = c.positions;
@@ -138,7 +140,8 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
                                      .rope_theta = detail::rope_theta_of(config)};
     models::llama_config c = hf_llama_config(config_path, opts);
     const std::vector<hf_found_tensor> found = hf_tensors_of(*checkpoint);
-    check_hf_tensors(found, hf_llama_tensors(detail::listed_sizes(c, found.size()), hf_llama_tied(*checkpoint)),
+    check_hf_tensors(found,
+                     hf_llama_tensors(detail::listed_sizes(c, found.size()), hf_llama_tied(*checkpoint)),
                      checkpoint->where(), config_path, o.allow_unused_tensors);
     m.vocab = c.vocab;
     if (const json::value* p = config.find("max_position_embeddings"); p && !p->is_null())

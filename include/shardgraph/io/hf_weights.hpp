@@ -45,8 +45,8 @@ inline bool stored_alike(st_dtype from, dtype to) {
 // vocabulary) read as zero. Only the slice's bytes are read, one run of its last dimension at a
 // time; `bytes_read` (nullable) counts them.
 inline void read_slice(const safetensors_file& file, const hf_location& loc,
-                       const std::vector<std::int64_t>& file_shape, const tensor_slice& slice, host_tensor& out,
-                       std::atomic<std::uint64_t>* bytes_read) {
+                       const std::vector<std::int64_t>& file_shape, const tensor_slice& slice,
+                       host_tensor& out, std::atomic<std::uint64_t>* bytes_read) {
   const tensor_info& info = file.info(loc.name);
   const std::size_t rank = slice.global.size();
   if (!is_float_dtype(info.dtype) || info.shape != file_shape)
@@ -59,7 +59,8 @@ inline void read_slice(const safetensors_file& file, const hf_location& loc,
     if (rank != file_shape.size() || (needed > file_shape[d] && !padded_rows) ||
         (needed < file_shape[d] && d + 1 < rank))
       fail(file.name() + ": tensor '" + loc.name + "'",
-           "the parameter's shape " + shape_string(slice.global) + " does not fit in " + shape_string(file_shape),
+           "the parameter's shape " + shape_string(slice.global) + " does not fit in " +
+               shape_string(file_shape),
            "this is a bug in the weight source; please report it");
   }
   // The slice as runs of its last dimension: `rows` of them, `width` elements each.
@@ -151,7 +152,7 @@ inline std::vector<std::int64_t> gpt2_file_shape(std::string_view name, std::vec
 // GPT2Model's files (the hub's gpt2).
 inline std::string hf_gpt2_prefix(const safetensors_checkpoint& checkpoint) {
   return checkpoint.contains("wte.weight") && !checkpoint.contains("transformer.wte.weight") ? ""
-                                                                                              : "transformer.";
+                                                                                             : "transformer.";
 }
 
 // Whether a LLaMA checkpoint ties its head to the embedding: no lm_head.weight (as Llama 3.2 1B).
@@ -173,8 +174,9 @@ inline weight_source hf_gpt2_weights(std::shared_ptr<const safetensors_checkpoin
   return [checkpoint, model, bytes_read, prefix, vocab](std::string_view name, const tensor_slice& slice,
                                                         host_tensor& out) {
     const detail::hf_location loc = detail::gpt2_location(name, model, prefix);
-    detail::read_slice(checkpoint->file_of(loc.name), loc, detail::gpt2_file_shape(name, slice.global, model, vocab),
-                       slice, out, bytes_read.get());
+    detail::read_slice(checkpoint->file_of(loc.name), loc,
+                       detail::gpt2_file_shape(name, slice.global, model, vocab), slice, out,
+                       bytes_read.get());
   };
 }
 inline weight_source hf_gpt2_weights(const std::shared_ptr<const safetensors_file>& file, std::int64_t model,

@@ -175,10 +175,11 @@ inline void check_saved_piece(const std::string& at, const saved_piece& piece, s
   const std::string how = "the checkpoint is corrupt; save it again";
   if (piece.global.size() != piece.count.size() || piece.offset.size() != piece.count.size())
     fail(at, "its slice metadata and its shape differ in rank", how);
-  if (stored != st_dtype::f64 && stored != st_dtype::f32 && stored != st_dtype::bf16 && stored != st_dtype::f16)
+  if (stored != st_dtype::f64 && stored != st_dtype::f32 && stored != st_dtype::bf16 &&
+      stored != st_dtype::f16)
     fail(at,
-         "expected a float tensor (F64, F32, BF16 or F16), found " + std::string(st_dtype_name(stored)) + " " +
-             shape_string(piece.count),
+         "expected a float tensor (F64, F32, BF16 or F16), found " + std::string(st_dtype_name(stored)) +
+             " " + shape_string(piece.count),
          how);
   for (std::size_t d = 0; d < piece.count.size(); ++d)
     if (piece.offset[d] > piece.global[d] || piece.count[d] > piece.global[d] - piece.offset[d])
