@@ -5,6 +5,7 @@
 //    "read_gb_per_rank": [...], "gb_per_s": ..., "device_gib": ...}
 //
 //   PROGRAM DIR [--mesh tp=1] [--dtype bf16|f32] [--ids 1,2,3] [--logits FILE] [--repeat N]
+//           [--allow-unused-tensors]
 //
 // main.cu (load_hf: cuda::backend, uploads through pinned staging) and main_cpu.cpp (load_hf_cpu:
 // cpu::backend) each give a Device, and call bench_main<Device>:
@@ -50,6 +51,7 @@ struct options {
   sg::mesh_shape mesh = sg::mesh_shape::parse("tp=1");
   std::vector<std::int64_t> ids{1, 450, 4996, 17354, 1701, 432, 17204, 975};  // compare_hf.py's too
   int repeat = 1;
+  bool allow_unused_tensors = false;  // tensors in the files that no parameter reads: an error unless set
 };
 
 inline std::uint64_t directory_bytes(const std::string& directory) {
@@ -62,8 +64,9 @@ inline std::uint64_t directory_bytes(const std::string& directory) {
 template <class Device>
 int run(const options& o) {
   const sg::dtype type = o.type == "f32" ? sg::dtype::f32 : sg::dtype::bf16;
-  const sg::io::hf_model m =
-      sg::io::open_hf_model(o.directory, {.type = type, .vocab_multiple = o.mesh.size("tp")});
+  const sg::io::hf_model m = sg::io::open_hf_model(
+      o.directory,
+      {.type = type, .vocab_multiple = o.mesh.size("tp"), .allow_unused_tensors = o.allow_unused_tensors});
   const int ranks = o.mesh.world_size(m.layout.nodes.axes);
   const auto seq = static_cast<std::int64_t>(o.ids.size());
   std::vector<std::int64_t> ids = o.ids;
@@ -129,7 +132,7 @@ template <class Device>
 int usage(const std::string& why) {
   std::fprintf(stderr,
                "shardgraph: %s bench: %s. usage: %s DIR [--mesh tp=1] [--dtype bf16|f32] [--ids 1,2,3] "
-               "[--logits FILE] [--repeat N]\n",
+               "[--logits FILE] [--repeat N] [--allow-unused-tensors]\n",
                Device::program, why.c_str(), Device::program);
   return 2;
 }
@@ -141,6 +144,10 @@ int bench_main(int argc, char** argv) try {
     const std::string_view a = argv[i];
     if (!a.starts_with("--")) {
       o.directory = a;
+      continue;
+    }
+    if (a == "--allow-unused-tensors") {
+      o.allow_unused_tensors = true;
       continue;
     }
     if (i + 1 >= argc) return usage<Device>("missing value after " + std::string(a));

@@ -2,7 +2,7 @@
 // and pipeline parallel) and prints what the model says for given token ids.
 //
 //   load_hf DIR [--mesh tp=2,pp=2] [--ids 464,2068,7586] [--dtype f32|f64|bf16] [--top 5]
-//           [--golden FILE] [--check-one-rank]
+//           [--golden FILE] [--check-one-rank] [--allow-unused-tensors]
 //
 //   DIR               a save_pretrained directory: config.json and model.safetensors, or
 //                     model.safetensors.index.json and the files it names
@@ -13,6 +13,8 @@
 //                     unless the logits and the loss match HF transformers' (f64)
 //   --check-one-rank  also load the checkpoint on one rank and exit non-zero unless the layout's
 //                     logits match it
+//   --allow-unused-tensors  load a checkpoint whose files hold tensors no parameter reads (by
+//                     default an error: the config.json may describe fewer layers than the files)
 //
 // Prints the bytes each rank read and the load time, the top tokens at the last position, and the
 // next-token loss of the ids (HF's labels = input_ids: position t scored against id t + 1), computed
@@ -50,6 +52,7 @@ struct options {
   std::vector<std::int64_t> ids;
   int top = 5;
   bool check_one_rank = false;
+  bool allow_unused_tensors = false;
 };
 
 sg::dtype parse_dtype(const std::string& t) {
@@ -151,7 +154,9 @@ int load(const options& o) {
     targets = golden->read_as<std::int64_t>("targets");
   }
   const sg::io::hf_model m =
-      sg::io::open_hf_model(o.directory, {.type = parse_dtype(o.type), .vocab_multiple = o.mesh.size("tp")});
+      sg::io::open_hf_model(o.directory, {.type = parse_dtype(o.type),
+                                          .vocab_multiple = o.mesh.size("tp"),
+                                          .allow_unused_tensors = o.allow_unused_tensors});
   if (ids.empty())
     for (std::int64_t t = 0; t < 8; ++t) ids.push_back((t * 7919 + 11) % m.vocab);
   if (!golden) {
@@ -230,7 +235,7 @@ int usage(const std::string& why) {
   std::fprintf(
       stderr,
       "shardgraph: load_hf: %s. usage: load_hf DIR [--mesh tp=2,pp=2] [--ids 1,2,3] [--dtype f32|f64|bf16] "
-      "[--top K] [--golden FILE] [--check-one-rank]\n",
+      "[--top K] [--golden FILE] [--check-one-rank] [--allow-unused-tensors]\n",
       why.c_str());
   return 2;
 }
@@ -247,6 +252,10 @@ int main(int argc, char** argv) {
     }
     if (a == "--check-one-rank") {
       o.check_one_rank = true;
+      continue;
+    }
+    if (a == "--allow-unused-tensors") {
+      o.allow_unused_tensors = true;
       continue;
     }
     if (!a.starts_with("--")) {

@@ -196,6 +196,25 @@ TEST_CASE("export_hf refuses what it cannot convert, by name", "[io][convert]") 
   });
   CHECK(contains(rows, "wte.weight"));
   CHECK(contains(rows, "vocab_size 500"));
+  // a config of another layer count than the checkpoint: refused before anything is written, as the
+  // loader would refuse the result
+  const std::pair<const char*, std::string> layer_counts[] = {
+      {"2", saved.string() + ": 12 unused tensors (read by no parameter of the model that "},
+      {"4", saved.string() + ": tensor 'transformer.h.3.ln_1.weight': expected a float tensor"}};
+  for (const auto& [layers, expect] : layer_counts) {
+    std::string other = text;
+    other.replace(other.find("\"vocab_size\": 500"), 17, "\"vocab_size\": 101");
+    const auto n_layer = other.find("\"n_layer\": 3");
+    REQUIRE(n_layer != std::string::npos);
+    other.replace(n_layer, 12, std::string("\"n_layer\": ") + layers);
+    std::ofstream(big / "config.json") << other;
+    const auto out = scratch("refused-layers");
+    const std::string e = error_of(
+        [&] { sg::io::export_hf(saved.string(), out.string(), {.config = (big / "config.json").string()}); });
+    CAPTURE(e);
+    CHECK(contains(e, expect));
+    CHECK(!std::filesystem::exists(out));
+  }
   const std::string not_saved = error_of([&] {
     sg::io::export_hf(hf.string(), scratch("refused-3").string(), {.config = (hf / "config.json").string()});
   });

@@ -1,9 +1,12 @@
 // shardgraph-convert: HF checkpoints <-> shardgraph checkpoints, offline.
 //
 //   shardgraph-convert to-shardgraph HF_DIR OUT [--mesh tp=2,pp=2] [--dtype f32|bf16|f16|f64]
+//       [--allow-unused-tensors]
 //       loads a HF GPT-2 or LLaMA directory on the mesh's thread ranks (each reads only its
 //       slices) and saves it as a shardgraph checkpoint (save_weights: one file per rank, loadable
-//       under any layout); config.json is copied into it. OUT is replaced as a whole, once complete
+//       under any layout); config.json is copied into it. OUT is replaced as a whole, once complete.
+//       The checkpoint is held to config.json as open_hf_model holds it: a tensor of another shape
+//       or dtype is refused, and so are tensors no parameter reads, unless --allow-unused-tensors
 //   shardgraph-convert to-hf CKPT OUT [--config FILE] [--dtype ...] [--max-file-size 5GB]
 //       writes a shardgraph checkpoint (weights or a training checkpoint) as a HF directory that
 //       transformers' from_pretrained reads; the config is CKPT/config.json unless given
@@ -48,7 +51,10 @@ namespace {
                                     "run shardgraph-convert --help for the commands and their options"));
 }
 
-// "--name value" options after the positional arguments.
+// Options that take no value.
+constexpr std::string_view flag_options[] = {"allow-unused-tensors"};
+
+// "--name value" options (and the flags above) after the positional arguments.
 struct arguments {
   std::vector<std::string> positional;
   std::map<std::string, std::string, std::less<>> options;
@@ -58,6 +64,11 @@ struct arguments {
       const std::string_view a = argv[i];
       if (!a.starts_with("--")) {
         positional.emplace_back(a);
+        continue;
+      }
+      if (std::find(std::begin(flag_options), std::end(flag_options), a.substr(2)) !=
+          std::end(flag_options)) {
+        options[std::string(a.substr(2))] = "true";
         continue;
       }
       if (i + 1 >= argc) usage_error("missing value after " + std::string(a));
@@ -133,7 +144,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 int to_shardgraph(const arguments& a) {
-  a.expect(2, "to-shardgraph HF_DIR OUT", {"mesh", "dtype"});
+  a.expect(2, "to-shardgraph HF_DIR OUT", {"mesh", "dtype", "allow-unused-tensors"});
   const std::string& from = a.positional[0];
   const std::string& to = a.positional[1];
   const sg::mesh_shape mesh = sg::mesh_shape::parse(a.get("mesh").value_or("tp=1"));
@@ -142,7 +153,10 @@ int to_shardgraph(const arguments& a) {
   if (names.empty()) usage_error(from + " holds no tensors");
   const sg::io::st_dtype saved = checkpoint->file_of(names.front()).info(names.front()).dtype;
   const sg::dtype type = model_dtype(a.get("dtype") ? parse_st_dtype(*a.get("dtype")) : saved);
-  const sg::io::hf_model m = sg::io::open_hf_model(from, {.type = type, .vocab_multiple = mesh.size("tp")});
+  const sg::io::hf_model m =
+      sg::io::open_hf_model(from, {.type = type,
+                                   .vocab_multiple = mesh.size("tp"),
+                                   .allow_unused_tensors = a.get("allow-unused-tensors").has_value()});
   const int ranks = mesh.world_size(m.layout.nodes.axes);
   const auto start = std::chrono::steady_clock::now();
   std::atomic<std::uint64_t> total{0};
@@ -261,7 +275,7 @@ int compare(const arguments& a) {
 int help() {
   std::printf(
       "shardgraph-convert: HF checkpoints <-> shardgraph checkpoints\n"
-      "  to-shardgraph HF_DIR OUT [--mesh tp=2,pp=2] [--dtype f32|bf16|f16|f64]\n"
+      "  to-shardgraph HF_DIR OUT [--mesh tp=2,pp=2] [--dtype f32|bf16|f16|f64] [--allow-unused-tensors]\n"
       "  to-hf CKPT OUT [--config FILE] [--dtype f32|bf16|f16|f64] [--max-file-size 5GB]\n"
       "  random OUT (--preset gpt2|gpt2-medium|gpt2-large|gpt2-xl|llama-1b|llama-7b | --family gpt2|llama)\n"
       "         [--layers N --hidden N --heads N --kv-heads N --intermediate N --vocab N --positions N]\n"

@@ -41,7 +41,11 @@ inline models::gpt2_config hf_gpt2_config(const std::string& path, const models:
   check_gpt2_config_sizes(path, c);
   if (const json::value* act = c.find("activation_function"); act && act->as_string() != "gelu_new")
     fail(path + ": activation_function", "\"" + act->as_string() + "\" is not supported", "use \"gelu_new\" (GPT-2's tanh GELU)");
-  if (const json::value* inner = c.find("n_inner"); inner && !inner->is_null() && inner->as_int() != 4 * c.at("n_embd").as_int())
+  std::int64_t four_embd = 0;  // 4 * n_embd, which an n_embd from the file may overflow
+  if (const json::value* inner = c.find("n_inner");
+      inner && !inner->is_null() &&
+      (__builtin_mul_overflow(std::int64_t{4}, c.at("n_embd").as_int(), &four_embd) ||
+       inner->as_int() != four_embd))
     fail(path + ": n_inner", "the MLP width is not 4 * n_embd", "the gpt2 model has an MLP of 4 * n_embd");
   detail::expect_value(path, "layer_norm_epsilon", c.at("layer_norm_epsilon").as_double(), compiled.layer_norm_eps);
   return {.vocab = c.at("vocab_size").as_int(), .positions = c.at("n_positions").as_int(), .model = c.at("n_embd").as_int(),

@@ -2,6 +2,8 @@
 // A shardgraph checkpoint (save_weights, any layout) written back as a HF checkpoint directory that
 // transformers' from_pretrained and open_hf_model read: whole tensors under HF's names, GPT-2's q, k
 // and v joined into c_attn, a padded vocabulary cut back to the config's, config.json beside them.
+// The tensors must be those the config implies (check_hf_tensors, as open_hf_model checks them):
+// a checkpoint of more or fewer layers, or of other sizes, than the config is refused.
 //
 //   sg::io::export_hf("ckpt/step-1000", "hf-out", {.config = "gpt2-dir/config.json"});
 #include <cstdint>
@@ -16,6 +18,8 @@
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/io/hf_checkpoint_writer.hpp"
 #include "shardgraph/io/hf_config.hpp"
+#include "shardgraph/io/hf_expected_tensors.hpp"
+#include "shardgraph/io/hf_model.hpp"
 #include "shardgraph/io/json.hpp"
 #include "shardgraph/io/sharded_weights.hpp"
 
@@ -125,6 +129,11 @@ inline std::uint64_t export_hf(const std::string& checkpoint, const std::string&
   const weight_source source = sharded_weights(checkpoint);
   const std::vector<detail::hf_export_tensor> tensors =
       detail::hf_export_plan(index, checkpoint, family, config.at("vocab_size").as_int(), o.dtype);
+  // What the loader would refuse in the result is refused here, before anything is written.
+  std::vector<hf_found_tensor> found;
+  for (const detail::hf_export_tensor& t : tensors)
+    found.push_back({t.plan.name, checkpoint, t.plan.dtype, t.plan.shape});
+  check_hf_tensors(found, hf_config_tensors(config_path, found.size()), checkpoint, config_path, false);
   std::vector<hf_tensor_plan> plan;
   std::map<std::string, const detail::hf_export_tensor*> by_name;
   for (const detail::hf_export_tensor& t : tensors) plan.push_back(t.plan), by_name.emplace(t.plan.name, &t);

@@ -5,15 +5,18 @@
 //
 //   sg::io::hf_model m = sg::io::open_hf_model("gpt2-dir", {.type = sg::dtype::bf16, .vocab_multiple = tp});
 //   auto rank = sg::bind(m.program, m.sizes(batch, seq), comm, backend, mesh, m.weights(bytes_read));
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/io/hf_config.hpp"
+#include "shardgraph/io/hf_expected_tensors.hpp"
 #include "shardgraph/io/hf_weights.hpp"
 #include "shardgraph/io/json.hpp"
 #include "shardgraph/io/safetensors_checkpoint.hpp"
@@ -31,6 +34,9 @@ using hf_mesh = mesh<"dp", "tp", "pp">;
 struct hf_model_options {
   dtype type = dtype::f32;          // the dtype the model computes and holds its weights in
   std::int64_t vocab_multiple = 1;  // the vocabulary is padded with zero rows to a multiple of this (tp)
+  // A tensor in the files that no parameter reads (an extra layer, an unknown name) is an error
+  // unless this is set; the shapes and dtypes of the tensors read are checked either way.
+  bool allow_unused_tensors = false;
 };
 
 struct hf_model {
@@ -49,6 +55,15 @@ inline std::int64_t round_up(std::int64_t n, std::int64_t to) {
   return checked_add(n, to - 1, "open_hf_model: the vocabulary padded to vocab_multiple") / to * to;
 }
 
+// The config's sizes as far as its tensors are listed: a layer count past the files' tensor count
+// cannot match them (every layer has several tensors), so the list stops there and the check names
+// the first missing layer's tensor, however many layers the config claims.
+template <class Config>
+Config listed_sizes(Config c, std::size_t tensors_in_files) {
+  c.layers = std::min(c.layers, static_cast<std::int64_t>(tensors_in_files));
+  return c;
+}
+
 inline double rope_theta_of(const json::value& config) {
   const json::value* theta = config.find("rope_theta");
   if (theta == nullptr)
@@ -58,8 +73,33 @@ inline double rope_theta_of(const json::value& config) {
 }
 }  // namespace detail
 
+// The tensors the config.json at `config_path` implies, named as export_hf writes them: GPT-2's with
+// "transformer.", LLaMA's with an lm_head.weight of its own. `max_layers` bounds the list (a config
+// claiming more layers is refused on the first missing one).
+inline std::vector<hf_tensor_spec> hf_config_tensors(const std::string& config_path, std::size_t max_layers) {
+  const json::value config = read_json_file(config_path);
+  const json::value* type = config.find("model_type");
+  const std::string family = type && type->type() == json::kind::string ? type->as_string() : "";
+  if (family == "gpt2") {
+    const models::gpt2_config c =
+        hf_gpt2_config(config_path, {.layer_norm_eps = config.at("layer_norm_epsilon").as_double()});
+    return hf_gpt2_tensors(detail::listed_sizes(c, max_layers), "transformer.");
+  }
+  if (family == "llama") {
+    const models::llama_config c = hf_llama_config(
+        config_path,
+        {.rms_norm_eps = config.at("rms_norm_eps").as_double(), .rope_theta = detail::rope_theta_of(config)});
+    return hf_llama_tensors(detail::listed_sizes(c, max_layers), false);
+  }
+  fail(config_path, "model_type is not \"gpt2\" or \"llama\"",
+       "give the config.json of a GPT-2 or LLaMA model");
+}
+
 // Opens `directory` (config.json and model.safetensors, or model.safetensors.index.json and its
-// files). Throws, naming config.json, for a family shardgraph does not model.
+// files). Throws, naming config.json, for a family shardgraph does not model; naming the file and
+// the tensor, for a tensor missing from the files or of another shape or dtype than config.json
+// implies (hf_gpt2_tensors, hf_llama_tensors); and, unless o.allow_unused_tensors, for tensors in
+// the files that no parameter reads. These checks read only the files' headers.
 inline hf_model open_hf_model(const std::string& directory, const hf_model_options& o = {}) {
   const std::string config_path = directory + "/config.json";
   const json::value config = read_json_file(config_path);
@@ -76,6 +116,10 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
     const models::gpt2_options opts{.type = o.type,
                                     .layer_norm_eps = config.at("layer_norm_epsilon").as_double()};
     models::gpt2_config c = hf_gpt2_config(config_path, opts);
+    const std::vector<hf_found_tensor> found = hf_tensors_of(*checkpoint);
+    check_hf_tensors(found,
+                     hf_gpt2_tensors(detail::listed_sizes(c, found.size()), hf_gpt2_prefix(*checkpoint)),
+                     checkpoint->where(), config_path, o.allow_unused_tensors);
     m.vocab = c.vocab;
     m.positions = c.positions;
     c.vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
@@ -90,12 +134,18 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
              "give at most n_positions tokens");
       return c.sizes(batch, seq);
     };
-    m.weights = [checkpoint, d = c.model](auto bytes) { return hf_gpt2_weights(checkpoint, d, bytes); };
+    m.weights = [checkpoint, d = c.model, v = m.vocab](auto bytes) {
+      return hf_gpt2_weights(checkpoint, d, bytes, v);
+    };
   } else if (m.family == "llama") {
     const models::llama_options opts{.type = o.type,
                                      .rms_norm_eps = config.at("rms_norm_eps").as_double(),
                                      .rope_theta = detail::rope_theta_of(config)};
     models::llama_config c = hf_llama_config(config_path, opts);
+    const std::vector<hf_found_tensor> found = hf_tensors_of(*checkpoint);
+    check_hf_tensors(found,
+                     hf_llama_tensors(detail::listed_sizes(c, found.size()), hf_llama_tied(*checkpoint)),
+                     checkpoint->where(), config_path, o.allow_unused_tensors);
     m.vocab = c.vocab;
     if (const json::value* p = config.find("max_position_embeddings"); p && !p->is_null())
       m.positions = p->as_int();
@@ -107,7 +157,7 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
                                                      .data_axis = "",
                                                      .tensor_axis = ""}));
     m.sizes = [c](std::int64_t batch, std::int64_t seq) { return c.sizes(batch, seq); };
-    m.weights = [checkpoint](auto bytes) { return hf_llama_weights(checkpoint, bytes); };
+    m.weights = [checkpoint, v = m.vocab](auto bytes) { return hf_llama_weights(checkpoint, bytes, v); };
   } else {
     fail(config_path, "model_type \"" + m.family + "\" is not a family shardgraph models",
          "give a \"gpt2\" or \"llama\" checkpoint");

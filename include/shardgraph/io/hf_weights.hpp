@@ -2,7 +2,9 @@
 // Weight sources for HF checkpoints: map shardgraph parameter names to HF tensor names and fill
 // a rank's slice. GPT-2's fused c_attn (model, 3 * model) is split into q, k, v by columns;
 // GPT-2 Conv1D weights are already (in, out) and LLaMA Linear weights stay (out, in), as the
-// models declare them. A padded vocabulary (GPT-2's 50257 -> 50304) reads zeros past the file's rows.
+// models declare them. Every tensor read must have a float dtype and exactly the shape the model
+// implies; a vocabulary table the model pads (GPT-2's 50257 -> 50304) must hold exactly config.json's
+// vocab_size rows, and the rows past them read as zeros.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -15,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "shardgraph/io/hf_expected_tensors.hpp"
 #include "shardgraph/io/safetensors.hpp"
 #include "shardgraph/io/safetensors_checkpoint.hpp"
 #include "shardgraph/runtime/weights.hpp"
@@ -37,27 +40,28 @@ inline bool stored_alike(st_dtype from, dtype to) {
          (from == st_dtype::f32 && to == dtype::f32) || (from == st_dtype::f64 && to == dtype::f64);
 }
 
-// Copies `slice` of a tensor that sits in file tensor `loc` (shifted along its last dimension);
-// elements outside the file tensor's extent read as zero (vocabulary padding). Only the slice's
-// bytes are read, one run of its last dimension at a time; `bytes_read` (nullable) counts them.
-inline void read_slice(const safetensors_file& file, const hf_location& loc, const tensor_slice& slice,
+// Copies `slice` of a tensor that sits in file tensor `loc` (shifted along its last dimension).
+// The file tensor must be a float of exactly `file_shape`; rows past file_shape[0] (a padded
+// vocabulary) read as zero. Only the slice's bytes are read, one run of its last dimension at a
+// time; `bytes_read` (nullable) counts them.
+inline void read_slice(const safetensors_file& file, const hf_location& loc,
+                       const std::vector<std::int64_t>& file_shape, const tensor_slice& slice,
                        host_tensor& out, std::atomic<std::uint64_t>* bytes_read) {
   const tensor_info& info = file.info(loc.name);
   const std::size_t rank = slice.global.size();
-  const std::string how = "check that the checkpoint and the config describe the same model";
-  if (info.shape.size() != rank)
-    fail(
-        file.name() + ": " + loc.name,
-        "has " + std::to_string(info.shape.size()) + " dimensions, the model expects " + std::to_string(rank),
-        how);
+  if (!is_float_dtype(info.dtype) || info.shape != file_shape)
+    fail(file.name() + ": tensor '" + loc.name + "'",
+         tensor_mismatch(file_shape, "the model's parameter", found_string(info.dtype, info.shape)),
+         "check that the checkpoint and the config describe the same model");
   for (std::size_t d = 0; d < rank; ++d) {
     const std::int64_t needed = slice.global[d] + (d + 1 == rank ? loc.column_shift : 0);
-    const bool padded_rows = d == 0 && rank == 2 && slice.global[d] > info.shape[d];
-    if (needed > info.shape[d] && !padded_rows)
-      fail(file.name() + ": " + loc.name,
-           "dimension " + std::to_string(d) + " is " + std::to_string(info.shape[d]) +
-               " but the model needs " + std::to_string(needed),
-           how);
+    const bool padded_rows = d == 0 && rank == 2 && loc.column_shift == 0;
+    if (rank != file_shape.size() || (needed > file_shape[d] && !padded_rows) ||
+        (needed < file_shape[d] && d + 1 < rank))
+      fail(file.name() + ": tensor '" + loc.name + "'",
+           "the parameter's shape " + shape_string(slice.global) + " does not fit in " +
+               shape_string(file_shape),
+           "this is a bug in the weight source; please report it");
   }
   // The slice as runs of its last dimension: `rows` of them, `width` elements each.
   const std::int64_t width = rank == 0 ? 1 : slice.count[rank - 1];
@@ -129,45 +133,80 @@ inline hf_location gpt2_location(std::string_view name, std::int64_t model, cons
   return {prefix + n, 0};
 }
 
+// The shape of the file tensor that GPT-2 parameter `name` (of shape `global`) is read from: the
+// same, but c_attn three q/k/v blocks wide, and wte `vocab` rows when vocab > 0 (config.json's
+// vocab_size, which the model pads past).
+inline std::vector<std::int64_t> gpt2_file_shape(std::string_view name, std::vector<std::int64_t> global,
+                                                 std::int64_t model, std::int64_t vocab) {
+  const bool qkv = name.find(".attn.q.") != std::string_view::npos ||
+                   name.find(".attn.k.") != std::string_view::npos ||
+                   name.find(".attn.v.") != std::string_view::npos;
+  if (qkv && !global.empty()) global.back() = size_product(3, model, "3 * n_embd");
+  if (name == "wte.weight" && vocab > 0 && !global.empty()) global[0] = vocab;
+  return global;
+}
+
 }  // namespace detail
+
+// The prefix of a GPT-2 checkpoint's names: "transformer." as GPT2LMHeadModel saves, or "" as
+// GPT2Model's files (the hub's gpt2).
+inline std::string hf_gpt2_prefix(const safetensors_checkpoint& checkpoint) {
+  return checkpoint.contains("wte.weight") && !checkpoint.contains("transformer.wte.weight") ? ""
+                                                                                             : "transformer.";
+}
+
+// Whether a LLaMA checkpoint ties its head to the embedding: no lm_head.weight (as Llama 3.2 1B).
+inline bool hf_llama_tied(const safetensors_checkpoint& checkpoint) {
+  return !checkpoint.contains("lm_head.weight") && checkpoint.contains("model.embed_tokens.weight");
+}
 
 // GPT2LMHeadModel tensors ("transformer.h.0.attn.c_attn.weight", ...) for models::gpt2, from one
 // file or a checkpoint directory (safetensors_checkpoint: several files and their index). Names
 // without the "transformer." prefix (GPT2Model's, as in the hub's gpt2) are read as well. Each call
 // reads only its slice; `bytes_read` (optional) adds up the tensor bytes this source has read.
+// `vocab`: config.json's vocab_size when the model pads its vocabulary past it (wte must then have
+// exactly `vocab` rows, and the padding reads as zeros); 0: wte has the model's rows.
 inline weight_source hf_gpt2_weights(std::shared_ptr<const safetensors_checkpoint> checkpoint,
                                      std::int64_t model,
-                                     std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
-  const std::string prefix =
-      checkpoint->contains("wte.weight") && !checkpoint->contains("transformer.wte.weight") ? ""
-                                                                                            : "transformer.";
-  return [checkpoint, model, bytes_read, prefix](std::string_view name, const tensor_slice& slice,
-                                                 host_tensor& out) {
+                                     std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr,
+                                     std::int64_t vocab = 0) {
+  const std::string prefix = hf_gpt2_prefix(*checkpoint);
+  return [checkpoint, model, bytes_read, prefix, vocab](std::string_view name, const tensor_slice& slice,
+                                                        host_tensor& out) {
     const detail::hf_location loc = detail::gpt2_location(name, model, prefix);
-    detail::read_slice(checkpoint->file_of(loc.name), loc, slice, out, bytes_read.get());
+    detail::read_slice(checkpoint->file_of(loc.name), loc,
+                       detail::gpt2_file_shape(name, slice.global, model, vocab), slice, out,
+                       bytes_read.get());
   };
 }
 inline weight_source hf_gpt2_weights(const std::shared_ptr<const safetensors_file>& file, std::int64_t model,
-                                     std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
-  return hf_gpt2_weights(safetensors_checkpoint::of(file), model, std::move(bytes_read));
+                                     std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr,
+                                     std::int64_t vocab = 0) {
+  return hf_gpt2_weights(safetensors_checkpoint::of(file), model, std::move(bytes_read), vocab);
 }
 
 // LlamaForCausalLM tensors ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight") for models::llama.
 // A checkpoint without lm_head.weight ties it to the embedding (tie_word_embeddings, as Llama 3.2 1B).
+// `vocab` as for hf_gpt2_weights: the rows of embed_tokens and lm_head in the file.
 inline weight_source hf_llama_weights(std::shared_ptr<const safetensors_checkpoint> checkpoint,
-                                      std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
-  const bool tied =
-      !checkpoint->contains("lm_head.weight") && checkpoint->contains("model.embed_tokens.weight");
-  return [checkpoint, bytes_read, tied](std::string_view name, const tensor_slice& slice, host_tensor& out) {
+                                      std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr,
+                                      std::int64_t vocab = 0) {
+  const bool tied = hf_llama_tied(*checkpoint);
+  return [checkpoint, bytes_read, tied, vocab](std::string_view name, const tensor_slice& slice,
+                                               host_tensor& out) {
     const std::string hf = name != "lm_head.weight" ? "model." + std::string(name)
                            : tied                   ? "model.embed_tokens.weight"
                                                     : std::string(name);
-    detail::read_slice(checkpoint->file_of(hf), {hf, 0}, slice, out, bytes_read.get());
+    std::vector<std::int64_t> file_shape = slice.global;
+    const bool table = name == "embed_tokens.weight" || name == "lm_head.weight";
+    if (table && vocab > 0 && !file_shape.empty()) file_shape[0] = vocab;
+    detail::read_slice(checkpoint->file_of(hf), {hf, 0}, file_shape, slice, out, bytes_read.get());
   };
 }
 inline weight_source hf_llama_weights(const std::shared_ptr<const safetensors_file>& file,
-                                      std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr) {
-  return hf_llama_weights(safetensors_checkpoint::of(file), std::move(bytes_read));
+                                      std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr,
+                                      std::int64_t vocab = 0) {
+  return hf_llama_weights(safetensors_checkpoint::of(file), std::move(bytes_read), vocab);
 }
 
 }  // namespace shardgraph::io

@@ -85,6 +85,8 @@ class safetensors_checkpoint {
     return names;
   }
   std::size_t file_count() const { return file_paths_.size(); }
+  // The checkpoint in messages: its index, or its one file.
+  std::string where() const { return index_path_.empty() ? *file_paths_.begin() : index_path_; }
 
  private:
   std::string directory_, index_path_;                          // index_path_ empty: one file
@@ -94,8 +96,6 @@ class safetensors_checkpoint {
   mutable std::map<std::string, std::shared_ptr<const safetensors_file>> opened_;
 
   safetensors_checkpoint() = default;
-
-  std::string where() const { return index_path_.empty() ? *file_paths_.begin() : index_path_; }
 
   void adopt(std::shared_ptr<const safetensors_file> file) {
     file_paths_.insert(file->name());

@@ -169,6 +169,26 @@ std::vector<bool> pieces_to_write(const Parts& parts, Comm& comm) {
   return write;
 }
 
+// Checks a saved piece against its own metadata: a float tensor (F64, F32, BF16 or F16) lying
+// within its global shape. `at` names the file and the tensor.
+inline void check_saved_piece(const std::string& at, const saved_piece& piece, st_dtype stored) {
+  const std::string how = "the checkpoint is corrupt; save it again";
+  if (piece.global.size() != piece.count.size() || piece.offset.size() != piece.count.size())
+    fail(at, "its slice metadata and its shape differ in rank", how);
+  if (stored != st_dtype::f64 && stored != st_dtype::f32 && stored != st_dtype::bf16 &&
+      stored != st_dtype::f16)
+    fail(at,
+         "expected a float tensor (F64, F32, BF16 or F16), found " + std::string(st_dtype_name(stored)) +
+             " " + shape_string(piece.count),
+         how);
+  for (std::size_t d = 0; d < piece.count.size(); ++d)
+    if (piece.offset[d] > piece.global[d] || piece.count[d] > piece.global[d] - piece.offset[d])
+      fail(at,
+           "its piece of shape " + shape_string(piece.count) + " at offset " + json_list(piece.offset) +
+               " does not lie within its global shape " + json_list(piece.global),
+           how);
+}
+
 // Checks that the rank files of a save (headers only) hold every element of every tensor exactly
 // once: the pieces of one tensor do not overlap, so their element counts must add up to its size.
 inline void check_every_element_saved(const std::string& directory, int ranks) {
@@ -302,9 +322,7 @@ class sharded_weights_index {
         const json::value slice = json::parse(text, at);
         detail::saved_piece piece{path, detail::int_list(slice, at, "global"),
                                   detail::int_list(slice, at, "offset"), file->info(name).shape};
-        if (piece.global.size() != piece.count.size() || piece.offset.size() != piece.count.size())
-          fail(at, "its slice metadata and its shape differ in rank",
-               "the checkpoint is corrupt; save it again");
+        detail::check_saved_piece(at, piece, file->info(name).dtype);
         pieces_[name].push_back(std::move(piece));
       }
       files_.emplace(path, std::move(file));
