@@ -148,7 +148,8 @@ void run_problem(const problem& p, int repeat) {
                                            .seq = p.seq,
                                            .head_dim = flash::head_dim,
                                            .type = sg::dtype::bf16,
-                                           .token_major = true};
+                                           .token_major = true,
+                                           .scale = scale};
   device_array<char> workspace(
       std::max({cudnn.forward_workspace(c), cudnn.backward_workspace(c), std::size_t{256}}));
   device_array<bf16> cudnn_out(numel), cudnn_dq(numel), cudnn_dk(numel), cudnn_dv(numel);

@@ -172,3 +172,118 @@ TEST_CASE("LLaMA parameter gradients equal HF transformers' (loss.backward())", 
                              },
                              1e-5);
 }
+
+// ---- the config options the two models above leave at their defaults (make_golden.py's OPTION_CASES)
+
+namespace {
+
+constexpr sg::graph gpt2_untied_graph() {
+  return sg::models::gpt2<Mesh>({.type = sg::dtype::f64, .tie_word_embeddings = false});
+}
+constexpr sg::graph llama_tied_bias_headdim_graph() {
+  return sg::models::llama<Mesh>(
+      {.type = sg::dtype::f64, .tie_word_embeddings = true, .attention_bias = true, .mlp_bias = true});
+}
+constexpr sg::program gpt2_untied = sg::compile<gpt2_untied_graph>();
+constexpr sg::program gpt2_untied_training = sg::compile<gpt2_untied_graph, sg::training{}>();
+constexpr sg::program llama_tied_bias_headdim = sg::compile<llama_tied_bias_headdim_graph>();
+constexpr sg::program llama_tied_bias_headdim_training =
+    sg::compile<llama_tied_bias_headdim_graph, sg::training{}>();
+
+}  // namespace
+
+TEST_CASE("GPT-2 with an untied head (tie_word_embeddings false) and n_inner equals HF transformers'",
+          "[golden][models][training]") {
+  golden_case g = load_golden("gpt2_untied");
+  const std::string dir = golden_dir + "/gpt2_untied";
+  const sg::models::gpt2_options options =
+      sg::io::hf_gpt2_options(dir + "/config.json", {.type = sg::dtype::f64});
+  REQUIRE_FALSE(options.tie_word_embeddings);
+  sg::models::gpt2_config config = sg::io::hf_gpt2_config(dir + "/config.json", options);
+  REQUIRE(config.ffn != 4 * config.model);
+  auto file = std::make_shared<const sg::io::safetensors_file>(dir + "/model.safetensors");
+  REQUIRE(file->contains("lm_head.weight"));
+  const sg::weight_source weights = sg::io::hf_gpt2_weights(file, config.model);
+  check_against_hf(gpt2_untied, config.sizes(g.batch, g.seq), weights, g, 1e-10);
+  check_gradients_against_hf(
+      gpt2_untied_training, config.sizes(g.batch, g.seq), weights, g,
+      [&](const std::string& name) {
+        return sg::io::detail::gpt2_location(name, config.model, "transformer.");
+      },
+      1e-9);
+  // the tied program refuses this config, naming the field
+  try {
+    sg::io::hf_gpt2_config(dir + "/config.json", {.type = sg::dtype::f64});
+    FAIL("no error");
+  } catch (const sg::error& e) {
+    CHECK(std::string(e.what()).find("tie_word_embeddings") != std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "LLaMA with a tied head, attention and MLP biases and head_dim != hidden/heads equals HF transformers'",
+    "[golden][models][training]") {
+  golden_case g = load_golden("llama_tied_bias_headdim");
+  const std::string dir = golden_dir + "/llama_tied_bias_headdim";
+  const sg::models::llama_options options =
+      sg::io::hf_llama_options(dir + "/config.json", {.type = sg::dtype::f64});
+  REQUIRE((options.tie_word_embeddings && options.attention_bias && options.mlp_bias));
+  sg::models::llama_config config = sg::io::hf_llama_config(dir + "/config.json", options);
+  REQUIRE(config.head_dim * config.heads != config.model);
+  auto file = std::make_shared<const sg::io::safetensors_file>(dir + "/model.safetensors");
+  REQUIRE_FALSE(file->contains("lm_head.weight"));
+  const sg::weight_source weights = sg::io::hf_llama_weights(file);
+  check_against_hf(llama_tied_bias_headdim, config.sizes(g.batch, g.seq), weights, g, 1e-5);
+  check_gradients_against_hf(
+      llama_tied_bias_headdim_training, config.sizes(g.batch, g.seq), weights, g,
+      [](const std::string& name) {
+        return sg::io::detail::hf_location{sg::io::detail::llama_location(name), 0};
+      },
+      1e-5);
+  for (const char* option : {"attention_bias", "mlp_bias", "tie_word_embeddings"}) {
+    CAPTURE(option);
+    sg::models::llama_options other = options;
+    if (std::string(option) == "attention_bias") other.attention_bias = false;
+    if (std::string(option) == "mlp_bias") other.mlp_bias = false;
+    if (std::string(option) == "tie_word_embeddings") other.tie_word_embeddings = false;
+    try {
+      sg::io::hf_llama_config(dir + "/config.json", other);
+      FAIL("no error");
+    } catch (const sg::error& e) {
+      CHECK(std::string(e.what()).find(option) != std::string::npos);
+    }
+  }
+}
+
+namespace {
+constexpr sg::graph gpt2_unscaled_graph() {
+  return sg::models::gpt2<Mesh>({.type = sg::dtype::f64, .scale_attn_weights = false});
+}
+constexpr sg::program gpt2_unscaled = sg::compile<gpt2_unscaled_graph>();
+constexpr sg::program gpt2_unscaled_training = sg::compile<gpt2_unscaled_graph, sg::training{}>();
+}  // namespace
+
+TEST_CASE("GPT-2 without the attention scale (scale_attn_weights false) equals HF transformers'",
+          "[golden][models][training]") {
+  golden_case g = load_golden("gpt2_unscaled");
+  const std::string dir = golden_dir + "/gpt2_unscaled";
+  const sg::models::gpt2_options options =
+      sg::io::hf_gpt2_options(dir + "/config.json", {.type = sg::dtype::f64});
+  REQUIRE_FALSE(options.scale_attn_weights);
+  sg::models::gpt2_config config = sg::io::hf_gpt2_config(dir + "/config.json", options);
+  auto file = std::make_shared<const sg::io::safetensors_file>(dir + "/model.safetensors");
+  const sg::weight_source weights = sg::io::hf_gpt2_weights(file, config.model);
+  check_against_hf(gpt2_unscaled, config.sizes(g.batch, g.seq), weights, g, 1e-10);
+  check_gradients_against_hf(
+      gpt2_unscaled_training, config.sizes(g.batch, g.seq), weights, g,
+      [&](const std::string& name) {
+        return sg::io::detail::gpt2_location(name, config.model, "transformer.");
+      },
+      1e-9);
+  try {
+    sg::io::hf_gpt2_config(dir + "/config.json", {.type = sg::dtype::f64});
+    FAIL("no error");
+  } catch (const sg::error& e) {
+    CHECK(std::string(e.what()).find("scale_attn_weights") != std::string::npos);
+  }
+}

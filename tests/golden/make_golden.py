@@ -40,6 +40,26 @@ CONFIGS = {
 }
 
 
+# Cases for config options the two models above leave at their defaults, each in its own
+# directory with its own seed and sizes, so that adding one leaves every other file unchanged.
+# tests/golden/config_fields.py lists which config.json field each one covers.
+OPTION_CASES = {
+    "gpt2_untied": dict(seed=31, batch=2, seq=8, config=lambda: GPT2Config(
+        vocab_size=48, n_positions=16, n_embd=16, n_layer=2, n_head=4, n_inner=24,
+        activation_function="gelu_new", layer_norm_epsilon=1e-5, resid_pdrop=0.0,
+        embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=False)),
+    "gpt2_unscaled": dict(seed=33, batch=2, seq=8, config=lambda: GPT2Config(
+        vocab_size=48, n_positions=16, n_embd=16, n_layer=2, n_head=4,
+        activation_function="gelu_new", layer_norm_epsilon=1e-5, resid_pdrop=0.0,
+        embd_pdrop=0.0, attn_pdrop=0.0, scale_attn_weights=False)),
+    "llama_tied_bias_headdim": dict(seed=32, batch=2, seq=8, config=lambda: LlamaConfig(
+        vocab_size=48, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=4, head_dim=6, max_position_embeddings=16,
+        rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True,
+        attention_bias=True, mlp_bias=True, hidden_act="silu")),
+}
+
+
 def write_safetensors(tensors, path, metadata):
     """The safetensors format by hand: u64 LE header length, JSON header, LE data."""
     codes = {torch.float64: ("F64", "d"), torch.int64: ("I64", "q")}
@@ -96,6 +116,56 @@ def check_structure(kind, model, params):
         assert torch.allclose(rotary, inv_freq, rtol=1e-6), "LLaMA RoPE must be default, theta 1e4"
 
 
+def check_option_case(name, model, params):
+    """What each option case exists to cover, checked on the model transformers built."""
+    assert model.config._attn_implementation == "eager", model.config._attn_implementation
+    if name == "gpt2_untied":
+        assert model.lm_head.weight is not model.transformer.wte.weight
+        assert "lm_head.weight" in params and "transformer.wte.weight" in params
+        assert params["transformer.h.0.mlp.c_fc.weight"].shape == (16, 24), "n_inner is the MLP width"
+    elif name == "gpt2_unscaled":
+        assert model.transformer.h[1].attn.scaling == 1.0, "no 1/sqrt(head_dim) on the scores"
+    elif name == "llama_tied_bias_headdim":
+        assert model.lm_head.weight is model.model.embed_tokens.weight, "the head must be tied"
+        assert "lm_head.weight" not in params
+        assert params["model.layers.0.self_attn.q_proj.weight"].shape == (48, 16), "8 heads of 6"
+        assert params["model.layers.0.self_attn.o_proj.weight"].shape == (16, 48)
+        for bias in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"):
+            assert f"model.layers.0.{bias}.bias" in params, bias
+
+
+def make_option_case(name, out):
+    """Writes <out>/<name>/{model,golden}.safetensors and config.json for OPTION_CASES[name]."""
+    case = OPTION_CASES[name]
+    gen = torch.Generator().manual_seed(case["seed"])
+    config = case["config"]()
+    batch, seq, vocab = case["batch"], case["seq"], config.vocab_size
+    input_ids = torch.randint(0, vocab, (batch, seq), generator=gen, dtype=torch.int64)
+    targets = torch.randint(0, vocab, (batch, seq), generator=gen, dtype=torch.int64)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").double().eval()
+    randomize(model, gen)
+    params = dict(model.named_parameters())  # a tied weight appears once, under its first name
+    check_option_case(name, model, params)
+
+    logits = model(input_ids=input_ids, use_cache=False).logits  # (batch, seq, vocab)
+    loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+    loss.backward()
+    assert all(p.grad is not None and p.grad.abs().max() > 0 for p in params.values())
+
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    save(params, folder / "model.safetensors", {"format": "pt"})
+    model.config.to_json_file(str(folder / "config.json"))
+    golden = {"input_ids": input_ids, "targets": targets, "logits": logits, "loss": loss.reshape(1)}
+    golden.update({f"grad.{n}": p.grad for n, p in params.items()})
+    metadata = {"torch": torch.__version__, "transformers": transformers.__version__,
+                "B": str(batch), "T": str(seq)}
+    save(golden, folder / "golden.safetensors", metadata)
+    print(f"{name}: loss {loss.item():.12f}, {sum(p.numel() for p in params.values())} parameters")
+    return [folder / "model.safetensors", folder / "config.json", folder / "golden.safetensors"]
+
+
 def make(kind, out):
     """Writes <out>/<kind>/{model,golden}.safetensors and config.json; returns their paths."""
     gen = torch.Generator().manual_seed(SEED)
@@ -134,6 +204,7 @@ def main():
     torch.manual_seed(SEED)
     torch.set_num_threads(1)  # one thread: a fixed reduction order from run to run
     written = [path for kind in CONFIGS for path in make(kind, args.out)]
+    written += [path for name in OPTION_CASES for path in make_option_case(name, args.out)]
     total = 0
     for path in written:
         size = path.stat().st_size

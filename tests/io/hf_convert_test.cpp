@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,9 +44,9 @@ sg::io::random_hf_model small(const std::string& family, sg::io::st_dtype dtype)
 }
 
 // Loads `hf` on the ranks of `mesh` (each reading its slices) and saves a sharded checkpoint.
-void import_under(const std::string& hf, const std::string& out, const sg::mesh_shape& mesh) {
-  const sg::io::hf_model m =
-      sg::io::open_hf_model(hf, {.type = sg::dtype::f32, .vocab_multiple = mesh.size("tp")});
+void import_under(const std::string& hf, const std::string& out, const sg::mesh_shape& mesh,
+                  sg::dtype type = sg::dtype::f32) {
+  const sg::io::hf_model m = sg::io::open_hf_model(hf, {.type = type, .vocab_multiple = mesh.size("tp")});
   sg::threads::world(mesh.world_size(m.layout.nodes.axes)).run([&](sg::threads::communicator& comm) {
     auto rank =
         sg::bind(m.layout, m.sizes(mesh.size("dp"), 2), comm, sg::cpu::backend{}, mesh, m.weights(nullptr));
@@ -122,6 +123,22 @@ TEST_CASE("HF -> sharded checkpoint under a layout -> HF gives back every tensor
       }
 }
 
+TEST_CASE("the golden config-option cases (untied GPT-2 head, LLaMA biases, tied head, head_dim) round trip",
+          "[io][convert][threads]") {
+  for (const std::string name : {"gpt2_untied", "gpt2_unscaled", "llama_tied_bias_headdim"})
+    for (const char* mesh : {"tp=2,pp=2", "dp=2,tp=2"}) {
+      CAPTURE(name, mesh);
+      const std::string hf = std::string(SHARDGRAPH_GOLDEN_DIR) + "/" + name;
+      const auto saved = scratch(name + "-saved"), back = scratch(name + "-back");
+      import_under(hf, saved.string(), sg::mesh_shape::parse(mesh), sg::dtype::f64);
+      sg::io::export_hf(saved.string(), back.string(),
+                        {.config = hf + "/config.json", .dtype = sg::io::st_dtype::f64});
+      const auto original = tensors_of(hf), round_trip = tensors_of(back.string());
+      CHECK(original.count("lm_head.weight") == (name == "gpt2_untied" ? 1u : 0u));
+      CHECK(original == round_trip);
+    }
+}
+
 TEST_CASE("GPT-2 without the transformer. prefix and LLaMA with tied embeddings load",
           "[io][convert][threads]") {
   // The hub's gpt2 holds GPT2Model's names ("h.0.attn.c_attn.weight"); strip the prefix of a random one.
@@ -139,7 +156,7 @@ TEST_CASE("GPT-2 without the transformer. prefix and LLaMA with tied embeddings 
     sg::io::write_safetensors((bare / "model.safetensors").string(), renamed);
     std::filesystem::copy_file(prefixed / "config.json", bare / "config.json");
   }
-  // LLaMA without lm_head.weight: the head is the embedding (tie_word_embeddings)
+  // LLaMA without lm_head.weight and with tie_word_embeddings: the head is the embedding
   const auto untied = scratch("llama-untied"), tied = scratch("llama-tied");
   sg::io::random_hf_model l = small("llama", sg::io::st_dtype::f32);
   l.max_file_bytes = 0;
@@ -151,7 +168,12 @@ TEST_CASE("GPT-2 without the transformer. prefix and LLaMA with tied embeddings 
       if (t.name != "lm_head.weight") kept.push_back({t.name, t.dtype, t.shape, file.bytes(t.name)});
     std::filesystem::create_directories(tied);
     sg::io::write_safetensors((tied / "model.safetensors").string(), kept);
-    std::filesystem::copy_file(untied / "config.json", tied / "config.json");
+    std::ifstream in(untied / "config.json");
+    std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string untied_flag = "\"tie_word_embeddings\": false";
+    REQUIRE(config.find(untied_flag) != std::string::npos);
+    config.replace(config.find(untied_flag), untied_flag.size(), "\"tie_word_embeddings\": true");
+    std::ofstream(tied / "config.json") << config;
   }
   const auto parameters = [](const std::filesystem::path& dir) {
     const sg::io::hf_model m = sg::io::open_hf_model(dir.string());
@@ -166,8 +188,18 @@ TEST_CASE("GPT-2 without the transformer. prefix and LLaMA with tied embeddings 
   };
   CHECK(parameters(prefixed) == parameters(bare));
   const auto with_head = parameters(untied), tied_values = parameters(tied);
-  CHECK(tied_values.at("lm_head.weight") == with_head.at("embed_tokens.weight"));
-  CHECK(tied_values.at("lm_head.weight") != with_head.at("lm_head.weight"));
+  CHECK(tied_values.count("lm_head.weight") == 0);  // the head is embed_tokens itself
+  CHECK(tied_values.at("embed_tokens.weight") == with_head.at("embed_tokens.weight"));
+  // the same file under a config that says untied: refused, naming the missing head
+  std::filesystem::copy_file(untied / "config.json", tied / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::string message;
+  try {
+    parameters(tied);
+  } catch (const sg::error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("lm_head.weight") != std::string::npos);
 }
 
 TEST_CASE("export_hf refuses what it cannot convert, by name", "[io][convert]") {

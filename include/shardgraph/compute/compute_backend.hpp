@@ -18,7 +18,8 @@
 //   layer_norm, rms_norm, softmax            {rows, cols}
 //   rope                {batch, heads, seq, head_dim}
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}
-//   attention           {batch, heads, kv_heads, seq, head_dim}
+//   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
+//                                                                   0 for 1/sqrt(head_dim) (attention_scale)
 //   cross_entropy       {rows, vocab, global_rows}              out[0] = sum of -log p / global_rows
 //   ones                {numel}                                 out = scalar (the loss scale), 1 if scalar is 0
 // kernel_call::type is the output's dtype. Under mixed precision inputs may be bf16 or f16 while the
@@ -26,6 +27,7 @@
 // f32 whenever any of its buffers is 16-bit.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -121,6 +123,12 @@ struct kernel_call {
   const Buffer* operands[max_chain + 1]{};
   int operand_count = 0;
 };
+
+// The scale of an attention call's scores (and its gradients'): kernel_call::scalar, where 0 stands
+// for 1 / sqrt(head_dim).
+inline double attention_scale(double scalar, std::int64_t head_dim) {
+  return scalar != 0.0 ? scalar : 1.0 / std::sqrt(static_cast<double>(head_dim));
+}
 
 // Block moves for collectives, on elements of `element_bytes` bytes. A tensor (outer, parts*mid, inner)
 // split along its middle dimension into `parts` blocks:

@@ -70,9 +70,12 @@ constexpr tensor rope(tensor x, double theta = 10000.0) { return detail::apply_o
 constexpr tensor split_heads(tensor x) { return detail::apply_op(op::split_heads, {x}); }
 // (batch, heads, seq, head_dim) -> (batch, seq, heads * head_dim)
 constexpr tensor merge_heads(tensor x) { return detail::apply_op(op::merge_heads, {x}); }
-// causal softmax(q k^T / sqrt(head_dim)) v; q (batch, heads, seq, head_dim), k and v
-// (batch, kv_heads, seq, head_dim) with heads a multiple of kv_heads (grouped-query attention)
-constexpr tensor attention(tensor q, tensor k, tensor v) { return detail::apply_op(op::attention, {q, k, v}); }
+// causal softmax(q k^T * scale) v; q (batch, heads, seq, head_dim), k and v
+// (batch, kv_heads, seq, head_dim) with heads a multiple of kv_heads (grouped-query attention).
+// scale 0 (the default) stands for 1 / sqrt(head_dim); GPT-2's scale_attn_weights false is 1.
+constexpr tensor attention(tensor q, tensor k, tensor v, double scale = 0.0) {
+  return detail::apply_op(op::attention, {q, k, v}, {}, scale);
+}
 // mean over all (batch, seq) positions of -log softmax(logits)[target]: logits (batch, seq, vocab),
 // targets (batch, seq) -> scalar
 constexpr tensor cross_entropy(tensor logits, tensor targets) {

@@ -73,12 +73,14 @@ inline constexpr std::size_t unused_names_listed = 5;
 }  // namespace detail
 
 // GPT2LMHeadModel's tensors for models::gpt2 of sizes `c` (c.vocab: config.json's vocab_size, not a
-// padded one). `prefix`: "transformer." as GPT2LMHeadModel saves, or "" as GPT2Model's files. The
-// head is tied to wte (tie_word_embeddings), so there is no lm_head.weight.
-inline std::vector<hf_tensor_spec> hf_gpt2_tensors(const models::gpt2_config& c, const std::string& prefix) {
+// padded one). `prefix`: "transformer." as GPT2LMHeadModel saves, or "" as GPT2Model's files. A
+// tied head (tie_word_embeddings) reads wte, so there is no lm_head.weight; an untied one is
+// lm_head.weight, outside the prefix. The MLP is c.ffn wide (n_inner), or 4 * n_embd.
+inline std::vector<hf_tensor_spec> hf_gpt2_tensors(const models::gpt2_config& c, const std::string& prefix,
+                                                   bool tied = true) {
   const std::int64_t d = c.model;
   const std::int64_t three_d = detail::size_product(3, d, "3 * n_embd"),
-                     four_d = detail::size_product(4, d, "4 * n_embd");
+                     four_d = c.ffn > 0 ? c.ffn : detail::size_product(4, d, "4 * n_embd");
   std::vector<hf_tensor_spec> t{{prefix + "wte.weight", {c.vocab, d}},
                                 {prefix + "wpe.weight", {c.positions, d}}};
   for (std::int64_t l = 0; l < c.layers; ++l) {
@@ -97,13 +99,16 @@ inline std::vector<hf_tensor_spec> hf_gpt2_tensors(const models::gpt2_config& c,
                        {p + "mlp.c_proj.bias", {d}}});
   }
   t.insert(t.end(), {{prefix + "ln_f.weight", {d}}, {prefix + "ln_f.bias", {d}}});
+  if (!tied) t.push_back({"lm_head.weight", {c.vocab, d}});
   return t;
 }
 
-// LlamaForCausalLM's tensors for models::llama of sizes `c` (Linear weights are (out, in)); with
-// `tied`, the head reads model.embed_tokens.weight and there is no lm_head.weight.
-inline std::vector<hf_tensor_spec> hf_llama_tensors(const models::llama_config& c, bool tied) {
-  const std::int64_t d = c.model, head_dim = c.heads > 0 ? c.model / c.heads : 0;
+// LlamaForCausalLM's tensors for models::llama of sizes `c` (Linear weights are (out, in)) and the
+// options config.json gives: with tie_word_embeddings the head reads model.embed_tokens.weight and
+// there is no lm_head.weight; attention_bias and mlp_bias add the projections' biases. Heads are
+// c.head_dim wide (head_dim), or hidden_size / num_attention_heads.
+inline std::vector<hf_tensor_spec> hf_llama_tensors(const models::llama_config& c, const models::llama_options& o) {
+  const std::int64_t d = c.model, head_dim = c.head_dim > 0 ? c.head_dim : c.heads > 0 ? c.model / c.heads : 0;
   const std::int64_t q = detail::size_product(c.heads, head_dim, "num_attention_heads * head_dim"),
                      kv = detail::size_product(c.kv_heads, head_dim, "num_key_value_heads * head_dim");
   std::vector<hf_tensor_spec> t{{"model.embed_tokens.weight", {c.vocab, d}}};
@@ -118,10 +123,22 @@ inline std::vector<hf_tensor_spec> hf_llama_tensors(const models::llama_config& 
                        {p + "mlp.gate_proj.weight", {c.ffn, d}},
                        {p + "mlp.up_proj.weight", {c.ffn, d}},
                        {p + "mlp.down_proj.weight", {d, c.ffn}}});
+    if (o.attention_bias)
+      t.insert(t.end(), {{p + "self_attn.q_proj.bias", {q}},
+                         {p + "self_attn.k_proj.bias", {kv}},
+                         {p + "self_attn.v_proj.bias", {kv}},
+                         {p + "self_attn.o_proj.bias", {d}}});
+    if (o.mlp_bias)
+      t.insert(t.end(), {{p + "mlp.gate_proj.bias", {c.ffn}},
+                         {p + "mlp.up_proj.bias", {c.ffn}},
+                         {p + "mlp.down_proj.bias", {d}}});
   }
   t.push_back({"model.norm.weight", {d}});
-  if (!tied) t.push_back({"lm_head.weight", {c.vocab, d}});
+  if (!o.tie_word_embeddings) t.push_back({"lm_head.weight", {c.vocab, d}});
   return t;
+}
+inline std::vector<hf_tensor_spec> hf_llama_tensors(const models::llama_config& c, bool tied) {
+  return hf_llama_tensors(c, models::llama_options{.tie_word_embeddings = tied});
 }
 
 // Tensors that transformers itself skips on load: buffers older checkpoints saved beside the

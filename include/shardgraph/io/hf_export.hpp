@@ -89,7 +89,7 @@ inline std::vector<hf_export_tensor> hf_export_plan(const sharded_weights_index&
         t.plan.shape.back() = 3 * width;
         t.plan.name = "transformer." + before + ".attn.c_attn." + after;
       } else {
-        t.plan.name = "transformer." + name;
+        t.plan.name = name == "lm_head.weight" ? name : "transformer." + name;  // an untied head
       }
     } else {
       t.plan.name = name == "lm_head.weight" ? name : "model." + name;

@@ -1,7 +1,8 @@
 #pragma once
 // A HF checkpoint directory opened as a shardgraph model, whatever its family: config.json's
 // "model_type" picks GPT-2 or LLaMA; the program is compiled at run time over hf_mesh, with the
-// checkpoint's eps and rope theta; the weights read from its safetensors files.
+// checkpoint's options (eps, rope theta, biases, tied head: hf_config.hpp); the weights read from
+// its safetensors files.
 //
 //   sg::io::hf_model m = sg::io::open_hf_model("gpt2-dir", {.type = sg::dtype::bf16, .vocab_multiple = tp});
 //   auto rank = sg::bind(m.program, m.sizes(batch, seq), comm, backend, mesh, m.weights(bytes_read));
@@ -63,33 +64,24 @@ Config listed_sizes(Config c, std::size_t tensors_in_files) {
   c.layers = std::min(c.layers, static_cast<std::int64_t>(tensors_in_files));
   return c;
 }
-
-inline double rope_theta_of(const json::value& config) {
-  const json::value* theta = config.find("rope_theta");
-  if (theta == nullptr)
-    if (const json::value* rp = config.find("rope_parameters"); rp && !rp->is_null())
-      theta = rp->find("rope_theta");
-  return theta ? theta->as_double() : 10000.0;
-}
 }  // namespace detail
 
 // The tensors the config.json at `config_path` implies, named as export_hf writes them: GPT-2's with
-// "transformer.", LLaMA's with an lm_head.weight of its own. `max_layers` bounds the list (a config
+// "transformer.", an untied head as lm_head.weight. `max_layers` bounds the list (a config
 // claiming more layers is refused on the first missing one).
 inline std::vector<hf_tensor_spec> hf_config_tensors(const std::string& config_path, std::size_t max_layers) {
   const json::value config = read_json_file(config_path);
   const json::value* type = config.find("model_type");
   const std::string family = type && type->type() == json::kind::string ? type->as_string() : "";
   if (family == "gpt2") {
-    const models::gpt2_config c =
-        hf_gpt2_config(config_path, {.layer_norm_eps = config.at("layer_norm_epsilon").as_double()});
-    return hf_gpt2_tensors(detail::listed_sizes(c, max_layers), "transformer.");
+    const models::gpt2_options options = hf_gpt2_options(config);
+    const models::gpt2_config c = hf_gpt2_config(config_path, options);
+    return hf_gpt2_tensors(detail::listed_sizes(c, max_layers), "transformer.", options.tie_word_embeddings);
   }
   if (family == "llama") {
-    const models::llama_config c = hf_llama_config(
-        config_path,
-        {.rms_norm_eps = config.at("rms_norm_eps").as_double(), .rope_theta = detail::rope_theta_of(config)});
-    return hf_llama_tensors(detail::listed_sizes(c, max_layers), false);
+    const models::llama_options options = hf_llama_options(config_path, config);
+    const models::llama_config c = hf_llama_config(config_path, options);
+    return hf_llama_tensors(detail::listed_sizes(c, max_layers), options);
   }
   fail(config_path, "model_type is not \"gpt2\" or \"llama\"",
        "give the config.json of a GPT-2 or LLaMA model");
@@ -113,19 +105,20 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
   hf_model m;
   m.family = type->as_string();
   if (m.family == "gpt2") {
-    const models::gpt2_options opts{.type = o.type,
-                                    .layer_norm_eps = config.at("layer_norm_epsilon").as_double()};
+    const models::gpt2_options opts = hf_gpt2_options(config, {.type = o.type});
     models::gpt2_config c = hf_gpt2_config(config_path, opts);
     const std::vector<hf_found_tensor> found = hf_tensors_of(*checkpoint);
     check_hf_tensors(found,
-                     hf_gpt2_tensors(detail::listed_sizes(c, found.size()), hf_gpt2_prefix(*checkpoint)),
+                     hf_gpt2_tensors(detail::listed_sizes(c, found.size()), hf_gpt2_prefix(*checkpoint),
+                                     opts.tie_word_embeddings),
                      checkpoint->where(), config_path, o.allow_unused_tensors);
     m.vocab = c.vocab;
     m.positions = c.positions;
     c.vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
     m.layout = compile_graph(models::gpt2<hf_mesh>(opts), inference{});
-    m.single = compile_graph(models::gpt2<hf_mesh>(
-        {.type = o.type, .layer_norm_eps = opts.layer_norm_eps, .data_axis = "", .tensor_axis = ""}));
+    models::gpt2_options one_rank = opts;
+    one_rank.data_axis = one_rank.tensor_axis = "";
+    m.single = compile_graph(models::gpt2<hf_mesh>(one_rank));
     m.sizes = [c, config_path](std::int64_t batch, std::int64_t seq) {
       if (seq > c.positions)
         fail(config_path,
@@ -138,24 +131,20 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
       return hf_gpt2_weights(checkpoint, d, bytes, v);
     };
   } else if (m.family == "llama") {
-    const models::llama_options opts{.type = o.type,
-                                     .rms_norm_eps = config.at("rms_norm_eps").as_double(),
-                                     .rope_theta = detail::rope_theta_of(config)};
+    const models::llama_options opts = hf_llama_options(config_path, config, {.type = o.type});
     models::llama_config c = hf_llama_config(config_path, opts);
     const std::vector<hf_found_tensor> found = hf_tensors_of(*checkpoint);
     check_hf_tensors(found,
-                     hf_llama_tensors(detail::listed_sizes(c, found.size()), hf_llama_tied(*checkpoint)),
+                     hf_llama_tensors(detail::listed_sizes(c, found.size()), opts),
                      checkpoint->where(), config_path, o.allow_unused_tensors);
     m.vocab = c.vocab;
     if (const json::value* p = config.find("max_position_embeddings"); p && !p->is_null())
       m.positions = p->as_int();
     c.vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
     m.layout = compile_graph(models::llama<hf_mesh>(opts), inference{});
-    m.single = compile_graph(models::llama<hf_mesh>({.type = o.type,
-                                                     .rms_norm_eps = opts.rms_norm_eps,
-                                                     .rope_theta = opts.rope_theta,
-                                                     .data_axis = "",
-                                                     .tensor_axis = ""}));
+    models::llama_options one_rank = opts;
+    one_rank.data_axis = one_rank.tensor_axis = "";
+    m.single = compile_graph(models::llama<hf_mesh>(one_rank));
     m.sizes = [c](std::int64_t batch, std::int64_t seq) { return c.sizes(batch, seq); };
     m.weights = [checkpoint, v = m.vocab](auto bytes) { return hf_llama_weights(checkpoint, bytes, v); };
   } else {

@@ -121,8 +121,10 @@ inline void read_slice(const safetensors_file& file, const hf_location& loc,
 }
 
 // `prefix`: "transformer." as GPT2LMHeadModel saves, or "" as the GPT2Model files of the hub's gpt2.
+// An untied head (tie_word_embeddings false) is "lm_head.weight", outside the transformer.
 inline hf_location gpt2_location(std::string_view name, std::int64_t model, const std::string& prefix) {
   std::string n(name);
+  if (n == "lm_head.weight") return {n, 0};
   for (const char* part : {"q", "k", "v"}) {
     std::string marker = std::string(".attn.") + part + ".";
     if (auto at = n.find(marker); at != std::string::npos) {
@@ -134,16 +136,22 @@ inline hf_location gpt2_location(std::string_view name, std::int64_t model, cons
 }
 
 // The shape of the file tensor that GPT-2 parameter `name` (of shape `global`) is read from: the
-// same, but c_attn three q/k/v blocks wide, and wte `vocab` rows when vocab > 0 (config.json's
-// vocab_size, which the model pads past).
+// same, but c_attn three q/k/v blocks wide, and wte (and an untied lm_head) `vocab` rows when
+// vocab > 0 (config.json's vocab_size, which the model pads past).
 inline std::vector<std::int64_t> gpt2_file_shape(std::string_view name, std::vector<std::int64_t> global,
                                                  std::int64_t model, std::int64_t vocab) {
   const bool qkv = name.find(".attn.q.") != std::string_view::npos ||
                    name.find(".attn.k.") != std::string_view::npos ||
                    name.find(".attn.v.") != std::string_view::npos;
   if (qkv && !global.empty()) global.back() = size_product(3, model, "3 * n_embd");
-  if (name == "wte.weight" && vocab > 0 && !global.empty()) global[0] = vocab;
+  const bool table = name == "wte.weight" || name == "lm_head.weight";
+  if (table && vocab > 0 && !global.empty()) global[0] = vocab;
   return global;
+}
+
+// models::llama's names are LlamaForCausalLM's without "model.", the head's aside.
+inline std::string llama_location(std::string_view name) {
+  return name == "lm_head.weight" ? std::string(name) : "model." + std::string(name);
 }
 
 }  // namespace detail
@@ -186,17 +194,21 @@ inline weight_source hf_gpt2_weights(const std::shared_ptr<const safetensors_fil
 }
 
 // LlamaForCausalLM tensors ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight") for models::llama.
-// A checkpoint without lm_head.weight ties it to the embedding (tie_word_embeddings, as Llama 3.2 1B).
+// A model compiled with tie_word_embeddings (as Llama 3.2 1B) asks for no lm_head.weight: its head
+// is embed_tokens. A checkpoint without lm_head.weight for an untied model is refused by name.
 // `vocab` as for hf_gpt2_weights: the rows of embed_tokens and lm_head in the file.
 inline weight_source hf_llama_weights(std::shared_ptr<const safetensors_checkpoint> checkpoint,
                                       std::shared_ptr<std::atomic<std::uint64_t>> bytes_read = nullptr,
                                       std::int64_t vocab = 0) {
-  const bool tied = hf_llama_tied(*checkpoint);
-  return [checkpoint, bytes_read, tied, vocab](std::string_view name, const tensor_slice& slice,
-                                               host_tensor& out) {
-    const std::string hf = name != "lm_head.weight" ? "model." + std::string(name)
-                           : tied                   ? "model.embed_tokens.weight"
-                                                    : std::string(name);
+  return [checkpoint, bytes_read, vocab](std::string_view name, const tensor_slice& slice, host_tensor& out) {
+    const std::string hf = detail::llama_location(name);
+    if (hf == "lm_head.weight" && !checkpoint->contains(hf) &&
+        checkpoint->contains("model.embed_tokens.weight"))
+      fail("hf_llama_weights: lm_head.weight",
+           "is missing, and the model was compiled with an untied head (tie_word_embeddings false)",
+           "set \"tie_word_embeddings\": true in config.json if the head is the embedding (then compile with "
+           "llama_options::tie_word_embeddings = true, as open_hf_model does), or give the checkpoint's "
+           "lm_head.weight");
     std::vector<std::int64_t> file_shape = slice.global;
     const bool table = name == "embed_tokens.weight" || name == "lm_head.weight";
     if (table && vocab > 0 && !file_shape.empty()) file_shape[0] = vocab;

@@ -5,6 +5,7 @@
 //   input_ids (batch, seq) --embedding(wte, vocab-parallel)--> + wpe
 //     --repeat "h" x layers: [ x + c_proj(attention(split q,k,v (column parallel))) (row parallel)
 //                              x + mlp.c_proj(gelu(c_fc(ln_2 x))) ] --ln_f--> logits = x wte^T
+//   (or x lm_head^T with tie_word_embeddings = false)
 //   loss = cross_entropy(logits, targets)
 //
 // Attention q, k, v are separate (model, model) weights; HF's fused c_attn is split on load.
@@ -25,12 +26,17 @@ struct gpt2_options {
   double layer_norm_eps = 1e-5;
   std::string_view data_axis = "dp";    // empty: no data parallelism in this mesh
   std::string_view tensor_axis = "tp";  // empty: no tensor parallelism in this mesh
+  // true: logits = x wte^T (GPT-2's tied head); false: a separate lm_head.weight (vocab, model).
+  bool tie_word_embeddings = true;
+  // true: attention scores scaled by 1/sqrt(head_dim); false: unscaled (HF's scale_attn_weights).
+  bool scale_attn_weights = true;
 };
 
 // The vocabulary is padded from GPT-2's 50257 to 50304 (a multiple of 128, as llm.c and Megatron-LM
 // do) so that it divides evenly over tensor-parallel ranks; the extra rows are never a target.
 struct gpt2_config {
   std::int64_t vocab = 50304, positions = 1024, model = 768, heads = 12, layers = 12;
+  std::int64_t ffn = 0;  // the MLP width (HF's n_inner); 0: 4 * model
   static constexpr gpt2_config small() { return {}; }                            // 124M parameters
   static constexpr gpt2_config medium() { return {50304, 1024, 1024, 16, 24}; }  // 350M
   model_sizes sizes(std::int64_t batch, std::int64_t seq) const {
@@ -38,7 +44,9 @@ struct gpt2_config {
     s.set(size_symbol::batch, batch).set(size_symbol::seq, seq).set(size_symbol::vocab, vocab);
     s.set(size_symbol::positions, positions).set(size_symbol::model, model).set(size_symbol::heads, heads);
     s.set(size_symbol::kv_heads, heads).set(size_symbol::layers, layers);
-    s.set(size_symbol::ffn, model > 0 ? checked_multiply(4, model, "gpt2_config: ffn = 4 * model") : model);
+    s.set(size_symbol::ffn, ffn > 0     ? ffn
+                            : model > 0 ? checked_multiply(4, model, "gpt2_config: ffn = 4 * model")
+                                        : model);
     if (heads > 0 && model % heads != 0)
       fail("gpt2_config",
            "model = " + std::to_string(model) + " is not divisible by heads = " + std::to_string(heads),
@@ -85,7 +93,7 @@ constexpr graph gpt2(gpt2_options o = {}) {
     tensor q = split_heads(column("attn.q.weight", "attn.q.bias"));
     tensor k = split_heads(column("attn.k.weight", "attn.k.bias"));
     tensor v = split_heads(column("attn.v.weight", "attn.v.bias"));
-    tensor a = merge_heads(attention(q, k, v));
+    tensor a = merge_heads(attention(q, k, v, o.scale_attn_weights ? 0.0 : 1.0));
     a = linear(a, param_on(b, "attn.c_proj.weight", {attn, model}, tp, shard<0>), b.param("attn.c_proj.bias", {model}));
     x = x + a;
     b.pop_scope();
@@ -100,7 +108,9 @@ constexpr graph gpt2(gpt2_options o = {}) {
   });
 
   x = layer_norm(x, g.param("ln_f.weight", {model}), g.param("ln_f.bias", {model}), o.layer_norm_eps);
-  tensor logits = rename(linear(x, wte, weight_layout::out_in), "lm_head");  // tied: logits = x wte^T
+  // tied: logits = x wte^T; untied: x lm_head^T, lm_head (vocab, model) vocab-parallel as wte
+  tensor head = o.tie_word_embeddings ? wte : param_on(g, "lm_head.weight", {vocab, model}, tp, shard<0>);
+  tensor logits = rename(linear(x, head, weight_layout::out_in), "lm_head");
   output(cross_entropy(logits, targets), "loss");
   output(logits, "logits");
   return g.finish();

@@ -7,6 +7,7 @@
 //   input_ids --embed_tokens--> repeat "layers" x layers:
 //       [ x + o_proj(attention(rope(q), rope(k), v)) ;  x + down(silu(gate h) * up h) ]
 //   --norm--> logits = lm_head x ;  loss = cross_entropy(logits, targets)
+// Options: biases on the attention and MLP projections, and the head tied to embed_tokens.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -24,21 +25,30 @@ struct llama_options {
   double rope_theta = 10000.0;
   std::string_view data_axis = "dp";
   std::string_view tensor_axis = "tp";
+  bool tie_word_embeddings = false;  // true: logits = x embed_tokens^T, no lm_head.weight
+  bool attention_bias = false;       // biases on q, k, v and o_proj (HF's attention_bias)
+  bool mlp_bias = false;             // biases on gate, up and down_proj (HF's mlp_bias)
 };
 
 struct llama_config {
   std::int64_t vocab = 32000, model = 2048, ffn = 5632, heads = 32, kv_heads = 4, layers = 22;
+  std::int64_t head_dim = 0;  // the size of one head (HF's head_dim); 0: model / heads
   static constexpr llama_config tinyllama_1b() { return {}; }  // TinyLlama-1.1B shape
   model_sizes sizes(std::int64_t batch, std::int64_t seq) const {
     model_sizes s;
     s.set(size_symbol::batch, batch).set(size_symbol::seq, seq).set(size_symbol::vocab, vocab);
     s.set(size_symbol::positions, seq).set(size_symbol::model, model).set(size_symbol::ffn, ffn);
     s.set(size_symbol::heads, heads).set(size_symbol::kv_heads, kv_heads).set(size_symbol::layers, layers);
-    if (heads > 0 && model % heads != 0)
-      fail("llama_config",
-           "model = " + std::to_string(model) + " is not divisible by heads = " + std::to_string(heads),
-           "give a head count dividing the model width (num_attention_heads dividing hidden_size)");
-    if (heads > 0) s.set(size_symbol::head_dim, model / heads);
+    if (head_dim > 0) {
+      s.set(size_symbol::head_dim, head_dim);  // HF's head_dim: independent of model / heads
+    } else if (heads > 0) {
+      if (model % heads != 0)
+        fail("llama_config",
+             "model = " + std::to_string(model) + " is not divisible by heads = " + std::to_string(heads),
+             "give a head count dividing the model width (num_attention_heads dividing hidden_size), or "
+             "head_dim");
+      s.set(size_symbol::head_dim, model / heads);
+    }
     return s;
   }
 };
@@ -57,31 +67,48 @@ constexpr graph llama(llama_options o = {}) {
   };
   tensor ids = data_input("input_ids");
   tensor targets = data_input("targets");
-  tensor x = embedding(ids, param_on(g, "embed_tokens.weight", {vocab, model}, tp, shard<0>));
+  tensor table = param_on(g, "embed_tokens.weight", {vocab, model}, tp, shard<0>);
+  tensor x = embedding(ids, table);
+  // Without biases the residual stream stays Partial on tp through the layers (a norm sums it
+  // where it needs it whole). A row-parallel projection's bias is added to the summed product, so
+  // with biases the stream is Replicate: summed once here, then after each row-parallel product.
+  if ((o.attention_bias || o.mlp_bias) && !tp.empty()) x = redistribute(x, detail::on_axis(tp, replicate));
 
   x = repeat("layers", x, [&](graph_builder& b, tensor x) {
+    // A projection x w^T (+ b when `bias`): column parallel (w sharded by rows, the output's
+    // columns) or row parallel (w sharded by columns; the output Partial, the bias added once).
+    auto project = [&](tensor in, std::string_view w, extent out, extent from, bool column, bool bias) {
+      tensor y = linear(in, param_on(b, w, {out, from}, tp, column ? shard<0> : shard<1>), hf);
+      if (!bias) return y;
+      std::string_view stem = w.substr(0, w.size() - std::string_view(".weight").size());
+      name_buffer bias_name(stem);
+      bias_name.append(".bias");
+      return add_bias(
+          y, column ? param_on(b, bias_name.view(), {out}, tp, shard<0>) : b.param(bias_name.view(), {out}));
+    };
     b.push_scope("self_attn");
     tensor h = rms_norm(x, b.param("input_layernorm.weight", {model}), o.rms_norm_eps);
     auto column = [&](std::string_view w, extent heads_of) {
-      return split_heads(linear(h, param_on(b, w, {heads_of * head_dim, model}, tp, shard<0>), hf));
+      return split_heads(project(h, w, heads_of * head_dim, model, true, o.attention_bias));
     };
     tensor q = rope(column("self_attn.q_proj.weight", heads), o.rope_theta);
     tensor k = rope(column("self_attn.k_proj.weight", kv_heads), o.rope_theta);
     tensor v = column("self_attn.v_proj.weight", kv_heads);
     tensor a = merge_heads(attention(q, k, v));
-    x = x + linear(a, param_on(b, "self_attn.o_proj.weight", {model, heads * head_dim}, tp, shard<1>), hf);
+    x = x + project(a, "self_attn.o_proj.weight", model, heads * head_dim, false, o.attention_bias);
     b.pop_scope();
     b.push_scope("mlp");
     h = rms_norm(x, b.param("post_attention_layernorm.weight", {model}), o.rms_norm_eps);
-    tensor gate = linear(h, param_on(b, "mlp.gate_proj.weight", {ffn, model}, tp, shard<0>), hf);
-    tensor up = linear(h, param_on(b, "mlp.up_proj.weight", {ffn, model}, tp, shard<0>), hf);
-    x = x + linear(silu(gate) * up, param_on(b, "mlp.down_proj.weight", {model, ffn}, tp, shard<1>), hf);
+    tensor gate = project(h, "mlp.gate_proj.weight", ffn, model, true, o.mlp_bias);
+    tensor up = project(h, "mlp.up_proj.weight", ffn, model, true, o.mlp_bias);
+    x = x + project(silu(gate) * up, "mlp.down_proj.weight", model, ffn, false, o.mlp_bias);
     b.pop_scope();
     return x;
   });
 
   x = rms_norm(x, g.param("norm.weight", {model}), o.rms_norm_eps);
-  tensor logits = linear(x, param_on(g, "lm_head.weight", {vocab, model}, tp, shard<0>), hf);
+  tensor head = o.tie_word_embeddings ? table : param_on(g, "lm_head.weight", {vocab, model}, tp, shard<0>);
+  tensor logits = rename(linear(x, head, hf), "lm_head");
   output(cross_entropy(logits, targets), "loss");
   output(logits, "logits");
   return g.finish();

@@ -208,9 +208,9 @@ class gradient_builder {
         return accumulate(x, make(op::split_heads, {dy}, i));
       case op::attention: {
         const int k = n.inputs[1], v = n.inputs[2];
-        accumulate(x, make(op::attention_grad_q, {x, k, v, dy}, x));
-        accumulate(k, make(op::attention_grad_k, {x, k, v, dy}, k));
-        return accumulate(v, make(op::attention_grad_v, {x, k, v, dy}, v));
+        accumulate(x, make(op::attention_grad_q, {x, k, v, dy}, x, n.scalar));  // scalar: the scale
+        accumulate(k, make(op::attention_grad_k, {x, k, v, dy}, k, n.scalar));
+        return accumulate(v, make(op::attention_grad_v, {x, k, v, dy}, v, n.scalar));
       }
       case op::softmax:
         return accumulate(x, make(op::softmax_grad, {i, dy}, i));

@@ -36,10 +36,12 @@ inline void check_attention_sizes(const char* where, std::int64_t batch, std::in
 
 // q (batch, heads, seq, head_dim); k, v (batch, kv_heads, seq, head_dim); out (batch, heads, seq, head_dim).
 // Query head h reads kv head h / (heads / kv_heads), as HF repeat_kv. Token i attends to tokens
-// 0..i only; scale = 1 / sqrt(head_dim). out must not overlap q, k or v.
+// 0..i only; the scores are scaled by `scale`, 0 meaning 1 / sqrt(head_dim). out must not overlap
+// q, k or v.
 template <class T>
 void causal_attention(const T* q, const T* k, const T* v, T* out, std::int64_t batch, std::int64_t heads,
-                      std::int64_t kv_heads, std::int64_t seq, std::int64_t head_dim) {
+                      std::int64_t kv_heads, std::int64_t seq, std::int64_t head_dim,
+                      double scale_or_zero = 0.0) {
   constexpr auto where = "cpu::causal_attention";
   detail::check_attention_sizes(where, batch, heads, kv_heads, seq, head_dim);
   detail::check_pointer(where, "q", q, batch * heads * seq * head_dim);
@@ -50,7 +52,7 @@ void causal_attention(const T* q, const T* k, const T* v, T* out, std::int64_t b
 
   using const_map = Eigen::Map<const row_major_matrix<T>>;
   const std::int64_t group = heads / kv_heads;
-  const T scale = T(1 / std::sqrt(double(head_dim)));
+  const T scale = T(scale_or_zero != 0.0 ? scale_or_zero : 1 / std::sqrt(double(head_dim)));
   row_major_matrix<T> scores(seq, seq);  // (seq, seq) scores, then weights, of one head
 
   for (std::int64_t b = 0; b < batch; ++b) {

@@ -328,7 +328,8 @@ class backend {
       case op::split_heads: return split_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::merge_heads: return merge_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::attention:
-        return causal_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3], d[4]);
+        return causal_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3], d[4],
+                                c.scalar);
       case op::cross_entropy:
         out[0] = static_cast<T>(cross_entropy_sum(in<T>(c, 0), c.in[1]->as<std::int64_t>(), d[0], d[1]) /
                                 static_cast<double>(d[2]));
@@ -403,7 +404,8 @@ class backend {
         T* dq = scratch(q_size + 2 * kv_size);
         T* dk = dq + q_size;
         T* dv = dk + kv_size;
-        causal_attention_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), in<T>(c, 3), dq, dk, dv, d[0], d[1], d[2], d[3], d[4]);
+        causal_attention_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), in<T>(c, 3), dq, dk, dv, d[0], d[1],
+                                  d[2], d[3], d[4], c.scalar);
         const T* wanted = c.kind == op::attention_grad_q ? dq : c.kind == op::attention_grad_k ? dk : dv;
         std::memcpy(out, wanted, out_bytes);
         return;

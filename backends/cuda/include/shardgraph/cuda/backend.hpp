@@ -1434,11 +1434,13 @@ class backend {
   // query heads it serves is one (group * seq, head_dim) matrix, so GQA needs no copies of k, v.
   struct attention_shape {
     std::int64_t batch, heads, kv_heads, seq, head_dim, group, products, rows;
+    double scale;  // of the scores (compute::attention_scale)
   };
   static attention_shape attention_of(const call_t& c) {
     const std::int64_t* d = c.dims;
     const std::int64_t group = d[2] > 0 ? d[1] / d[2] : 1;
-    return {d[0], d[1], d[2], d[3], d[4], group, d[0] * d[2], group * d[3]};
+    const double scale = compute::attention_scale(c.scalar, d[4]);
+    return {d[0], d[1], d[2], d[3], d[4], group, d[0] * d[2], group * d[3], scale};
   }
   // Scores and their gradients in the inputs' dtype (16-bit products accumulate in f32 and round
   // once, as PyTorch's unfused attention under autocast), halving the traffic of f32 scores.
@@ -1478,20 +1480,20 @@ class backend {
             .stride_c = a.seq * a.head_dim};
   }
 
-  // S = Q K^T (scores, f32/f64), then P = causal softmax(S / sqrt(head_dim)) in the inputs' dtype.
+  // S = Q K^T (scores, f32/f64), then P = causal softmax(S * scale) in the inputs' dtype.
   template <class C>
   void attention_probabilities(const buffer& q, const buffer& k, const attention_shape& a, void* scores,
                                void* p) {
     const dtype t = q.type(), st = score_type(t);
     product(q.data(), t, k.data(), k.type(), scores, st, scores_product(a), "attention scores");
-    const C scale = C(1 / std::sqrt(static_cast<double>(a.head_dim)));
+    const C scale = C(a.scale);
     kernels::softmax_kernel<C>
         <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, stream()>>>(
             kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.seq, a.seq, true, scale);
   }
 
   static kernels::flash::shape flash_shape_of(const call_t& c, const attention_shape& a) {
-    const double scale = 1 / std::sqrt(static_cast<double>(a.head_dim));
+    const double scale = a.scale;
     return {.batch = static_cast<int>(a.batch),
             .heads = static_cast<int>(a.heads),
             .kv_heads = static_cast<int>(a.kv_heads),
@@ -1554,7 +1556,8 @@ class backend {
             .seq = a.seq,
             .head_dim = a.head_dim,
             .type = c.in[0]->type(),
-            .token_major = c.token_major};
+            .token_major = c.token_major,
+            .scale = a.scale};
   }
   // cuDNN's workspace for the forward and the backward of s: one region, so that the backward does
   // not grow it after a step was recorded.
@@ -1690,9 +1693,9 @@ class backend {
     void* p = state_->scratch.get(scratch_use::probabilities, score_elements * dtype_size(t));
     void* ds = state_->scratch.get(scratch_use::score_gradients, score_elements * dtype_size(t));
     attention_probabilities<C>(q, k, a, scores, p);
-    // dP = dO V^T into the scores' memory; dS = P (dP - rowsum(dP P)) / sqrt(head_dim)
+    // dP = dO V^T into the scores' memory; dS = P (dP - rowsum(dP P)) * scale
     product(dout.data(), t, v.data(), t, scores, st, scores_product(a), "attention dP");
-    const C scale = C(1 / std::sqrt(static_cast<double>(a.head_dim)));
+    const C scale = C(a.scale);
     kernels::softmax_grad_kernel<C>
         <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, stream()>>>(
             kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.seq, a.seq, true, scale);

@@ -32,8 +32,9 @@ class cudnn_attention {
     std::int64_t batch, heads, seq, head_dim;
     dtype type;
     bool token_major;
-    using key_type = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, dtype, bool>;
-    key_type key() const { return {batch, heads, seq, head_dim, type, token_major}; }
+    double scale;  // of the scores: 1 / sqrt(head_dim) unless the model says otherwise
+    using key_type = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, dtype, bool, double>;
+    key_type key() const { return {batch, heads, seq, head_dim, type, token_major, scale}; }
   };
 
   static constexpr std::size_t oldest_cudnn = 90600;  // cudnnGetVersion() of 9.6.0
@@ -149,9 +150,7 @@ class cudnn_attention {
   static cudnnDataType_t element_type(const shape& s) {
     return s.type == dtype::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   }
-  static float scale_of(const shape& s) {
-    return static_cast<float>(1 / std::sqrt(static_cast<double>(s.head_dim)));
-  }
+  static float scale_of(const shape& s) { return static_cast<float>(s.scale); }
 
   // scores with the keys after each query replaced by `fill`: row index >= column index kept.
   static cudnn_graph::tensor_ref causal(cudnn_graph& g, const cudnn_graph::tensor_ref& scores) {

@@ -23,13 +23,13 @@
 namespace shardgraph::cpu {
 
 // q, dout, dq (batch, heads, seq, head_dim); k, v, dk, dv (batch, kv_heads, seq, head_dim); the
-// sizes, causal mask, scale 1 / sqrt(head_dim) and head grouping (query head h reads kv head
+// sizes, causal mask, scale (0: 1 / sqrt(head_dim)) and head grouping (query head h reads kv head
 // h / (heads / kv_heads)) are those of causal_attention. dq, dk and dv are written (dk and dv hold
 // the sum over the query heads of each group); none of them may overlap q, k, v, dout or each other.
 template <class T>
 void causal_attention_backward(const T* q, const T* k, const T* v, const T* dout, T* dq, T* dk, T* dv,
                                std::int64_t batch, std::int64_t heads, std::int64_t kv_heads,
-                               std::int64_t seq, std::int64_t head_dim) {
+                               std::int64_t seq, std::int64_t head_dim, double scale_or_zero = 0.0) {
   constexpr auto where = "cpu::causal_attention_backward";
   detail::check_attention_sizes(where, batch, heads, kv_heads, seq, head_dim);
   const std::int64_t q_elements = batch * heads * seq * head_dim;
@@ -49,7 +49,7 @@ void causal_attention_backward(const T* q, const T* k, const T* v, const T* dout
   using const_map = Eigen::Map<const row_major_matrix<T>>;
   using map = Eigen::Map<row_major_matrix<T>>;
   const std::int64_t group = heads / kv_heads;
-  const T scale = T(1 / std::sqrt(double(head_dim)));
+  const T scale = T(scale_or_zero != 0.0 ? scale_or_zero : 1 / std::sqrt(double(head_dim)));
   // (seq, seq) of one head; only the lower triangle (j <= i) is meaningful in either.
   row_major_matrix<T> weights(seq, seq);   // P
   row_major_matrix<T> gradient(seq, seq);  // dP, then dS
