@@ -142,9 +142,9 @@ int main(int argc, char** argv) {
       const float one = 1;
       gpu.upload(seed, &one);
       call forward =
-          make_call(op::cross_entropy, dtype::f32, loss, {&logits, &targets}, {tokens, vocab, tokens});
+          make_call(op::cross_entropy, dtype::f32, loss, {&logits, &targets}, {tokens, vocab, vocab, tokens, -100});
       call gradient = make_call(op::cross_entropy_grad, dtype::bf16, logits, {&logits, &targets, &seed},
-                                {tokens, vocab, tokens});
+                                {tokens, vocab, vocab, tokens, -100});
       call together = forward;
       together.logits_grad = &logits;
       forward.output_kept = true;  // the gradient reads the kept log-sum-exp

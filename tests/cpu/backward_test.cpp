@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -575,6 +576,38 @@ TEST_CASE("cross_entropy_backward rejects a target outside the vocabulary before
                                                std::nan(""));
                  }),
                  "scale is infinite or NaN"));
+}
+
+TEST_CASE("cross_entropy_backward gives a padded vocabulary's columns and ignored rows no gradient", "[cpu]") {
+  const int64_t rows = 4, classes = 5, vocab = 8;
+  const std::vector<std::int64_t> targets = {4, 7, 0, 7};  // 7: this loss's ignore index, not a class
+  const cpu::cross_entropy_targets which{.classes = classes, .ignore_index = 7};
+  const double scale = 0.5;
+  auto logits = random_values(rows * vocab, 37, -3, 3);
+  for (int64_t i = 0; i < rows; ++i) logits[std::size_t(i * vocab + classes)] = 50;  // a padding column
+  const auto numeric = numeric_gradient(
+      [&](const vector& v) {
+        return scale * cpu::cross_entropy_sum(v.data(), targets.data(), rows, vocab, nullptr, which);
+      },
+      logits);
+  vector dlogits(logits.size(), 3.0);
+  cpu::cross_entropy_backward(logits.data(), targets.data(), dlogits.data(), rows, vocab, scale, which);
+  CHECK(relative_error(dlogits, numeric) <= finite_difference_tolerance);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < vocab; ++j) {
+      CAPTURE(i, j);
+      if (j >= classes || targets[std::size_t(i)] == 7) CHECK(dlogits[std::size_t(i * vocab + j)] == 0);
+    }
+  // each row's class columns sum to 0: the padding took no probability
+  for (int64_t i : {int64_t(0), int64_t(2)}) {
+    double sum = 0;
+    for (int64_t j = 0; j < classes; ++j) sum += dlogits[std::size_t(i * vocab + j)];
+    CHECK(std::abs(sum) <= 1e-15);
+  }
+  // a mean over no target divides by 0, but every row is ignored: the gradient is 0, not an error
+  const std::vector<std::int64_t> all_ignored = {7, 7, 7, 7};
+  cpu::cross_entropy_backward(logits.data(), all_ignored.data(), dlogits.data(), rows, vocab, std::numeric_limits<double>::infinity(), which);
+  CHECK(dlogits == vector(dlogits.size(), 0.0));
 }
 
 TEST_CASE("split_heads and merge_heads are each other's transpose, so each is the other's backward",

@@ -500,6 +500,40 @@ TEST_CASE("cross_entropy_sum rejects a target outside the vocabulary", "[cpu]") 
                  "shardgraph: cpu::cross_entropy_sum: target 4 of row 1 is outside the vocabulary [0, 4)"));
 }
 
+TEST_CASE("cross_entropy_sum leaves a padded vocabulary's columns out and honours the ignore index given",
+          "[cpu]") {
+  // 3 rows of 5 classes padded to 8 columns; the padding holds large logits that would dominate the
+  // log-sum-exp if they were counted.
+  const int64_t rows = 3, classes = 5, vocab = 8;
+  const auto real = random_values<double>(rows * classes, 29, -3, 3);
+  std::vector<double> padded(std::size_t(rows * vocab), 40.0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < classes; ++j) padded[std::size_t(i * vocab + j)] = real[std::size_t(i * classes + j)];
+  const std::vector<std::int64_t> targets = {4, -1, 0};  // -1 is this loss's ignore index
+  const cpu::cross_entropy_targets which{.classes = classes, .ignore_index = -1};
+  int64_t counted = 0;
+  const double loss = cpu::cross_entropy_sum(padded.data(), targets.data(), rows, vocab, &counted, which);
+  const double unpadded = cpu::cross_entropy_sum(real.data(), targets.data(), rows, classes, nullptr, which);
+  CHECK(counted == 2);
+  CHECK(std::abs(loss - unpadded) <= 1e-14 * std::abs(unpadded));
+  // -100 is a target like any other when the ignore index is -1
+  const std::vector<std::int64_t> default_ignored = {4, -100, 0};
+  CHECK(contains(thrown_message([&] {
+                   cpu::cross_entropy_sum(padded.data(), default_ignored.data(), rows, vocab, nullptr, which);
+                 }),
+                 "target -100 of row 1 is outside the vocabulary [0, 5)"));
+  // a padding column is no class
+  const std::vector<std::int64_t> padding_target = {4, 5, 0};
+  CHECK(contains(thrown_message([&] {
+                   cpu::cross_entropy_sum(padded.data(), padding_target.data(), rows, vocab, nullptr, which);
+                 }),
+                 "target 5 of row 1 is outside the vocabulary [0, 5)"));
+  CHECK(contains(thrown_message([&] {
+                   cpu::cross_entropy_sum(padded.data(), targets.data(), rows, vocab, nullptr, {.classes = 9});
+                 }),
+                 "classes = 9 is not in [1, vocab = 8]"));
+}
+
 TEST_CASE("the kernels reject negative sizes and missing buffers with a shardgraph error", "[cpu]") {
   std::vector<double> buffer(16);
   double* p = buffer.data();

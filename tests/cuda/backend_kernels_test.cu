@@ -791,12 +791,13 @@ TEST_CASE(
   // the loss must change that gradient (the kept statistics are of the old logits).
   using buffer = sg::cuda::backend::buffer;
   sg::cuda::backend cuda;
-  const std::int64_t rows = 37, vocab = 96, global_rows = 2 * rows;  // vocab: whole 16-byte vectors
+  // vocab: whole 16-byte vectors, the last 5 columns padding
+  const std::int64_t rows = 37, vocab = 96, classes = 91, global_rows = 2 * rows;
   for (const dtype t : every_dtype) {
     SECTION(std::string(sg::dtype_name(t))) {
       const dtype loss_type = t == dtype::bf16 ? dtype::f32 : t;
       buffer logits = make_buffer(cuda, random_tensor(t, rows * vocab, 4, -3, 3));
-      buffer targets = make_buffer(cuda, id_tensor(targets_for(rows, vocab)));
+      buffer targets = make_buffer(cuda, id_tensor(targets_for(rows, classes)));
       buffer loss = cuda.allocate(loss_type, 1);
       buffer loss_gradient = make_buffer(cuda, host_tensor{loss_type, {2.5}});
       sg::compute::kernel_call<buffer> forward;
@@ -806,7 +807,7 @@ TEST_CASE(
       forward.in[0] = &logits;
       forward.in[1] = &targets;
       forward.output_kept = true;
-      set_dims(forward, {rows, vocab, global_rows});
+      set_dims(forward, {rows, vocab, classes, global_rows, -100});
       cuda.run(forward);
       const auto gradient = [&](bool read_kept) {
         buffer d = cuda.allocate(t, rows * vocab);
@@ -818,7 +819,7 @@ TEST_CASE(
         call.in[1] = &targets;
         call.in[2] = &loss_gradient;
         if (read_kept) call.side = &loss;
-        set_dims(call, {rows, vocab, global_rows});
+        set_dims(call, {rows, vocab, classes, global_rows, -100});
         cuda.run(call);
         return values_of(cuda, d);
       };
@@ -839,16 +840,17 @@ TEST_CASE(
     "in place and not",
     "[cuda][gpu]") {
   // kernel_call::logits_grad on the loss: one kernel where the rows are whole 16-byte vectors ((37,
-  // 96) and a GPT-2 row of 50304), the two kernels in turn otherwise ((5, 300)); the gradient is
-  // the one for a loss gradient of 1, written into its own buffer or over the logits.
+  // 96) and a GPT-2 row of 50304 padding 50257 classes), the two kernels in turn otherwise ((5,
+  // 300)); the gradient is the one for a loss gradient of 1, written into its own buffer or over the
+  // logits; the padding columns' gradient is zero.
   using buffer = sg::cuda::backend::buffer;
   sg::cuda::backend cuda;
   struct loss_size {
     std::string name;
-    std::int64_t rows, vocab;
+    std::int64_t rows, vocab, classes;
   };
-  for (const loss_size& s :
-       {loss_size{"(37, 96)", 37, 96}, loss_size{"(5, 300)", 5, 300}, loss_size{"(6, 50304)", 6, 50304}})
+  for (const loss_size& s : {loss_size{"(37, 96)", 37, 96, 96}, loss_size{"(5, 300) of 297", 5, 300, 297},
+                             loss_size{"(6, 50304) of 50257", 6, 50304, 50257}})
     for (const dtype t : every_dtype)
       for (const bool in_place : {false, true}) {
         SECTION(s.name + " " + std::string(sg::dtype_name(t)) + (in_place ? " in place" : "")) {
@@ -856,7 +858,7 @@ TEST_CASE(
           const dtype loss_type = t == dtype::bf16 ? dtype::f32 : t;
           const host_tensor logits_values = random_tensor(t, s.rows * s.vocab, 5, -3, 3);
           buffer logits = make_buffer(cuda, logits_values);
-          buffer targets = make_buffer(cuda, id_tensor(targets_for(s.rows, s.vocab)));
+          buffer targets = make_buffer(cuda, id_tensor(targets_for(s.rows, s.classes)));
           buffer one = make_buffer(cuda, host_tensor{loss_type, {1.0}});
           const auto call_of = [&](op kind, buffer& result) {
             sg::compute::kernel_call<buffer> call;
@@ -866,7 +868,7 @@ TEST_CASE(
             call.in[0] = &logits;
             call.in[1] = &targets;
             if (kind == op::cross_entropy_grad) call.in[2] = &one;
-            set_dims(call, {s.rows, s.vocab, global_rows});
+            set_dims(call, {s.rows, s.vocab, s.classes, global_rows, -100});
             return call;
           };
           buffer loss_apart = cuda.allocate(loss_type, 1);
@@ -893,6 +895,9 @@ TEST_CASE(
           const std::vector<double> g = values_of(cuda, *together.logits_grad);
           CHECK(
               std::all_of(g.begin() + 2 * s.vocab, g.begin() + 3 * s.vocab, [](double x) { return x == 0; }));
+          for (std::int64_t r = 0; r < s.rows; ++r)  // and so is every padding column's
+            CHECK(std::all_of(g.begin() + r * s.vocab + s.classes, g.begin() + (r + 1) * s.vocab,
+                              [](double x) { return x == 0; }));
           if (!in_place) CHECK(values_of(cuda, logits) == values_of(cuda, make_buffer(cuda, logits_values)));
         }
       }
@@ -902,20 +907,25 @@ TEST_CASE("cuda backend: cross_entropy and its gradient match the cpu backend", 
   both_backends b;
   struct loss_size {
     std::string name;
-    std::int64_t rows, vocab;
+    std::int64_t rows, vocab, classes, ignore_index;
   };
-  // Row 2 is ignored (-100); global_rows is twice the local rows, as on one of two data-parallel ranks.
-  for (const loss_size& s : {loss_size{"(37, 96)", 37, 96}, loss_size{"(5, 300)", 5, 300}}) {
+  // Row 2 is ignored; the divisor (global_rows) is twice the local rows, as on one of two
+  // data-parallel ranks. The padded vocabularies' columns past `classes` are left out, by the vector
+  // kernels (37, 96) and by the others (5, 300); -1 as the ignore index, as a user may set it.
+  for (const loss_size& s : {loss_size{"(37, 96)", 37, 96, 96, -100}, loss_size{"(5, 300)", 5, 300, 300, -100},
+                             loss_size{"(37, 96) of 61", 37, 96, 61, -100},
+                             loss_size{"(5, 300) of 297, ignoring -1", 5, 300, 297, -1}}) {
     const std::int64_t global_rows = 2 * s.rows;
+    std::vector<std::int64_t> targets = targets_for(s.rows, s.classes);
+    targets[2] = s.ignore_index;
     in_each_dtype("cross_entropy " + s.name + ", a row ignored", loss_tolerance, [&](dtype t) {
       // logits (rows, vocab) in t, targets (rows) i64; the loss (one element) is f32 under bf16 logits
       const dtype loss_type = t == dtype::bf16 ? dtype::f32 : t;
       return b.difference(
           loss_type, 1,
-          {random_tensor(t, s.rows * s.vocab, 1, -3, 3), id_tensor(targets_for(s.rows, s.vocab))},
-          [&](auto& call, auto&) {
+          {random_tensor(t, s.rows * s.vocab, 1, -3, 3), id_tensor(targets)}, [&](auto& call, auto&) {
             call.kind = op::cross_entropy;
-            set_dims(call, {s.rows, s.vocab, global_rows});
+            set_dims(call, {s.rows, s.vocab, s.classes, global_rows, s.ignore_index});
           });
     });
     in_each_dtype("cross_entropy_grad " + s.name + ", a row ignored", elementwise, [&](dtype t) {
@@ -923,11 +933,11 @@ TEST_CASE("cuda backend: cross_entropy and its gradient match the cpu backend", 
       // under bf16 logits, as the loss it is the gradient of
       const dtype loss_type = t == dtype::bf16 ? dtype::f32 : t;
       return b.difference(t, s.rows * s.vocab,
-                          {random_tensor(t, s.rows * s.vocab, 2, -3, 3),
-                           id_tensor(targets_for(s.rows, s.vocab)), host_tensor{loss_type, {2.5}}},
+                          {random_tensor(t, s.rows * s.vocab, 2, -3, 3), id_tensor(targets),
+                           host_tensor{loss_type, {2.5}}},
                           [&](auto& call, auto&) {
                             call.kind = op::cross_entropy_grad;
-                            set_dims(call, {s.rows, s.vocab, global_rows});
+                            set_dims(call, {s.rows, s.vocab, s.classes, global_rows, s.ignore_index});
                           });
     });
   }
@@ -954,7 +964,7 @@ TEST_CASE("cuda backend: a target outside the vocabulary is an error at the next
     call.in[0] = &f.logits;
     call.in[1] = &f.targets;
     if (kind == op::cross_entropy_grad) call.in[2] = &f.loss_gradient;
-    set_dims(call, {rows, vocab, rows});
+    set_dims(call, {rows, vocab, vocab, rows, -100});
     CHECK(sg::testing::error_of([&] { b.cuda.run(call); }) == "(no error)");
     return f;
   };
@@ -968,7 +978,7 @@ TEST_CASE("cuda backend: a target outside the vocabulary is an error at the next
                  b.difference(dtype::f32, 1, {logits, id_tensor({3, vocab, 1, -100, 7})},
                               [&](auto& call, auto&) {
                                 call.kind = op::cross_entropy;
-                                set_dims(call, {rows, vocab, rows});
+                                set_dims(call, {rows, vocab, vocab, rows, -100});
                               });
                }),
                sg::testing::ContainsSubstring("outside the vocabulary"));
@@ -984,7 +994,7 @@ TEST_CASE("cuda backend: a target outside the vocabulary is an error at the next
   const double difference =
       b.difference(dtype::f32, 1, {logits, id_tensor({3, 0, 1, -100, vocab - 1})}, [&](auto& call, auto&) {
         call.kind = op::cross_entropy;
-        set_dims(call, {rows, vocab, rows});
+        set_dims(call, {rows, vocab, vocab, rows, -100});
       });
   CHECK(difference <= loss_tolerance.f32);
 }

@@ -4,7 +4,12 @@
 Builds small random-weight GPT-2 and LLaMA models in float64, runs one forward and one
 backward pass on fixed random tokens, and saves the weights, inputs, logits, loss and
 parameter gradients as safetensors. README.md beside this file states the layouts and
-conventions. Needs torch and transformers only; safetensors is used when installed.
+conventions. Needs torch and transformers only; the safetensors files are written by hand, in a
+fixed order, so that the same inputs give the same bytes.
+
+Each case (a folder) seeds its own generator, so adding a case changes no other case's files.
+The vocabulary (61) divides no tensor-parallel size in {2, 3, 4}, so sharded runs pad it, and a
+quarter of the targets are the ignore index -100, so the loss's divisor is tested too.
 
     python3 tests/golden/make_golden.py --out tests/golden
 """
@@ -18,23 +23,22 @@ import torch.nn.functional as F
 import transformers
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
-try:
-    from safetensors.torch import save_file
-except ImportError:
-    save_file = None
-
 SEED = 1234
-B, T, V = 4, 16, 96
+B, T, V = 4, 16, 61  # V divides no tp in {2, 3, 4}
+IGNORED = 0.25        # the share of targets set to the ignore index
+IGNORE_INDEX = -100
 SIZE_LIMIT = 2_000_000  # bytes, all files together: the output is committed
 
+# Heads (and LLaMA's key/value heads) divide tp = 2, 3 and 4, so the tests run those layouts.
 CONFIGS = {
     "gpt2": lambda: GPT2Config(
-        vocab_size=V, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+        vocab_size=V, n_positions=32, n_embd=24, n_layer=2, n_head=12,
         activation_function="gelu_new", layer_norm_epsilon=1e-5,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True),
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
+        bos_token_id=0, eos_token_id=0),  # (GPT-2's 50256 is outside this vocabulary)
     "llama": lambda: LlamaConfig(
-        vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=32,
+        vocab_size=V, hidden_size=96, intermediate_size=24, num_hidden_layers=1,
+        num_attention_heads=24, num_key_value_heads=12, max_position_embeddings=32,
         rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
         attention_bias=False, mlp_bias=False, hidden_act="silu"),
 }
@@ -79,9 +83,9 @@ def write_safetensors(tensors, path, metadata):
 
 
 def save(tensors, path, metadata):
-    # Own, contiguous copies: safetensors refuses views and shared storage.
+    # Own, contiguous copies of every tensor (no views, no shared storage).
     tensors = {name: t.detach().contiguous().clone() for name, t in tensors.items()}
-    (save_file or write_safetensors)(tensors, str(path), metadata)
+    write_safetensors(tensors, str(path), metadata)
 
 
 def randomize(model, gen):
@@ -103,13 +107,15 @@ def check_structure(kind, model, params):
     assert model.config._attn_implementation == "eager", model.config._attn_implementation
     assert all(p.dtype == torch.float64 for p in params.values())
     assert set(params) <= set(model.state_dict()), "parameter names must be state_dict names"
+    d = model.config.hidden_size
     if kind == "gpt2":
         assert model.lm_head.weight is model.transformer.wte.weight, "GPT-2 lm_head must be tied"
         assert "lm_head.weight" not in params
-        assert params["transformer.h.0.attn.c_attn.weight"].shape == (32, 96), "Conv1D is (in, out)"
+        assert params["transformer.h.0.attn.c_attn.weight"].shape == (d, 3 * d), "Conv1D is (in, out)"
     else:
         assert "lm_head.weight" in params, "LLaMA lm_head must be its own weight"
-        assert params["model.layers.0.self_attn.k_proj.weight"].shape == (16, 32), "(out, in)"
+        kv = model.config.num_key_value_heads * d // model.config.num_attention_heads
+        assert params["model.layers.0.self_attn.k_proj.weight"].shape == (kv, d), "(out, in)"
         head_dim = model.config.hidden_size // model.config.num_attention_heads
         inv_freq = 1.0 / 10000.0 ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         rotary = model.model.rotary_emb.inv_freq.to(torch.float64)
@@ -168,9 +174,13 @@ def make_option_case(name, out):
 
 def make(kind, out):
     """Writes <out>/<kind>/{model,golden}.safetensors and config.json; returns their paths."""
-    gen = torch.Generator().manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED)  # this case's own: other cases do not move it
     input_ids = torch.randint(0, V, (B, T), generator=gen, dtype=torch.int64)  # (B, T)
     targets = torch.randint(0, V, (B, T), generator=gen, dtype=torch.int64)  # (B, T), not shifted
+    ignored = torch.rand((B, T), generator=gen, dtype=torch.float64) < IGNORED
+    ignored[0, :] = True   # a whole row ignored: a data-parallel rank may count fewer targets
+    ignored[1, :] = False  # and one with none
+    targets[ignored] = IGNORE_INDEX
     model = AutoModelForCausalLM.from_config(CONFIGS[kind](), attn_implementation="eager")
     model = model.double().eval()
     randomize(model, gen)
@@ -178,7 +188,12 @@ def make(kind, out):
     check_structure(kind, model, params)
 
     logits = model(input_ids=input_ids, use_cache=False).logits  # (B, T, V)
-    loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))  # mean over B*T tokens
+    # the mean over the targets that are not IGNORE_INDEX
+    loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+    # HF's own causal-LM loss agrees (to float32, which it computes in), given the targets as
+    # already shifted labels
+    hf_loss = model.loss_function(logits=logits, labels=None, vocab_size=V, shift_labels=targets)
+    assert torch.allclose(hf_loss.double(), loss, rtol=1e-6, atol=0), (hf_loss.item(), loss.item())
     loss.backward()
     assert logits.shape == (B, T, V) and logits.dtype == torch.float64
     assert all(p.grad is not None and p.grad.abs().max() > 0 for p in params.values())
@@ -190,7 +205,8 @@ def make(kind, out):
     golden = {"input_ids": input_ids, "targets": targets, "logits": logits, "loss": loss.reshape(1)}
     golden.update({f"grad.{name}": p.grad for name, p in params.items()})
     metadata = {"torch": torch.__version__, "transformers": transformers.__version__,
-                "B": str(B), "T": str(T)}
+                "B": str(B), "T": str(T), "ignore_index": str(IGNORE_INDEX),
+                "counted": str(int((targets != IGNORE_INDEX).sum()))}
     save(golden, folder / "golden.safetensors", metadata)
     print(f"{kind}: loss {loss.item():.12f}, {sum(p.numel() for p in params.values())} parameters")
     return [folder / "model.safetensors", folder / "config.json", folder / "golden.safetensors"]

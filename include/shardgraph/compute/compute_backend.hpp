@@ -20,7 +20,14 @@
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}
 //   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
 //                                                                   0 for 1/sqrt(head_dim) (attention_scale)
-//   cross_entropy       {rows, vocab, global_rows}              out[0] = sum of -log p / global_rows
+//   cross_entropy       {rows, vocab, classes, divisor, ignore_index}
+//                       out[0] = sum over rows whose target is not ignore_index of
+//                       -log softmax(logits[row][0:classes])[target], / divisor (the targets counted in
+//                       the whole step for a mean, 1 for a sum; 0 for a mean over none: NaN, as torch)
+//   cross_entropy_grad  {rows, vocab, classes, divisor, ignore_index}   (logits, targets, dloss)
+//                       out (rows, vocab) = (softmax(logits[row][0:classes]) - onehot(target)) * dloss[0] /
+//                       divisor; 0 in ignored rows and in the padding columns [classes, vocab). A target
+//                       outside [0, classes) that is not ignore_index is an error.
 //   ones                {numel}                                 out = scalar (the loss scale), 1 if scalar is 0
 // kernel_call::type is the output's dtype. Under mixed precision inputs may be bf16 or f16 while the
 // output is f32 (the loss), and the reverse (the loss gradient's consumers); a kernel computes in

@@ -76,10 +76,22 @@ constexpr tensor merge_heads(tensor x) { return detail::apply_op(op::merge_heads
 constexpr tensor attention(tensor q, tensor k, tensor v, double scale = 0.0) {
   return detail::apply_op(op::attention, {q, k, v}, {}, scale);
 }
-// mean over all (batch, seq) positions of -log softmax(logits)[target]: logits (batch, seq, vocab),
-// targets (batch, seq) -> scalar
-constexpr tensor cross_entropy(tensor logits, tensor targets) {
-  return detail::apply_op(op::cross_entropy, {logits, targets});
+// torch's F.cross_entropy(logits, targets, ignore_index=, reduction=) over every (batch, seq) position:
+// logits (batch, seq, vocab), targets (batch, seq) -> scalar. A position whose target is
+// ignore_index adds nothing and is not counted; `mean` divides the sum of -log softmax(logits)[target]
+// by the number of targets counted in the whole step (every data-parallel rank and micro-batch),
+// `sum` does not divide. Only the vocabulary's first `classes` columns are classes (model_sizes::
+// classes; the rest is padding, left out of the softmax and given no gradient).
+struct cross_entropy_options {
+  std::int64_t ignore_index = -100;
+  loss_reduction reduction = loss_reduction::mean;
+};
+constexpr tensor cross_entropy(tensor logits, tensor targets, cross_entropy_options o = {}) {
+  tensor loss = detail::apply_op(op::cross_entropy, {logits, targets});
+  node& n = loss.builder->value()[loss.id];
+  n.ignore_index = o.ignore_index;
+  n.reduction = o.reduction;
+  return loss;
 }
 
 // Gives a node a name of the user's choosing (shown in printed programs and errors).

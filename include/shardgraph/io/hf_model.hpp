@@ -114,7 +114,7 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
                      checkpoint->where(), config_path, o.allow_unused_tensors);
     m.vocab = c.vocab;
     m.positions = c.positions;
-    c.vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
+    c.padded_vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
     m.layout = compile_graph(models::gpt2<hf_mesh>(opts), inference{});
     models::gpt2_options one_rank = opts;
     one_rank.data_axis = one_rank.tensor_axis = "";
@@ -140,7 +140,7 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
     m.vocab = c.vocab;
     if (const json::value* p = config.find("max_position_embeddings"); p && !p->is_null())
       m.positions = p->as_int();
-    c.vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
+    c.padded_vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
     m.layout = compile_graph(models::llama<hf_mesh>(opts), inference{});
     models::llama_options one_rank = opts;
     one_rank.data_axis = one_rank.tensor_axis = "";

@@ -14,6 +14,10 @@ namespace shardgraph {
 
 inline constexpr int max_inputs = 4;  // attention's gradients read q, k, v and the output's gradient
 
+// How cross_entropy reduces its rows' losses (torch's `reduction`): the mean over the targets that
+// count (not ignore_index), or their sum.
+enum class loss_reduction : std::uint8_t { mean, sum };
+
 struct node {
   op kind = op::input;
   name_buffer name;
@@ -38,6 +42,8 @@ struct node {
   bool reverse = false;      // repeat_begin of a backward block: runs the layers last to first
   int deferred_axis = -1;    // param_grad under ZeRO-2: on this (data-parallel) axis a Partial gradient
                              // stays Partial; the optimizer reduce-scatters it
+  std::int64_t ignore_index = -100;                // cross_entropy (and its gradient): targets that do not count
+  loss_reduction reduction = loss_reduction::mean;  // cross_entropy (and its gradient)
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

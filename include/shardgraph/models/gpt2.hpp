@@ -32,16 +32,23 @@ struct gpt2_options {
   bool scale_attn_weights = true;
 };
 
-// The vocabulary is padded from GPT-2's 50257 to 50304 (a multiple of 128, as llm.c and Megatron-LM
-// do) so that it divides evenly over tensor-parallel ranks; the extra rows are never a target.
+// GPT-2's vocabulary is 50257 tokens; small() and medium() pad the table and the logits to 50304 rows
+// (a multiple of 128, as llm.c and Megatron-LM do) so that they divide evenly over tensor-parallel
+// ranks. The padding rows are never a token: the loss leaves their logits out of the softmax, and
+// ids and targets must lie below `vocab`. padded_vocab 0: no padding.
 struct gpt2_config {
-  std::int64_t vocab = 50304, positions = 1024, model = 768, heads = 12, layers = 12;
-  std::int64_t ffn = 0;  // the MLP width (HF's n_inner); 0: 4 * model
-  static constexpr gpt2_config small() { return {}; }                            // 124M parameters
-  static constexpr gpt2_config medium() { return {50304, 1024, 1024, 16, 24}; }  // 350M
+  std::int64_t vocab = 50257, positions = 1024, model = 768, heads = 12, layers = 12;
+  std::int64_t ffn = 0;           // the MLP width (HF's n_inner); 0: 4 * model
+  std::int64_t padded_vocab = 0;  // the table's rows; 0: vocab
+  static constexpr gpt2_config small() { return {.padded_vocab = 50304}; }  // 124M parameters
+  static constexpr gpt2_config medium() {                                   // 350M
+    return {.model = 1024, .heads = 16, .layers = 24, .padded_vocab = 50304};
+  }
+  // Rows of the embedding table and columns of the logits.
+  constexpr std::int64_t table_rows() const { return padded_vocab > 0 ? padded_vocab : vocab; }
   model_sizes sizes(std::int64_t batch, std::int64_t seq) const {
     model_sizes s;
-    s.set(size_symbol::batch, batch).set(size_symbol::seq, seq).set(size_symbol::vocab, vocab);
+    s.set(size_symbol::batch, batch).set(size_symbol::seq, seq).set(size_symbol::vocab, table_rows());
     s.set(size_symbol::positions, positions).set(size_symbol::model, model).set(size_symbol::heads, heads);
     s.set(size_symbol::kv_heads, heads).set(size_symbol::layers, layers);
     s.set(size_symbol::ffn, ffn > 0     ? ffn
@@ -52,6 +59,7 @@ struct gpt2_config {
            "model = " + std::to_string(model) + " is not divisible by heads = " + std::to_string(heads),
            "give a head count dividing the model width (n_head dividing n_embd)");
     if (heads > 0) s.set(size_symbol::head_dim, model / heads);
+    s.classes = vocab;
     return s;
   }
 };

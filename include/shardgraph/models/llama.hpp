@@ -30,13 +30,18 @@ struct llama_options {
   bool mlp_bias = false;             // biases on gate, up and down_proj (HF's mlp_bias)
 };
 
+// vocab: the tokens; padded_vocab (0: none): the rows of the table and the head, padded so that they
+// divide over tensor-parallel ranks (gpt2_config says how the padding is treated).
 struct llama_config {
   std::int64_t vocab = 32000, model = 2048, ffn = 5632, heads = 32, kv_heads = 4, layers = 22;
-  std::int64_t head_dim = 0;  // the size of one head (HF's head_dim); 0: model / heads
+  std::int64_t head_dim = 0;      // the size of one head (HF's head_dim); 0: model / heads
+  std::int64_t padded_vocab = 0;  // the table's and the head's rows; 0: vocab
   static constexpr llama_config tinyllama_1b() { return {}; }  // TinyLlama-1.1B shape
+  constexpr std::int64_t table_rows() const { return padded_vocab > 0 ? padded_vocab : vocab; }
   model_sizes sizes(std::int64_t batch, std::int64_t seq) const {
     model_sizes s;
-    s.set(size_symbol::batch, batch).set(size_symbol::seq, seq).set(size_symbol::vocab, vocab);
+    s.classes = vocab;
+    s.set(size_symbol::batch, batch).set(size_symbol::seq, seq).set(size_symbol::vocab, table_rows());
     s.set(size_symbol::positions, seq).set(size_symbol::model, model).set(size_symbol::ffn, ffn);
     s.set(size_symbol::heads, heads).set(size_symbol::kv_heads, kv_heads).set(size_symbol::layers, layers);
     if (head_dim > 0) {

@@ -214,8 +214,12 @@ class gradient_builder {
       }
       case op::softmax:
         return accumulate(x, make(op::softmax_grad, {i, dy}, i));
-      case op::cross_entropy:
-        return accumulate(x, make(op::cross_entropy_grad, {x, w, dy}, i));
+      case op::cross_entropy: {
+        const int grad = make(op::cross_entropy_grad, {x, w, dy}, i);
+        g_[grad].ignore_index = n.ignore_index;
+        g_[grad].reduction = n.reduction;
+        return accumulate(x, grad);
+      }
       case op::redistribute:
         return accumulate(x, dy);
       default:

@@ -38,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -58,6 +59,7 @@
 #include "shardgraph/runtime/pipeline_options.hpp"
 #include "shardgraph/runtime/step_fusion.hpp"
 #include "shardgraph/runtime/step_recording.hpp"
+#include "shardgraph/runtime/token_inputs.hpp"
 #include "shardgraph/runtime/weights.hpp"
 
 namespace shardgraph {
@@ -104,6 +106,7 @@ class rank_program {
                                         .recomputed = [&](int i) { return recomputed(i); },
                                         .per_layer = [&](int i) { return per_layer(i); },
                                         .pipelined = pipelined()});
+    plan_token_inputs();
     allocate();
     load_weights(weights, world.rank() == 0);
   }
@@ -232,6 +235,19 @@ class rank_program {
   }
   double loss_scale() const { return loss_scale_; }
 
+  // Checks the token ids and targets of `batch` against the vocabulary (runtime/token_inputs.hpp),
+  // throwing the same error on every rank before any compute, and returns how many targets count
+  // (are not the ignore index), per cross_entropy of the program that reads an input.
+  std::vector<std::int64_t> counted_targets(const tensor_map& batch) const {
+    return check_token_inputs(program_.nodes, token_inputs_, batch);
+  }
+  // A mean cross_entropy divides its sum by the number of targets counted in the whole step: by
+  // default, those of the batch forward() is given (of all micro-batches, in run_pipeline). The
+  // trainer, running one step as several forward() calls, gives the step's counts (the sums of
+  // counted_targets over its micro-batches) here, until it clears them.
+  void set_step_targets(std::vector<std::int64_t> counts) { step_targets_ = std::move(counts); }
+  void clear_step_targets() { step_targets_.reset(); }
+
   // Bytes this rank's program holds, by kind (what bind allocated; the trainer adds its own).
   struct memory_report {
     std::int64_t parameters = 0;   // this rank's weight slices, every layer
@@ -323,10 +339,11 @@ class rank_program {
   // step reads the loss, not the logits: on a GPU their copy to the host would cost more than the step).
   tensor_map forward(const tensor_map& inputs, std::string_view only = {}) {
     if (pipelined()) return forward_through_stages(inputs, only);
+    loss_divisors_ = divisors(counted_targets(inputs));
     upload_inputs(inputs);
     // On a backend that records (cuda::backend), every op of the run is one CUDA graph from the
     // second run on, where nothing between the ops needs the host (runtime/step_recording.hpp).
-    recorder_.run(backend_, recordable(), loss_scale_, [&] {
+    recorder_.run(backend_, recordable(), baked_values(), [&] {
       run_segment(segment{});
       finish_buckets();
     });
@@ -363,6 +380,13 @@ class rank_program {
            std::to_string(micro_batches.size()) + " micro-batches for a pipeline bound for " +
                std::to_string(schedule_.micro_batches),
            "pass as many micro-batches as pipeline_options::micro_batches, or bind again");
+    std::vector<std::int64_t> counts;  // every micro-batch checked on every rank before any compute
+    for (const tensor_map& batch : micro_batches) {
+      const std::vector<std::int64_t> c = counted_targets(batch);
+      counts.resize(c.size(), 0);
+      for (std::size_t k = 0; k < c.size(); ++k) counts[k] += c[k];
+    }
+    loss_divisors_ = divisors(counts);
     const int p = schedule_.ranks, r = layout_.coordinate(pipeline_axis_);
     const int total = p * schedule_.virtual_stages;
     std::vector<double> losses(micro_batches.size(), 0.0);
@@ -474,6 +498,7 @@ class rank_program {
     const int p = schedule_.ranks, r = layout_.coordinate(pipeline_axis_);
     const int total = p * schedule_.virtual_stages;
     Comm& pp = axis_comms_[index(pipeline_axis_)];
+    loss_divisors_ = divisors(counted_targets(inputs));
     select_bank(0);
     upload_inputs(inputs);
     if (zero3_) gather_unlayered_parameters();
@@ -2113,6 +2138,54 @@ class rank_program {
     backend_.run(call);
   }
 
+  // ---- the loss's divisor and the token inputs' checks (runtime/token_inputs.hpp) ----
+  void plan_token_inputs() {
+    const graph& g = program_.nodes;
+    token_inputs_ = shardgraph::plan_token_inputs(g, layout_, sizes_);
+    loss_entry_.assign(static_cast<std::size_t>(g.size()), -1);
+    int k = 0;
+    for (const token_input& t : token_inputs_) {
+      if (!t.targets) continue;
+      for (int i = 0; i < g.size(); ++i)
+        if ((g[i].kind == op::cross_entropy || g[i].kind == op::cross_entropy_grad) &&
+            detail::source_input(g, g[i].inputs[1]) == t.input && g[i].ignore_index == t.ignore_index)
+          loss_entry_[index(i)] = k;
+      ++k;
+    }
+  }
+  // The counts a mean loss divides by: the step's, when the trainer gave them, else `batch`'s.
+  std::vector<std::int64_t> divisors(const std::vector<std::int64_t>& batch) const {
+    return step_targets_ && step_targets_->size() == batch.size() ? *step_targets_ : batch;
+  }
+  // A cross_entropy's or its gradient's divisor: the counted targets for `mean`, 1 for `sum`. A loss
+  // whose targets come from no input (computed in the graph) counts all its rows.
+  std::int64_t loss_divisor(int i) const {
+    const node& n = program_.nodes[i];
+    if (n.reduction == loss_reduction::sum) return 1;
+    const int k = loss_entry_[index(i)];
+    if (k >= 0 && static_cast<std::size_t>(k) < loss_divisors_.size()) return loss_divisors_[index(k)];
+    const local_dims& logits = layout_.of(n.inputs[0]);
+    return product(logits.global, 0, 2);
+  }
+  // What a recording of forward() takes from the host by value: the loss scale and the divisors.
+  std::vector<double> baked_values() const {
+    std::vector<double> v{loss_scale_};
+    for (std::int64_t d : loss_divisors_) v.push_back(static_cast<double>(d));
+    return v;
+  }
+  // dims of a cross_entropy or cross_entropy_grad call: {rows, vocab, classes, divisor, ignore_index}
+  void set_loss_dims(int i, compute::kernel_call<buffer>& call) const {
+    const node& n = program_.nodes[i];
+    const local_dims& logits = layout_.of(n.inputs[0]);
+    const shape& s = program_.nodes[n.inputs[0]].shape;
+    const extent vocab = s[s.rank() - 1];
+    call.dims[0] = product(logits.local, 0, 2);
+    call.dims[1] = logits.local[2];
+    call.dims[2] = sizes_.classes_of(vocab, logits.local[2]);
+    call.dims[3] = loss_divisor(i);
+    call.dims[4] = n.ignore_index;
+  }
+
   // The kernel call of node i's step.
   compute::kernel_call<buffer> call_for(int i) {
     const node& n = program_.nodes[i];
@@ -2185,11 +2258,9 @@ class rank_program {
       case op::attention:
         set({x[0], x[1], layout_.of(n.inputs[1]).local[1], x[2], x[3]});
         break;
-      case op::cross_entropy: {
-        const local_dims& logits = layout_.of(n.inputs[0]);
-        set({product(logits.local, 0, 2), logits.local[2], product(logits.global, 0, 2)});
+      case op::cross_entropy:
+        set_loss_dims(i, call);
         break;
-      }
       case op::transpose:
         set({product(x, 0, x.size() - 2), x[x.size() - 2], x.back()});
         break;
@@ -2231,11 +2302,9 @@ class rank_program {
       case op::position_embedding_grad:
         set({x[0], x[1], x[2], out[0]});
         break;
-      case op::cross_entropy_grad: {
-        const local_dims& logits = layout_.of(n.inputs[0]);
-        set({product(logits.local, 0, 2), logits.local[2], product(logits.global, 0, 2)});
+      case op::cross_entropy_grad:
+        set_loss_dims(i, call);
         break;
-      }
       default:
         fail("executor: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
              "this op has no kernel", "this is a bug in lower(); please report it");
@@ -2374,6 +2443,10 @@ class rank_program {
   std::int64_t layer_ = 0;
   bool finite_check_ = false;
   double loss_scale_ = 1.0;
+  std::vector<token_input> token_inputs_;                  // the inputs of token ids (plan_token_inputs)
+  std::vector<int> loss_entry_;                            // per cross_entropy (and grad): its count's index (-1)
+  std::vector<std::int64_t> loss_divisors_;                // this run's counts, per targets input
+  std::optional<std::vector<std::int64_t>> step_targets_;  // the trainer's step counts (set_step_targets)
   bool in_backward_ = false;                  // forward() has run the seed of backward
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)

@@ -6,8 +6,9 @@
 //
 //   run 1      op by op: the backend allocates its scratch and plans its products
 //   run 2      recorded, then replayed (nothing runs while recording)
-//   run 3 ...  replayed, unless the recording is stale: the loss scale it baked in changed, or the
-//              backend's scratch memory moved; then that run goes op by op and the next records
+//   run 3 ...  replayed, unless the recording is stale: what it baked in changed (the loss scale, the
+//              number of targets a mean loss divides by), or the backend's scratch memory moved;
+//              then that run goes op by op and the next records
 //
 // A call that cannot be recorded (a synchronization, an allocation) makes the recorder give up
 // for good: it says so once on stderr, runs that step op by op, and never records again.
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace shardgraph {
 
@@ -33,7 +35,7 @@ template <class Backend>
 class step_recorder {
  public:
   template <class Ops>
-  void run(Backend&, bool, double, Ops&& ops) {
+  void run(Backend&, bool, const std::vector<double>&, Ops&& ops) {
     ops();
   }
   int replays() const { return 0; }
@@ -45,9 +47,10 @@ class step_recorder<Backend> {
  public:
   // Runs `ops` (every op of one run, queued on the backend) or replays their recording. `allowed`:
   // the run has no host-side work between its ops (no communication, no finite checks, ...).
-  // `baked` is what the ops take from the host by value (the loss scale): another value records anew.
+  // `baked` is what the ops take from the host by value (the loss scale, the loss's divisors):
+  // other values record anew.
   template <class Ops>
-  void run(Backend& backend, bool allowed, double baked, Ops&& ops) {
+  void run(Backend& backend, bool allowed, const std::vector<double>& baked, Ops&& ops) {
     if (!allowed || given_up_ || !backend.records()) return ops();
     if (recorded_ && baked_ == baked && backend.replay(*recorded_)) {
       ++replays_;
@@ -97,7 +100,7 @@ class step_recorder<Backend> {
   }
 
   std::optional<typename Backend::recording> recorded_{};
-  double baked_ = 0;
+  std::vector<double> baked_;
   bool warmed_ = false, given_up_ = false;
   int replays_ = 0, recordings_ = 0;
 };

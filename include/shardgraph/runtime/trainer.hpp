@@ -4,9 +4,10 @@
 //   shardgraph::trainer t(rank, {.adamw = {.lr = 1e-3}, .max_grad_norm = 1.0});
 //   auto report = t.step({micro_batch_0, micro_batch_1});   // gradient accumulation over micro-batches
 //
-// A step runs forward and backward once per micro-batch, averages the gradients (each micro-batch's
-// loss is a mean over its tokens, so the step's loss is the mean of theirs), clips by the global
-// gradient norm, and applies AdamW to this rank's slice of every parameter. The norm is correct
+// A step runs forward and backward once per micro-batch and sums the gradients: a mean loss divides
+// by the number of targets counted (not the ignore index) in the whole step, over every micro-batch
+// and data-parallel rank, so the step's loss and gradients are torch's over the step's tokens
+// however they are split. It then clips by the global gradient norm, and applies AdamW to this rank's slice of every parameter. The norm is correct
 // under every sharding: a rank counts a gradient slice only if it owns it (Shard on an axis: every
 // rank owns its slice; Replicate: only coordinate 0 does; optim/grad_clip.hpp), and the sums are
 // all-reduced over every mesh axis. Weight decay follows nanoGPT: parameters of two or more
@@ -69,7 +70,7 @@ struct optimizer_memory {
 
 struct step_report {
   std::int64_t step = 0;
-  double loss = 0;       // mean over the step's micro-batches
+  double loss = 0;       // over the whole step: the mean over its counted targets (or their sum)
   double grad_norm = 0;  // before clipping
   double lr = 0;
   bool skipped = false;   // f16: a gradient overflowed, the update was not applied
@@ -115,13 +116,13 @@ class trainer {
 
   step_report step(std::span<const tensor_map> micro_batches) {
     if (micro_batches.empty()) fail("trainer::step", "no micro-batch was given", "pass at least one batch");
-    const double share = 1.0 / static_cast<double>(micro_batches.size());
+    const step_targets counted(rank_, step_targets_of(micro_batches));
     const double loss_scale = scaling_ ? options_.loss_scaler.scale : 1.0;
     rank_.set_loss_scale(loss_scale);
     direct_ = reads_gradients_directly(micro_batches.size(), loss_scale);
     double loss = 0;
     if (rank_.pipelined()) {
-      loss = pipelined_micro_batches(micro_batches, share / loss_scale);
+      loss = pipelined_micro_batches(micro_batches, 1.0 / loss_scale);
     } else {
       for (std::size_t k = 0; k < micro_batches.size(); ++k) {
         tensor_map out;
@@ -132,8 +133,8 @@ class trainer {
                       std::to_string(k) + ": " +
                       std::string(e.what()).substr(std::string("shardgraph: ").size()));
         }
-        loss += share * out.at("loss").at(0);
-        if (!direct_) accumulate_gradients(share / loss_scale, k == 0);
+        loss += out.at("loss").at(0);  // each micro-batch's part of the step's loss (and gradients)
+        if (!direct_) accumulate_gradients(1.0 / loss_scale, k == 0);
       }
     }
     ++step_;
@@ -259,6 +260,41 @@ class trainer {
     std::memcpy(out.bytes().data(), bytes.data(), static_cast<std::size_t>(s.n) * e);
   }
 
+  // Sets the step's target counts on the rank for as long as it lives (the step, even one that throws).
+  struct step_targets {
+    rank_program<Backend, Comm>& rank;
+    step_targets(rank_program<Backend, Comm>& r, std::vector<std::int64_t> counts) : rank(r) {
+      rank.set_step_targets(std::move(counts));
+    }
+    ~step_targets() { rank.clear_step_targets(); }
+    step_targets(const step_targets&) = delete;
+    step_targets& operator=(const step_targets&) = delete;
+  };
+
+  // Checks every micro-batch's ids and targets before any compute (the same error on every rank)
+  // and sums, per loss, the targets that count. A step in which a loss counts none is an error: its
+  // mean would be 0 / 0.
+  std::vector<std::int64_t> step_targets_of(std::span<const tensor_map> micro_batches) {
+    std::vector<std::int64_t> total;
+    for (std::size_t k = 0; k < micro_batches.size(); ++k) {
+      std::vector<std::int64_t> c;
+      try {
+        c = rank_.counted_targets(micro_batches[k]);
+      } catch (const error& e) {
+        throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ", micro-batch " +
+                    std::to_string(k) + ": " + std::string(e.what()).substr(std::string("shardgraph: ").size()));
+      }
+      total.resize(c.size(), 0);
+      for (std::size_t j = 0; j < c.size(); ++j) total[j] += c[j];
+    }
+    for (std::int64_t t : total)
+      if (t == 0)
+        fail("trainer step " + std::to_string(step_ + 1),
+             "every target of the step is the ignore index, so the loss has no target to average over",
+             "give each step at least one target that is not the ignore index (-100)");
+    return total;
+  }
+
   // Pipeline stages: the schedule runs every micro-batch, summing each held gradient over them;
   // then one accumulation, and the first and last stage add their parts of a tied weight's sum.
   double pipelined_micro_batches(std::span<const tensor_map> micro_batches, double share) {
@@ -281,8 +317,8 @@ class trainer {
             rank_.tied_communicator().all_reduce(span_of<T>(b, sum));
           });
         });
-    double loss = 0;
-    for (double l : losses) loss += l / static_cast<double>(losses.size());
+    double loss = 0;  // each micro-batch's part of the step's loss
+    for (double l : losses) loss += l;
     return loss;
   }
 

@@ -330,9 +330,10 @@ class backend {
       case op::attention:
         return causal_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3], d[4],
                                 c.scalar);
-      case op::cross_entropy:
-        out[0] = static_cast<T>(cross_entropy_sum(in<T>(c, 0), c.in[1]->as<std::int64_t>(), d[0], d[1]) /
-                                static_cast<double>(d[2]));
+      case op::cross_entropy:  // a mean over no target is 0 / 0: NaN, as torch's
+        out[0] = static_cast<T>(cross_entropy_sum(in<T>(c, 0), c.in[1]->as<std::int64_t>(), d[0], d[1], nullptr,
+                                                  {.classes = d[2], .ignore_index = d[4]}) /
+                                static_cast<double>(d[3]));
         return;
       case op::add:
       case op::mul:
@@ -419,7 +420,8 @@ class backend {
         return position_embedding_backward(in<T>(c, 0), out, d[0], d[1], d[2]);
       case op::cross_entropy_grad:
         return cross_entropy_backward(in<T>(c, 0), c.in[1]->as<std::int64_t>(), out, d[0], d[1],
-                                      static_cast<double>(in<T>(c, 2)[0]) / static_cast<double>(d[2]));
+                                      static_cast<double>(in<T>(c, 2)[0]) / static_cast<double>(d[3]),
+                                      {.classes = d[2], .ignore_index = d[4]});
       case op::ones:  // the loss gradient's seed: 1, or the loss scale
         for (std::int64_t i = 0; i < d[0]; ++i) out[i] = c.scalar != 0 ? static_cast<T>(c.scalar) : T(1);
         return;

@@ -380,7 +380,7 @@ class backend {
     if (bad != 0) {
       check_cuda(cudaMemset(state_->bad_target(), 0, sizeof bad), "backend (flags)");
       fail("cuda::backend: cross_entropy", "a target id is outside the vocabulary",
-           "check the token ids against the model's vocab_size, or mark ignored rows with -100");
+           "check the token ids against the model's vocab_size, or mark ignored rows with the ignore index");
     }
   }
 
@@ -1067,6 +1067,10 @@ class backend {
         <<<static_cast<unsigned>(d[0]), kernels::row_threads, 0, stream()>>>(in(c, 0), stats, d[1], c.scalar);
   }
 
+  // A cross_entropy call's classes and ignore index (dims {rows, vocab, classes, divisor, ignore_index}).
+  static kernels::loss_targets loss_targets_of(const call_t& c) {
+    return {.classes = c.dims[2], .ignore_index = c.dims[4]};
+  }
   // Cross-entropy rows of logits (in 0, rows x vocab) against targets (in 1): the vector kernels
   // for 16-byte aligned rows of whole vectors, whose logits are computed in C.
   // With kernel_call::output_kept, the vector kernels keep each row's log-sum-exp with the logits'
@@ -1085,12 +1089,12 @@ class backend {
       return with_vector_types(t, [&]<class T, class V>() {
         if constexpr (std::is_same_v<V, C>)
           kernels::cross_entropy_rows_vector_kernel<T, C><<<rows, kernels::row_threads, 0, stream()>>>(
-              typed<T>(*c.in[0]), in(c, 1), losses, d[1], state_->bad_target(), lse);
+              typed<T>(*c.in[0]), in(c, 1), losses, d[1], loss_targets_of(c), state_->bad_target(), lse);
       });
     }
     forget_lse(logits);
-    kernels::cross_entropy_rows_kernel<C>
-        <<<rows, kernels::row_threads, 0, stream()>>>(in(c, 0), in(c, 1), losses, d[1], state_->bad_target());
+    kernels::cross_entropy_rows_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
+        in(c, 0), in(c, 1), losses, d[1], loss_targets_of(c), state_->bad_target());
   }
   // The rows' losses and the logits' gradient for a loss gradient of 1 (kernel_call::logits_grad,
   // which may be the logits' memory): one kernel where the rows are 16-byte aligned whole vectors,
@@ -1107,7 +1111,7 @@ class backend {
         if constexpr (std::is_same_v<V, C>) {
           const T* logits = typed<T>(*c.in[0]);
           T* gradient = static_cast<T*>(g.data());
-          const C scale = C(1) / C(d[2]);
+          const C scale = C(1) / C(d[3]);
           // Two rows in shared memory, with room for the reductions' static shared memory.
           const std::size_t shared = kernels::loss_grad_staged_bytes<T>(d[1]);
           if (shared + 1024 <= state_->shared_per_block) {
@@ -1115,19 +1119,19 @@ class backend {
             const std::int64_t blocks =
                 std::min<std::int64_t>(resident_blocks(kernel, shared, kernels::loss_grad_threads), d[0]);
             kernel<<<static_cast<unsigned>(blocks), kernels::loss_grad_threads, shared, stream()>>>(
-                logits, in(c, 1), losses, gradient, d[0], d[1], scale, state_->bad_target());
+                logits, in(c, 1), losses, gradient, d[0], d[1], loss_targets_of(c), scale, state_->bad_target());
           } else {
             kernels::cross_entropy_with_grad_vector_kernel<T, C>
-                <<<rows, kernels::loss_grad_threads, 0, stream()>>>(logits, in(c, 1), losses, gradient, d[1],
-                                                                    scale, state_->bad_target());
+                <<<rows, kernels::loss_grad_threads, 0, stream()>>>(
+                    logits, in(c, 1), losses, gradient, d[1], loss_targets_of(c), scale, state_->bad_target());
           }
         }
       });
     }
-    kernels::cross_entropy_rows_kernel<C>
-        <<<rows, kernels::row_threads, 0, stream()>>>(in(c, 0), in(c, 1), losses, d[1], state_->bad_target());
+    kernels::cross_entropy_rows_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
+        in(c, 0), in(c, 1), losses, d[1], loss_targets_of(c), state_->bad_target());
     kernels::cross_entropy_grad_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
-        in(c, 0), in(c, 1), kernels::ref{}, out(g), d[1], C(d[2]), state_->bad_target());
+        in(c, 0), in(c, 1), kernels::ref{}, out(g), d[1], loss_targets_of(c), C(d[3]), state_->bad_target());
   }
   // ids (in 0, n), dout (in 1, (n, cols)) -> the table's gradient (table_rows, cols), each row the
   // sum of its tokens' rows in token order (kernels/embedding.cuh): the tokens sorted by row with
@@ -1202,12 +1206,12 @@ class backend {
       return with_vector_types(t, [&]<class T, class V>() {
         if constexpr (std::is_same_v<V, C>)
           kernels::cross_entropy_grad_vector_kernel<T, C><<<rows, kernels::row_threads, 0, stream()>>>(
-              typed<T>(*c.in[0]), in(c, 1), in(c, 2), static_cast<T*>(o.data()), d[1], C(d[2]),
-              state_->bad_target(), lse);
+              typed<T>(*c.in[0]), in(c, 1), in(c, 2), static_cast<T*>(o.data()), d[1], loss_targets_of(c),
+              C(d[3]), state_->bad_target(), lse);
       });
     }
     kernels::cross_entropy_grad_kernel<C><<<rows, kernels::row_threads, 0, stream()>>>(
-        in(c, 0), in(c, 1), in(c, 2), out(o), d[1], C(d[2]), state_->bad_target());
+        in(c, 0), in(c, 1), in(c, 2), out(o), d[1], loss_targets_of(c), C(d[3]), state_->bad_target());
   }
   // Whether the vector kernels of dtype t compute in C (double for f64, float otherwise).
   template <class C>
@@ -1314,7 +1318,7 @@ class backend {
           cross_entropy_with_gradient<C>(c, losses);
         else
           cross_entropy_rows<C>(c, losses);
-        return kernels::sum_rows_kernel<C><<<1, 1024, 0, stream()>>>(losses, d[0], C(d[2]), out(o));
+        return kernels::sum_rows_kernel<C><<<1, 1024, 0, stream()>>>(losses, d[0], C(d[3]), out(o));
       }
       case op::cross_entropy_grad:
         return cross_entropy_grad<C>(c);

@@ -4,6 +4,11 @@
 // materialising the probabilities), or both from one read of the logits. A block per row, but for
 // the persistent staged kernel at the end. Formulas: cpu/softmax.hpp, cpu/cross_entropy.hpp and
 // their backward files.
+//
+// Every cross-entropy kernel takes its rows' `loss_targets`: a row whose target is ignore_index has
+// loss 0, a zero gradient and does not count; only the first `classes` columns are classes (a
+// padded vocabulary's columns [classes, vocab) are left out of the softmax and get a zero
+// gradient); any other target outside [0, classes) sets *bad.
 #include <shardgraph/cuda/kernels/element_access.cuh>
 #include <shardgraph/cuda/kernels/vectorized.cuh>
 
@@ -16,7 +21,10 @@
 
 namespace shardgraph::cuda::kernels {
 
-inline constexpr std::int64_t ignore_index = -100;
+struct loss_targets {
+  std::int64_t classes = 0;          // columns [0, classes) are classes, the rest is padding
+  std::int64_t ignore_index = -100;  // torch's default
+};
 
 // Row max and sum of exp(x - max) over the row's first `cols` elements.
 template <class C>
@@ -59,26 +67,40 @@ __global__ void softmax_grad_kernel(ref y, ref dy, mut_ref dx, std::int64_t cols
     store<C>(dx, base + j, j < valid ? load<C>(y, base + j) * (load<C>(dy, base + j) - dot) * scale : C(0));
 }
 
-// A row ignored (ignore_index) or with a target outside the vocabulary (flagged in *bad) has loss 0.
+// Whether a row has no loss: its target is the ignore index, or outside the classes (flagged in *bad).
+__device__ __forceinline__ bool without_loss(std::int64_t target, loss_targets t) {
+  return target == t.ignore_index || target < 0 || target >= t.classes;
+}
+// A row without a loss has loss 0; a target outside the classes (not ignored) is flagged in *bad.
 template <class C>
-__device__ bool row_without_loss(std::int64_t target, std::int64_t vocab, C* loss, int* bad) {
-  if (target != ignore_index && target >= 0 && target < vocab) return false;
+__device__ bool row_without_loss(std::int64_t target, loss_targets t, C* loss, int* bad) {
+  if (!without_loss(target, t)) return false;
   if (threadIdx.x == 0) {
     *loss = 0;
-    if (target != ignore_index) *bad = 1;
+    if (target != t.ignore_index) *bad = 1;
   }
   return true;
 }
 
-// losses[row] = logsumexp(logits[row]) - logits[row][target], 0 for ignore_index. A target outside
-// the vocabulary sets *bad (the backend reports it at its next synchronisation).
+// The padding columns [classes, ...) of vector w (lanes<T> columns from w * lanes<T>) set to -inf,
+// so that they add nothing to a softmax and get a zero gradient. Only a row's last vectors hold any.
+template <class T, class C>
+__device__ __forceinline__ void mask_padding(C (&v)[lanes<T>], std::int64_t w, std::int64_t classes) {
+  if ((w + 1) * lanes<T> <= classes) return;
+  for (int j = 0; j < lanes<T>; ++j)
+    if (w * lanes<T> + j >= classes) v[j] = -INFINITY;
+}
+
+// losses[row] = logsumexp(logits[row][0:classes]) - logits[row][target], 0 for a row without a loss.
+// A target outside the classes sets *bad (the backend reports it at its next synchronisation).
 template <class C>
-__global__ void cross_entropy_rows_kernel(ref logits, ref targets, C* losses, std::int64_t vocab, int* bad) {
+__global__ void cross_entropy_rows_kernel(ref logits, ref targets, C* losses, std::int64_t vocab, loss_targets t,
+                                          int* bad) {
   const std::int64_t row = blockIdx.x, base = row * vocab;
   const std::int64_t target = load_id(targets, row);
-  if (row_without_loss(target, vocab, losses + row, bad)) return;
+  if (row_without_loss(target, t, losses + row, bad)) return;
   C row_max, sum;
-  row_softmax_statistics<C>(logits, base, vocab, C(1), row_max, sum);
+  row_softmax_statistics<C>(logits, base, t.classes, C(1), row_max, sum);
   if (threadIdx.x == 0) losses[row] = row_max + log(sum) - load<C>(logits, base + target);
 }
 
@@ -98,37 +120,41 @@ __device__ C loss_gradient_or_one(ref loss_gradient) {
   return loss_gradient.data != nullptr ? load<C>(loss_gradient, 0) : C(1);
 }
 
-// dlogits = (softmax - onehot(target)) * loss_gradient[0] / divisor; zero rows for ignore_index.
-// dlogits may be logits (in place): each element is read before it is written, by its thread.
+// dlogits = (softmax over the classes - onehot(target)) * loss_gradient[0] / divisor; zero rows
+// without a loss and zero padding columns. dlogits may be logits (in place): each element is read
+// before it is written, by its thread.
 template <class C>
 __global__ void cross_entropy_grad_kernel(ref logits, ref targets, ref loss_gradient, mut_ref dlogits,
-                                          std::int64_t vocab, C divisor, int* bad) {
+                                          std::int64_t vocab, loss_targets t, C divisor, int* bad) {
   const std::int64_t row = blockIdx.x, base = row * vocab;
   const std::int64_t target = load_id(targets, row);
-  if (target == ignore_index || target < 0 || target >= vocab) {
-    if (threadIdx.x == 0 && target != ignore_index) *bad = 1;
+  if (without_loss(target, t)) {
+    if (threadIdx.x == 0 && target != t.ignore_index) *bad = 1;
     for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) store<C>(dlogits, base + j, C(0));
     return;
   }
   const C scale = loss_gradient_or_one<C>(loss_gradient) / divisor;
   C row_max, sum;
-  row_softmax_statistics<C>(logits, base, vocab, C(1), row_max, sum);
+  row_softmax_statistics<C>(logits, base, t.classes, C(1), row_max, sum);
   const C inverse = C(1) / sum;
   for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    const C p = exp(load<C>(logits, base + j) - row_max) * inverse;
+    const C p = j < t.classes ? exp(load<C>(logits, base + j) - row_max) * inverse : C(0);
     store<C>(dlogits, base + j, (p - (j == target ? C(1) : C(0))) * scale);
   }
 }
 
 // ---- rows of whole 16-byte vectors (vocab a multiple of lanes<T>, 16-byte aligned) ---------------
-// One read of the row for its statistics: each thread keeps a running max and a sum of exp(x - max)
-// rescaled as the max grows (the online softmax), merged across the block at the end.
+// One read of the row's classes for its statistics: each thread keeps a running max and a sum of
+// exp(x - max) rescaled as the max grows (the online softmax), merged across the block at the end.
+// Only vectors holding a class are read, so each holds a finite value and the max stays finite.
 template <class T, class C>
-__device__ void row_softmax_statistics_vector(const T* row, std::int64_t vectors, C& row_max, C& sum) {
+__device__ void row_softmax_statistics_vector(const T* row, std::int64_t classes, C& row_max, C& sum) {
+  const std::int64_t vectors = (classes + lanes<T> - 1) / lanes<T>;
   C m = -INFINITY, s = 0;
   for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x) {
     C v[lanes<T>];
     load_vector(row + w * lanes<T>, v);
+    mask_padding<T, C>(v, w, classes);
     C next = m;
     for (int j = 0; j < lanes<T>; ++j) next = max(next, v[j]);
     C added = 0;
@@ -143,13 +169,13 @@ __device__ void row_softmax_statistics_vector(const T* row, std::int64_t vectors
 // lse (nullable): each row's log-sum-exp, kept for the gradient (rows without a loss: not written).
 template <class T, class C>
 __global__ void cross_entropy_rows_vector_kernel(const T* logits, ref targets, C* losses, std::int64_t vocab,
-                                                 int* bad, C* lse) {
+                                                 loss_targets t, int* bad, C* lse) {
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * vocab;
   const std::int64_t target = load_id(targets, row);
-  if (row_without_loss(target, vocab, losses + row, bad)) return;
+  if (row_without_loss(target, t, losses + row, bad)) return;
   C row_max, sum;
-  row_softmax_statistics_vector<T, C>(x, vocab / lanes<T>, row_max, sum);
+  row_softmax_statistics_vector<T, C>(x, t.classes, row_max, sum);
   if (threadIdx.x != 0) return;
   const C log_sum_exp = row_max + log(sum);
   losses[row] = log_sum_exp - widen<T, C>(x[target]);
@@ -159,20 +185,21 @@ __global__ void cross_entropy_rows_vector_kernel(const T* logits, ref targets, C
 // lse (nullable): the rows' log-sum-exp the loss's kernel kept, read instead of a pass over the row.
 template <class T, class C>
 __global__ void cross_entropy_grad_vector_kernel(const T* logits, ref targets, ref loss_gradient, T* dlogits,
-                                                 std::int64_t vocab, C divisor, int* bad, const C* lse) {
+                                                 std::int64_t vocab, loss_targets t, C divisor, int* bad,
+                                                 const C* lse) {
   const std::int64_t row = blockIdx.x, vectors = vocab / lanes<T>;
   const T* x = logits + row * vocab;
   T* dx = dlogits + row * vocab;
   const std::int64_t target = load_id(targets, row);
-  const bool ignored = target == ignore_index || target < 0 || target >= vocab;
-  if (ignored && threadIdx.x == 0 && target != ignore_index) *bad = 1;
+  const bool ignored = without_loss(target, t);
+  if (ignored && threadIdx.x == 0 && target != t.ignore_index) *bad = 1;
   C row_max = 0, inverse = 0;  // p = exp(x - row_max) * inverse
   if (!ignored && lse != nullptr) {
     row_max = lse[row];
     inverse = 1;
   } else if (!ignored) {
     C sum;
-    row_softmax_statistics_vector<T, C>(x, vectors, row_max, sum);
+    row_softmax_statistics_vector<T, C>(x, t.classes, row_max, sum);
     inverse = C(1) / sum;
   }
   const C scale = ignored ? C(0) : loss_gradient_or_one<C>(loss_gradient) / divisor;
@@ -182,6 +209,7 @@ __global__ void cross_entropy_grad_vector_kernel(const T* logits, ref targets, r
       for (int j = 0; j < lanes<T>; ++j) v[j] = 0;
     } else {
       load_vector(x + w * lanes<T>, v);
+      mask_padding<T, C>(v, w, t.classes);  // exp(-inf) = 0: no gradient
       for (int j = 0; j < lanes<T>; ++j) {
         const C p = exp(v[j] - row_max) * inverse;
         v[j] = (p - (w * lanes<T> + j == target ? C(1) : C(0))) * scale;
@@ -212,17 +240,19 @@ __device__ __forceinline__ C exp2_fast(C x) {
 
 // One row's loss and gradient, by the whole block, from x (the row in memory or in shared memory;
 // each thread reads vectors threadIdx.x, + blockDim.x, ...): its max, the sum of exp(x - max), then
-// p - onehot(target) scaled. dx may be the row's memory in global memory (in place): x is read
+// p - onehot(target) scaled. The padding columns [classes, ...) read as -inf: they add nothing to the
+// sums (the block's max is a class's, finite) and get exp2(-inf) = 0. dx may be the row's memory in global memory (in place): x is read
 // through before the block's last reduction, and each element of it again by the thread writing it.
 // target_logit: read by thread 0 from memory before any write to the row.
 template <class T, class C>
-__device__ void loss_and_gradient_of_row(const T* x, T* dx, std::int64_t vectors, std::int64_t target,
-                                         C target_logit, C scale, C* loss) {
+__device__ void loss_and_gradient_of_row(const T* x, T* dx, std::int64_t vectors, std::int64_t classes,
+                                         std::int64_t target, C target_logit, C scale, C* loss) {
   constexpr C log2e = C(1.4426950408889634);
   C m = -INFINITY;
   for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x) {
     C v[lanes<T>];
     load_vector(x + w * lanes<T>, v);
+    mask_padding<T, C>(v, w, classes);
     for (int j = 0; j < lanes<T>; ++j) m = max(m, v[j]);
   }
   const C row_max = block_max(m), shift = row_max * log2e;
@@ -230,6 +260,7 @@ __device__ void loss_and_gradient_of_row(const T* x, T* dx, std::int64_t vectors
   for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x) {
     C v[lanes<T>];
     load_vector(x + w * lanes<T>, v);
+    mask_padding<T, C>(v, w, classes);
     for (int j = 0; j < lanes<T>; ++j) s += exp2_fast(v[j] * log2e - shift);
   }
   const C log_sum_exp = row_max + log(block_sum(s)), lse_shift = log_sum_exp * log2e;
@@ -238,6 +269,7 @@ __device__ void loss_and_gradient_of_row(const T* x, T* dx, std::int64_t vectors
   for (std::int64_t w = threadIdx.x; w < vectors; w += blockDim.x) {
     C v[lanes<T>];
     load_vector(x + w * lanes<T>, v);
+    mask_padding<T, C>(v, w, classes);
     for (int j = 0; j < lanes<T>; ++j) v[j] = exp2_fast(v[j] * log2e - lse_shift) * scale;
     if (w == target_vector)  // (a constant index for each j: v stays in registers)
       for (int j = 0; j < lanes<T>; ++j)
@@ -246,10 +278,11 @@ __device__ void loss_and_gradient_of_row(const T* x, T* dx, std::int64_t vectors
   }
 }
 
-// A row without a loss: loss 0 and a zero gradient; a target outside the vocabulary is flagged.
+// A row without a loss: loss 0 and a zero gradient; a target outside the classes is flagged.
 template <class T, class C>
-__device__ void row_without_gradient(std::int64_t target, std::int64_t vocab, T* dx, C* loss, int* bad) {
-  row_without_loss(target, vocab, loss, bad);
+__device__ void row_without_gradient(std::int64_t target, std::int64_t vocab, loss_targets t, T* dx, C* loss,
+                                     int* bad) {
+  row_without_loss(target, t, loss, bad);
   C zeros[lanes<T>] = {};
   for (std::int64_t w = threadIdx.x; w < vocab / lanes<T>; w += blockDim.x)
     store_vector(dx + w * lanes<T>, zeros);
@@ -267,7 +300,8 @@ constexpr std::size_t loss_grad_staged_bytes(std::int64_t vocab) {
 template <class T, class C>
 __global__ void __launch_bounds__(loss_grad_threads, 1)
     cross_entropy_with_grad_staged_kernel(const T* logits, ref targets, C* losses, T* dlogits,
-                                          std::int64_t rows, std::int64_t vocab, C scale, int* bad) {
+                                          std::int64_t rows, std::int64_t vocab, loss_targets t, C scale,
+                                          int* bad) {
   extern __shared__ __align__(16) unsigned char staged_rows[];
   T* const buffers = reinterpret_cast<T*>(staged_rows);  // buffer b: [b * vocab, (b + 1) * vocab)
   const std::int64_t vectors = vocab / lanes<T>;
@@ -284,15 +318,15 @@ __global__ void __launch_bounds__(loss_grad_threads, 1)
     if (next < rows) stage(next, buffers + (b ^ 1) * vocab);
     T* dx = dlogits + row * vocab;
     const std::int64_t target = load_id(targets, row);
-    const bool ignored = target == ignore_index || target < 0 || target >= vocab;
+    const bool ignored = without_loss(target, t);
     const C target_logit = threadIdx.x == 0 && !ignored ? widen<T, C>(logits[row * vocab + target]) : C(0);
     // This row's copy has landed (also for a row without a loss: its buffer is staged into next).
     next < rows ? __pipeline_wait_prior(1) : __pipeline_wait_prior(0);
     if (ignored) {
-      row_without_gradient<T, C>(target, vocab, dx, losses + row, bad);
+      row_without_gradient<T, C>(target, vocab, t, dx, losses + row, bad);
       continue;
     }
-    loss_and_gradient_of_row<T, C>(buffers + b * vocab, dx, vectors, target, target_logit, scale,
+    loss_and_gradient_of_row<T, C>(buffers + b * vocab, dx, vectors, t.classes, target, target_logit, scale,
                                    losses + row);
   }
   __pipeline_wait_prior(0);
@@ -303,15 +337,14 @@ __global__ void __launch_bounds__(loss_grad_threads, 1)
 template <class T, class C>
 __global__ void __launch_bounds__(loss_grad_threads, 2)
     cross_entropy_with_grad_vector_kernel(const T* logits, ref targets, C* losses, T* dlogits,
-                                          std::int64_t vocab, C scale, int* bad) {
+                                          std::int64_t vocab, loss_targets t, C scale, int* bad) {
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * vocab;
   T* dx = dlogits + row * vocab;
   const std::int64_t target = load_id(targets, row);
-  if (target == ignore_index || target < 0 || target >= vocab)
-    return row_without_gradient<T, C>(target, vocab, dx, losses + row, bad);
+  if (without_loss(target, t)) return row_without_gradient<T, C>(target, vocab, t, dx, losses + row, bad);
   const C target_logit = threadIdx.x == 0 ? widen<T, C>(x[target]) : C(0);
-  loss_and_gradient_of_row<T, C>(x, dx, vocab / lanes<T>, target, target_logit, scale, losses + row);
+  loss_and_gradient_of_row<T, C>(x, dx, vocab / lanes<T>, t.classes, target, target_logit, scale, losses + row);
 }
 
 }  // namespace shardgraph::cuda::kernels
