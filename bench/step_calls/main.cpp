@@ -111,7 +111,6 @@ int main(int argc, char** argv) {
   if (batch < 1 || seq < 1 || seq > 1024) usage("--batch must be at least 1 and --seq in 1..1024");
   sg::models::gpt2_config config = sg::models::gpt2_config::small();
   if (model == "350M") config = sg::models::gpt2_config::medium();
-  config.vocab = 50304;
   const sg::program& program = type == "bf16" ? bf16_program : f32_program;
 
   std::map<std::string, int> calls;

@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
                Q = static_cast<double>(config.model / config.heads), T = static_cast<double>(o.seq);
   const double d = static_cast<double>(config.model);
   // Parameters without wpe: wte, and per layer 12 d^2 + 13 d, and the final norm.
-  const double params = static_cast<double>(config.vocab) * d + L * (12 * d * d + 13 * d) + 2 * d;
+  const double params = static_cast<double>(config.table_rows()) * d + L * (12 * d * d + 13 * d) + 2 * d;
   const double flops_per_token = 6 * params + 12 * L * H * Q * T;
   const double peak_flops = 989.4e12;
   int status = 0;
