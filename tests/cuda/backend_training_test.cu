@@ -226,13 +226,14 @@ TEST_CASE("cuda backend: profile mode times every op it runs", "[cuda][gpu]") {
 namespace {
 
 // One rank's bf16 training, 6 steps of 2 micro-batches: the losses, the weights, and how many
-// forward() runs replayed a recording.
+// forward() runs replayed a recording. With `ignoring`, step s >= 3 sets its micro-batches' first s
+// targets to -100: the step's count of targets, which a recording bakes in, changes every step.
 struct recorded_training {
   std::vector<double> losses;
   tiny_gpt2::weights weights;
   int replays = 0, recordings = 0;
 };
-recorded_training train_recorded(bool graphs) {
+recorded_training train_recorded(bool graphs, bool ignoring = false) {
   using namespace tiny_gpt2;
   recorded_training out;
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
@@ -240,7 +241,10 @@ recorded_training train_recorded(bool graphs) {
                          sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights(3, 0.3));
     sg::trainer t(rank, options);
     for (int s = 0; s < 6; ++s) {
-      const std::vector<sg::tensor_map> parts{tokens(batch / 2, 0, s), tokens(batch / 2, batch / 2, s)};
+      std::vector<sg::tensor_map> parts{tokens(batch / 2, 0, s), tokens(batch / 2, batch / 2, s)};
+      if (ignoring && s >= 3)
+        for (sg::tensor_map& part : parts)
+          for (int k = 0; k < s; ++k) part.at("targets").values<std::int64_t>()[static_cast<std::size_t>(k)] = -100;
       out.losses.push_back(t.step(parts).loss);
     }
     add_slices(rank.parameters(), out.weights);
@@ -270,4 +274,17 @@ TEST_CASE("cuda backend: the step recorded as one CUDA graph trains as op by op 
   CHECK(!profiled.records());
   CHECK(sg::cuda::backend{}.records());
   CHECK(!sg::cuda::backend({.graphs = false}).records());
+}
+
+TEST_CASE("cuda backend: a step whose count of targets changes records anew and trains as op by op does",
+          "[cuda][gpu]") {
+  const recorded_training replayed = train_recorded(true, true), launched = train_recorded(false, true);
+  // steps 3, 4, 5: the first run finds the recording stale (op by op), the second records
+  CHECK(replayed.recordings == 4);
+  REQUIRE(replayed.losses.size() == launched.losses.size());
+  for (std::size_t s = 0; s < launched.losses.size(); ++s) {
+    CAPTURE(s, replayed.losses[s], launched.losses[s]);
+    CHECK(std::abs(replayed.losses[s] - launched.losses[s]) <= 1e-6 * launched.losses[s]);
+  }
+  CHECK(tiny_gpt2::max_relative_difference(replayed.weights, launched.weights) < 1e-6);
 }
