@@ -247,6 +247,7 @@ TEST_CASE("a forward whose every target is ignored gives torch's NaN; a training
   const auto messages = errors_on_every_rank(2, [&](sg::threads::communicator& comm) {
     auto rank = sg::bind(program_of(true), config(0).sizes(2, seq), comm, sg::cpu::backend{}, mesh_of({.dp = 2}),
                          sg::random_weights(7, 0.3));
+    comm.barrier();  // every rank past bind's collectives: the error is each rank's own
     sg::trainer t(rank, {});
     const std::vector<sg::tensor_map> parts{batch, batch};  // two micro-batches, no target counted in either
     t.step(parts);
@@ -311,6 +312,7 @@ TEST_CASE("token ids and targets outside the vocabulary are one error, naming th
     const auto forward_errors = errors_on_every_rank(4, [&](sg::threads::communicator& comm) {
       auto rank = sg::bind(program_of(true), config(64).sizes(4, seq), comm, sg::cpu::backend{},
                            mesh_of({.dp = 2, .tp = 2}), sg::random_weights(7, 0.3));
+      comm.barrier();  // every rank past bind's collectives: the error is each rank's own
       rank.forward(batch);
     });
     REQUIRE(forward_errors.size() == 1);
@@ -319,6 +321,7 @@ TEST_CASE("token ids and targets outside the vocabulary are one error, naming th
     const auto step_errors = errors_on_every_rank(4, [&](sg::threads::communicator& comm) {
       auto rank = sg::bind(program_of(true), config(64).sizes(4, seq), comm, sg::cpu::backend{},
                            mesh_of({.dp = 2, .tp = 2}), sg::random_weights(7, 0.3));
+      comm.barrier();  // every rank past bind's collectives: the error is each rank's own
       sg::trainer t(rank, {});
       const std::vector<sg::tensor_map> parts{tokens(4, 0), batch};
       t.step(parts);
