@@ -122,6 +122,8 @@ TEST_CASE("hf_rope_scaling refuses each kind and field it does not honour, namin
       {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, \"attention_factor\": 0}",
        "rope_parameters.attention_factor 0 is not positive"},
       {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": -3}", "beta_fast -3"},
+      {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 2, \"original_max_position_embeddings\": 64}",
+       "rope_parameters.factor 2 differs from max_position_embeddings / original_max_position_embeddings = 4"},
       {"\"max_position_embeddings\": 0, \"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 2}",
        "max_position_embeddings 0 is not a positive integer"},
   };

@@ -13,7 +13,8 @@
 //   llama3     factor, low_freq_factor, high_freq_factor, original_max_position_embeddings
 //              (default: max_position_embeddings)
 //   yarn       factor (null: max_position_embeddings / original), original_max_position_embeddings
-//              (default: max_position_embeddings), attention_factor (null: 0.1 ln(factor) + 1),
+//              (default: max_position_embeddings; when given, factor must equal that ratio, which
+//              transformers 4 uses in its place), attention_factor (null: 0.1 ln(factor) + 1),
 //              beta_fast (null or 0: 32), beta_slow (null or 0: 1), truncate (default true)
 // Refused: other kinds (longrope, proportional, ...), yarn's mscale and mscale_all_dim, any other
 // field, a top-level original_max_position_embeddings or partial_rotary_factor other than 1.
@@ -32,14 +33,19 @@ namespace shardgraph::io {
 
 namespace detail {
 
+inline std::string rope_json_text_of(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
 // A JSON value as it reads in the file (short), for messages.
 inline std::string rope_json_text(const json::value& v) {
-  std::ostringstream s;
   switch (v.type()) {
     case json::kind::null: return "null";
     case json::kind::boolean: return v.as_bool() ? "true" : "false";
     case json::kind::integer: return std::to_string(v.as_int());
-    case json::kind::number: s << v.as_double(); return s.str();
+    case json::kind::number: return rope_json_text_of(v.as_double());
     case json::kind::string: return "\"" + v.as_string() + "\"";
     case json::kind::array: return "an array";
     case json::kind::object: return "an object";
@@ -178,7 +184,15 @@ inline rope_scaling hf_rope_numbers(const hf_rope_reader& r, rope_type kind) {
   if (kind == rope_type::standard) return s;
   if (kind == rope_type::yarn) {
     s.original_max_positions = r.original_max_positions();
-    s.factor = r.number_or("factor", double(r.max_positions()) / double(s.original_max_positions));
+    const double implicit_factor = double(r.max_positions()) / double(s.original_max_positions);
+    s.factor = r.number_or("factor", implicit_factor);
+    // transformers 4 replaces factor by this ratio whenever original_max_position_embeddings is
+    // given, transformers 5 keeps factor: only configs on which both agree are taken.
+    if (r.field("original_max_position_embeddings") && s.factor != implicit_factor)
+      r.refuse(r.field_name("factor"), *r.field("factor"),
+               "differs from max_position_embeddings / original_max_position_embeddings = " +
+                   rope_json_text_of(implicit_factor) + ", which older transformers use instead",
+               "make max_position_embeddings factor times original_max_position_embeddings");
     if (const json::value* a = r.field("attention_factor"); a && !(r.number(*a, r.field_name("attention_factor")) > 0))
       r.refuse(r.field_name("attention_factor"), *a, "is not positive", "give a positive factor, or null to derive it");
     s.attention_factor = r.number_or("attention_factor", 0.0);
