@@ -21,6 +21,7 @@
 namespace {
 
 namespace cpu = shardgraph::cpu;
+namespace sg = shardgraph;
 using std::int64_t;
 using vector = std::vector<double>;
 
@@ -369,6 +370,28 @@ TEST_CASE("softmax_backward is y * (dy - sum(dy * y)), from softmax's output", "
   cpu::softmax_backward(yf.data(), dyf.data(), dx_float.data(), rows, cols);
   cpu::softmax_backward(yr.data(), dyr.data(), dx_rounded.data(), rows, cols);
   CHECK(relative_error(dx_float, dx_rounded) <= float_tolerance);
+}
+
+TEST_CASE("rope_backward with a scaled table is the transpose of rope with it (yarn's factor included)", "[cpu]") {
+  const int64_t batch = 2, heads = 2, seq = 5, head_dim = 8;
+  const sg::compute::rope_frequencies table = sg::compute::make_rope_frequencies(
+      {.type = sg::rope_type::yarn, .factor = 4, .original_max_positions = 16}, head_dim, seq);
+  REQUIRE(table.attention_factor > 1.1);
+  const auto x = random_values(batch * heads * seq * head_dim, 23);
+  const auto dy = random_values(x.size(), 24);
+  const auto numeric = numeric_gradient(
+      [&](vector v) {
+        cpu::rope(v.data(), batch, heads, seq, head_dim, table);
+        return dot(dy, v);
+      },
+      x);
+  auto dx = dy;
+  cpu::rope_backward(dx.data(), batch, heads, seq, head_dim, table);
+  CHECK(relative_error(dx, numeric) <= finite_difference_tolerance);
+
+  auto f32 = to_float(dy);  // f32 against f64, the same table
+  cpu::rope_backward(f32.data(), batch, heads, seq, head_dim, table);
+  CHECK(relative_error(f32, dx) <= float_tolerance);
 }
 
 TEST_CASE("rope_backward is the transpose of rope: finite differences, and it undoes rope", "[cpu]") {

@@ -17,6 +17,7 @@
 namespace {
 
 namespace cpu = shardgraph::cpu;
+namespace sg = shardgraph;
 using std::int64_t;
 
 template <class T>
@@ -338,6 +339,44 @@ TEMPLATE_TEST_CASE("rope matches HF's apply_rotary_pos_emb with rotate_half, wit
       CHECK(relative_error(x, expected) <= tolerance<T>());
     }
   }
+}
+
+// The scaled table's inverse frequencies and factor, applied by hand to HF's formula:
+// out = a * (x cos(p f_i) + rotate_half(x) sin(p f_i)).
+std::vector<double> reference_scaled_rope(const std::vector<double>& x, int64_t rows, int64_t seq, int64_t head_dim,
+                                          const std::vector<double>& inverse_frequency, double factor) {
+  const int64_t half = head_dim / 2;
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = r % seq;
+    for (int64_t d = 0; d < head_dim; ++d) {
+      const double angle = double(t) * inverse_frequency[static_cast<std::size_t>(d % half)];
+      const double* in = x.data() + r * head_dim;
+      const double rotated = d < half ? -in[d + half] : in[d - half];
+      y[static_cast<std::size_t>(r * head_dim + d)] = factor * (in[d] * std::cos(angle) + rotated * std::sin(angle));
+    }
+  }
+  return y;
+}
+
+TEMPLATE_TEST_CASE("rope with a scaled table rotates by its frequencies and scales by its factor", "[cpu]", float,
+                   double) {
+  using T = TestType;
+  const int64_t batch = 2, heads = 3, seq = 9, head_dim = 8;
+  // Frequencies no theta gives (as llama3 and yarn make), and yarn's cos/sin factor.
+  sg::compute::rope_frequencies table;
+  table.pairs = head_dim / 2;
+  table.attention_factor = 1.25;
+  const std::vector<double> frequencies = {0.9, 0.31, 0.02, 0.004};
+  for (std::size_t i = 0; i < frequencies.size(); ++i) table.inverse_frequency[i] = frequencies[i];
+  auto x = random_values<T>(batch * heads * seq * head_dim, 16);
+  const auto expected = reference_scaled_rope(to_double(x), batch * heads * seq, seq, head_dim, frequencies, 1.25);
+  cpu::rope(x.data(), batch, heads, seq, head_dim, table);
+  CHECK(relative_error(x, expected) <= tolerance<T>());
+
+  table.pairs = 3;
+  CHECK(contains(thrown_message([&] { cpu::rope(x.data(), batch, heads, seq, head_dim, table); }),
+                 "shardgraph: cpu::rope: the frequency table has 3 pairs for a head_dim of 8"));
 }
 
 TEST_CASE("rope of a token with position_offset equals rope of the same token later in a sequence", "[cpu]") {

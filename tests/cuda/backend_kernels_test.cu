@@ -305,6 +305,12 @@ std::vector<std::int64_t> embedding_ids(std::int64_t tokens) {
   return ids;
 }
 
+// The unscaled rope, and yarn's (a ramp between scaled and unscaled frequencies over the pairs,
+// cos and sin times 0.1 ln 4 + 1).
+std::vector<sg::rope_scaling> rope_scalings() {
+  return {{}, {.type = sg::rope_type::yarn, .factor = 4, .original_max_positions = 64}};
+}
+
 }  // namespace
 
 // ---- forward ops ----------------------------------------------------------------------------------
@@ -555,13 +561,17 @@ TEST_CASE("cuda backend: layer_norm, rms_norm and softmax match the cpu backend"
 TEST_CASE("cuda backend: rope, split_heads, merge_heads and transpose match the cpu backend", "[cuda][gpu]") {
   both_backends b;
   const std::int64_t batch = 2, heads = 3, seq = 7, head_dim = 16, numel = batch * heads * seq * head_dim;
-  in_each_dtype("rope", elementwise, [&](dtype t) {
-    return b.difference(t, numel, {random_tensor(t, numel, 1)}, [&](auto& call, auto&) {
-      call.kind = op::rope;  // x (batch, heads, seq, head_dim)
-      set_dims(call, {batch, heads, seq, head_dim});
-      call.scalar = 10000;
+  // The unscaled table, and yarn's: a ramp of frequencies and cos and sin scaled by 1.07.
+  for (const sg::rope_scaling& scaling : rope_scalings()) {
+    const sg::compute::rope_frequencies table = sg::compute::make_rope_frequencies(scaling, head_dim, seq);
+    in_each_dtype("rope " + std::string(sg::rope_type_name(scaling.type)), elementwise, [&](dtype t) {
+      return b.difference(t, numel, {random_tensor(t, numel, 1)}, [&](auto& call, auto&) {
+        call.kind = op::rope;  // x (batch, heads, seq, head_dim)
+        set_dims(call, {batch, heads, seq, head_dim});
+        call.rope = &table;
+      });
     });
-  });
+  }
   // head_dim 16 moves 16-byte vectors in every dtype; head_dim 6 moves elements (but f64's pairs).
   for (const std::int64_t dim : {head_dim, std::int64_t{6}}) {
     const std::int64_t n = batch * heads * seq * dim;
@@ -1283,14 +1293,17 @@ TEST_CASE("cuda backend: the norms' gradients match the cpu backend", "[cuda][gp
 TEST_CASE("cuda backend: rope_grad, the embeddings' gradients and ones match the cpu backend",
           "[cuda][gpu]") {
   both_backends b;
-  in_each_dtype("rope_grad", elementwise, [&](dtype t) {
+  for (const sg::rope_scaling& scaling : rope_scalings()) {
     const std::int64_t batch = 2, heads = 3, seq = 7, head_dim = 16, numel = batch * heads * seq * head_dim;
-    return b.difference(t, numel, {random_tensor(t, numel, 1)}, [&](auto& call, auto&) {
-      call.kind = op::rope_grad;  // dy (batch, heads, seq, head_dim) -> dx
-      set_dims(call, {batch, heads, seq, head_dim});
-      call.scalar = 10000;
+    const sg::compute::rope_frequencies table = sg::compute::make_rope_frequencies(scaling, head_dim, seq);
+    in_each_dtype("rope_grad " + std::string(sg::rope_type_name(scaling.type)), elementwise, [&](dtype t) {
+      return b.difference(t, numel, {random_tensor(t, numel, 1)}, [&](auto& call, auto&) {
+        call.kind = op::rope_grad;  // dy (batch, heads, seq, head_dim) -> dx
+        set_dims(call, {batch, heads, seq, head_dim});
+        call.rope = &table;
+      });
     });
-  });
+  }
   // Each row sums its tokens in token order, as the cpu backend does (no atomics): the same bits.
   in_each_dtype("embedding_grad, repeated ids and ids outside rows [8, 19)", exact, [&](dtype t) {
     const std::int64_t tokens = 37, table_rows = 11, cols = 24, row_offset = 8;

@@ -14,6 +14,7 @@ quarter of the targets are the ignore index -100, so the loss's divisor is teste
     python3 tests/golden/make_golden.py --out tests/golden
 """
 import argparse
+import copy
 import json
 import struct
 from pathlib import Path
@@ -212,6 +213,136 @@ def make(kind, out):
     return [folder / "model.safetensors", folder / "config.json", folder / "golden.safetensors"]
 
 
+# ---- RoPE scaling: one tiny LLaMA per kind, each seeded by its own name ------------------------
+# (B, T) tokens; head_dim 16 (8 frequencies) so that each kind's rule changes several of them.
+ROPE_B, ROPE_T, ROPE_V = 2, 12, 24
+ROPE_CASES = {
+    # the older spelling: top-level rope_theta, rope_scaling with "type" (config.json rewritten so)
+    "llama_rope_linear": dict(max_position_embeddings=64, rope_theta=10000.0,
+                              rope_scaling={"type": "linear", "factor": 2.0}),
+    # T = 12 tokens beyond max_position_embeddings = 8: theta grows with the sequence length
+    "llama_rope_dynamic": dict(max_position_embeddings=8, rope_parameters={
+        "rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}),
+    # wavelengths 6.3 (kept), 33 (blended) and 168 and longer (divided by factor), around 64 / 4 and 64 / 1
+    "llama_rope_llama3": dict(max_position_embeddings=256, rope_parameters={
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 64}),
+    # a ramp over pairs 0 to 3 between extrapolation and interpolation; cos and sin times 0.1 ln 4 + 1
+    "llama_rope_yarn": dict(max_position_embeddings=256, rope_parameters={
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64}),
+}
+
+# Tables only (no model): HF's inverse frequencies and cos/sin factor for more configs, each as
+# config.json gives it; tests/golden/llama_rope_tables/tables.json.
+ROPE_TABLES = [
+    ("default", 16, {"max_position_embeddings": 64, "rope_theta": 500000.0}),
+    ("linear, rope_type spelling", 16, {"max_position_embeddings": 64,
+                                        "rope_scaling": {"rope_type": "linear", "factor": 4.0}}),
+    ("dynamic within max positions", 8, {"max_position_embeddings": 16,
+                                         "rope_parameters": {"rope_type": "dynamic", "factor": 3.0}}),
+    ("dynamic beyond max positions", 40, {"max_position_embeddings": 16,
+                                          "rope_parameters": {"rope_type": "dynamic", "factor": 3.0}}),
+    ("llama3, original from max positions", 16, {"max_position_embeddings": 128, "rope_parameters": {
+        "rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0, "low_freq_factor": 2.0,
+        "high_freq_factor": 8.0}}),
+    ("llama3 as Llama 3.1", 16, {"max_position_embeddings": 131072, "head_dim": 128, "rope_parameters": {
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}),
+    ("yarn, truncate false, betas", 16, {"max_position_embeddings": 512, "rope_parameters": {
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 8.0, "original_max_position_embeddings": 64,
+        "beta_fast": 16.0, "beta_slow": 2.0, "truncate": False}}),
+    ("yarn, attention_factor given", 16, {"max_position_embeddings": 256, "rope_parameters": {
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64,
+        "attention_factor": 1.25}}),
+    ("yarn, factor null", 16, {"max_position_embeddings": 1024, "rope_parameters": {
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": None, "original_max_position_embeddings": 128}}),
+]
+
+
+def rope_config(spec):
+    """A tiny LLaMA config with `spec`'s fields (copied: transformers fills in RoPE dicts in place)."""
+    spec = copy.deepcopy(spec)
+    return LlamaConfig(
+        vocab_size=ROPE_V, hidden_size=32, intermediate_size=16, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, rms_norm_eps=1e-6, tie_word_embeddings=False,
+        attention_bias=False, mlp_bias=False, hidden_act="silu", **spec)
+
+
+def hf_rope_table(config, seq):
+    """HF's inverse frequencies and cos/sin factor after a forward over `seq` positions."""
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+    rotary = LlamaRotaryEmbedding(config)
+    x = torch.zeros(1, seq, dtype=torch.float64)
+    rotary(x, torch.arange(seq).reshape(1, seq))
+    return rotary.inv_freq.to(torch.float64), float(rotary.attention_scaling)
+
+
+def write_old_spelling(path, spec):
+    """Rewrites config.json with the top-level rope_theta and rope_scaling of older transformers."""
+    config = json.loads(path.read_text())
+    parsed = LlamaConfig.from_json_file(str(path)).rope_parameters
+    config.pop("rope_parameters")
+    config["rope_theta"], config["rope_scaling"] = spec["rope_theta"], spec["rope_scaling"]
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    assert LlamaConfig.from_json_file(str(path)).rope_parameters == parsed, "the spellings must agree"
+
+
+def make_rope(name, out):
+    """Writes <out>/<name>/{model,golden}.safetensors and config.json; returns their paths."""
+    spec = ROPE_CASES[name]
+    gen = torch.Generator().manual_seed(SEED + sum(name.encode()))
+    input_ids = torch.randint(0, ROPE_V, (ROPE_B, ROPE_T), generator=gen, dtype=torch.int64)
+    targets = torch.randint(0, ROPE_V, (ROPE_B, ROPE_T), generator=gen, dtype=torch.int64)
+    model = AutoModelForCausalLM.from_config(rope_config(spec), attn_implementation="eager")
+    model = model.double().eval()
+    randomize(model, gen)
+    params = dict(model.named_parameters())
+    assert model.config._attn_implementation == "eager" and "lm_head.weight" in params
+    kind = model.config.rope_parameters["rope_type"]
+    assert kind == name.removeprefix("llama_rope_"), model.config.rope_parameters
+
+    logits = model(input_ids=input_ids, use_cache=False).logits  # (B, T, V)
+    loss = F.cross_entropy(logits.reshape(-1, ROPE_V), targets.reshape(-1))
+    loss.backward()
+    rotary = model.model.rotary_emb
+    inv_freq = rotary.inv_freq.to(torch.float64)  # after the forward: dynamic's grown theta
+    default = rotary.compute_default_rope_parameters(model.config)[0].to(torch.float64)
+    assert not torch.allclose(inv_freq, default), f"{name}: the scaling must change the frequencies"
+
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    save(params, folder / "model.safetensors", {"format": "pt"})
+    model.config.to_json_file(str(folder / "config.json"))
+    if "rope_scaling" in spec:
+        write_old_spelling(folder / "config.json", spec)
+    golden = {"input_ids": input_ids, "targets": targets, "logits": logits, "loss": loss.reshape(1),
+              "rope.inv_freq": inv_freq,
+              "rope.attention_scaling": torch.tensor([rotary.attention_scaling], dtype=torch.float64)}
+    golden.update({f"grad.{n}": p.grad for n, p in params.items()})
+    metadata = {"torch": torch.__version__, "transformers": transformers.__version__,
+                "B": str(ROPE_B), "T": str(ROPE_T)}
+    save(golden, folder / "golden.safetensors", metadata)
+    print(f"{name}: loss {loss.item():.12f}, attention scaling {rotary.attention_scaling}")
+    return [folder / "model.safetensors", folder / "config.json", folder / "golden.safetensors"]
+
+
+def make_rope_tables(out):
+    cases = []
+    for name, seq, spec in ROPE_TABLES:
+        config = rope_config(spec)
+        inv_freq, scaling = hf_rope_table(config, seq)
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        cases.append({"name": name, "seq": seq, "head_dim": head_dim, "config": spec,
+                      "inv_freq": inv_freq.tolist(), "attention_scaling": scaling})
+    folder = out / "llama_rope_tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tables.json"
+    text = json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
+                       "cases": cases}, indent=1)
+    path.write_text(text + "\n")
+    return [path]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent,
@@ -221,6 +352,7 @@ def main():
     torch.set_num_threads(1)  # one thread: a fixed reduction order from run to run
     written = [path for kind in CONFIGS for path in make(kind, args.out)]
     written += [path for name in OPTION_CASES for path in make_option_case(name, args.out)]
+    written += [path for name in ROPE_CASES for path in make_rope(name, args.out)] + make_rope_tables(args.out)
     total = 0
     for path in written:
         size = path.stat().st_size

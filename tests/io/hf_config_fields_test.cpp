@@ -27,8 +27,13 @@ namespace {
 const std::string golden_dir = SHARDGRAPH_GOLDEN_DIR;
 
 // The cases golden_test.cpp compares with HF transformers.
-constexpr std::string_view golden_cases[] = {"gpt2", "llama", "gpt2_untied", "gpt2_unscaled",
-                                             "llama_tied_bias_headdim"};
+constexpr std::string_view golden_cases[] = {"gpt2",
+                                             "llama",
+                                             "gpt2_untied",
+                                             "gpt2_unscaled",
+                                             "llama_tied_bias_headdim",
+                                             "llama_rope_linear",
+                                             "llama_rope_yarn"};
 
 std::string config_of(std::string_view golden_case) {
   return golden_dir + "/" + std::string(golden_case) + "/config.json";
@@ -76,7 +81,7 @@ std::string read_config(std::string_view family, const std::string& path) {
   return std::to_string(c.vocab) + " " + std::to_string(c.model) + " " + std::to_string(c.ffn) + " " +
          std::to_string(c.heads) + " " + std::to_string(c.kv_heads) + " " + std::to_string(c.layers) + " " +
          std::to_string(c.head_dim) + " " + std::to_string(o.rms_norm_eps) + " " +
-         std::to_string(o.rope_theta) + " " + std::to_string(o.tie_word_embeddings) +
+         std::to_string(o.rope.theta) + " " + std::to_string(o.tie_word_embeddings) +
          std::to_string(o.attention_bias) + std::to_string(o.mlp_bias);
 }
 
@@ -166,19 +171,20 @@ TEST_CASE("a config.json field shardgraph does not know is refused, naming it an
   }
 }
 
-TEST_CASE("RoPE scaling is refused until implemented, in both spellings", "[io][config]") {
+TEST_CASE("RoPE scaling is read in both spellings; a kind not implemented is refused", "[io][config]") {
   const std::string base = config_of("llama");
   CHECK(contains(error_of([&] {
                    read_config("llama", with_field(base, "rope_scaling", "{\"rope_type\": \"llama3\"}"));
                  }),
                  "rope_scaling"));
   CHECK(contains(error_of([&] {
-                   read_config(
-                       "llama",
-                       with_field(base, "rope_parameters",
-                                  "{\"rope_type\": \"yarn\", \"rope_theta\": 10000.0, \"factor\": 4.0}"));
+                   read_config("llama", with_field(base, "rope_parameters",
+                                                   "{\"rope_type\": \"longrope\", \"rope_theta\": 10000.0}"));
                  }),
-                 "rope_parameters: \"rope_type\": \"yarn\" is not supported"));
+                 "rope_parameters.rope_type \"longrope\" is not a RoPE kind"));
+  const std::string yarn =
+      with_field(base, "rope_parameters", "{\"rope_type\": \"yarn\", \"rope_theta\": 10000.0, \"factor\": 4.0}");
+  CHECK(sg::io::hf_llama_options(yarn).rope.type == sg::rope_type::yarn);
   CHECK(read_config("llama", with_field(base, "rope_scaling", "null")) == read_config("llama", base));
 }
 

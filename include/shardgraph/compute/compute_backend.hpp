@@ -16,7 +16,7 @@
 //   matmul              {batch, m, k, n}
 //   add, mul, add_bias, gelu, silu (chains)  {numel}           see elementwise_step
 //   layer_norm, rms_norm, softmax            {rows, cols}
-//   rope                {batch, heads, seq, head_dim}
+//   rope, rope_grad     {batch, heads, seq, head_dim}          the table in kernel_call::rope
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}
 //   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
 //                                                                   0 for 1/sqrt(head_dim) (attention_scale)
@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shardgraph/compute/rope_frequencies.hpp"
 #include "shardgraph/core/dtype.hpp"
 #include "shardgraph/ir/node.hpp"
 
@@ -76,6 +77,9 @@ struct kernel_call {
   std::int64_t dims[6]{};
   double scalar = 0.0;
   bool transpose_b = false;
+  // rope and rope_grad only: the inverse frequencies and the cos/sin factor, planned at bind from
+  // the node's rope_scaling and the local sizes (runtime/rope_plan.hpp); rope_grad's are its rope's.
+  const rope_frequencies* rope = nullptr;
   // linear only: out = x w + bias (n, broadcast over rows), set when the backend declares
   // `static constexpr bool linear_bias_epilogue = true` (a GEMM that adds it in its epilogue).
   const Buffer* bias = nullptr;

@@ -64,8 +64,14 @@ constexpr tensor layer_norm(tensor x, tensor w, tensor b, double eps = 1e-5) {
 constexpr tensor rms_norm(tensor x, tensor w, double eps = 1e-6) {
   return detail::apply_op(op::rms_norm, {x, w}, detail::owner_name(w), eps);
 }
-// rotary position embedding (rotate-half convention) on x (batch, heads, seq, head_dim)
-constexpr tensor rope(tensor x, double theta = 10000.0) { return detail::apply_op(op::rope, {x}, {}, theta); }
+// rotary position embedding (rotate-half convention) on x (batch, heads, seq, head_dim), with
+// HF's scaling kinds (ir/rope_scaling.hpp)
+constexpr tensor rope(tensor x, const rope_scaling& scaling) {
+  tensor r = detail::apply_op(op::rope, {x});
+  r.builder->value()[r.id].rope = scaling;
+  return r;
+}
+constexpr tensor rope(tensor x, double theta = 10000.0) { return rope(x, rope_scaling{.theta = theta}); }
 // (batch, seq, heads * head_dim) -> (batch, heads, seq, head_dim)
 constexpr tensor split_heads(tensor x) { return detail::apply_op(op::split_heads, {x}); }
 // (batch, heads, seq, head_dim) -> (batch, seq, heads * head_dim)

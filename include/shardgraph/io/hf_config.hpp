@@ -1,6 +1,6 @@
 #pragma once
 // HF config.json import for the GPT-2 and LLaMA families: the sizes bind needs, and the
-// compile-time options (eps, rope theta, biases, tied head) read from the file (hf_*_options) or
+// compile-time options (eps, RoPE, biases, tied head) read from the file (hf_*_options) or
 // checked against the compiled model (hf_*_config). The sizes are checked (hf_config_sizes.hpp)
 // before anything is computed from them; every other field is honoured, accepted or refused as
 // hf_config_fields.hpp lists.
@@ -12,6 +12,7 @@
 #include "shardgraph/io/file_contents.hpp"
 #include "shardgraph/io/hf_config_fields.hpp"
 #include "shardgraph/io/hf_config_sizes.hpp"
+#include "shardgraph/io/hf_rope.hpp"
 #include "shardgraph/io/json.hpp"
 #include "shardgraph/models/gpt2.hpp"
 #include "shardgraph/models/llama.hpp"
@@ -39,6 +40,15 @@ inline void expect_flag(const std::string& path, const char* key, bool in_file, 
          std::string("compile the model with ") + key + " = " + text(in_file) +
              " (the model's options; hf_gpt2_options and hf_llama_options read them from config.json)");
 }
+inline void expect_rope(const std::string& path, const rope_scaling& in_file, const rope_scaling& compiled) {
+  expect_value(path, "rope_theta", in_file.theta, compiled.theta);
+  if (in_file != compiled)
+    fail(path + ": rope_parameters",
+         "the checkpoint's RoPE (rope_type \"" + std::string(rope_type_name(in_file.type)) +
+             "\") differs from the compiled model's (rope_type \"" + std::string(rope_type_name(compiled.type)) +
+             "\") or in one of its numbers",
+         "compile the model with the checkpoint's io::hf_rope_scaling (llama_options::rope)");
+}
 inline void expect_model_type(const std::string& path, const json::value& c, const char* type) {
   if (const json::value* t = c.find("model_type"); t && t->as_string() != type)
     fail(path, "model_type is \"" + t->as_string() + "\", not \"" + type + "\"", std::string("load a ") + type + " checkpoint");
@@ -52,23 +62,6 @@ inline bool flag_or(const json::value& c, std::string_view key, bool otherwise) 
 inline std::int64_t optional_size(const json::value& c, std::string_view key) {
   const json::value* v = c.find(key);
   return v && !v->is_null() ? v->as_int() : 0;
-}
-// RoPE's theta: rope_theta, or rope_parameters.rope_theta (transformers 5), else 10000. A
-// rope_parameters entry other than the default RoPE's is refused: RoPE scaling is not implemented.
-inline double llama_rope_theta(const std::string& path, const json::value& c) {
-  const json::value* theta = c.find("rope_theta");
-  if (const json::value* rp = c.find("rope_parameters"); rp && !rp->is_null()) {
-    for (const auto& [key, value] : rp->as_object()) {
-      const bool default_rope =
-          key == "rope_theta" || (key == "rope_type" && json_text(value) == "\"default\"");
-      if (!default_rope)
-        fail(path + ": rope_parameters",
-             "\"" + key + "\": " + json_text(value) + " is not supported (RoPE scaling is not implemented)",
-             "give a checkpoint with the default RoPE (\"rope_type\": \"default\")");
-    }
-    if (theta == nullptr) theta = rp->find("rope_theta");
-  }
-  return theta ? theta->as_double() : 10000.0;
 }
 }  // namespace detail
 
@@ -128,7 +121,7 @@ inline models::gpt2_config hf_gpt2_config(const std::string& path, const models:
 inline models::llama_options hf_llama_options(const std::string& path, const json::value& c,
                                               models::llama_options base = {}) {
   base.rms_norm_eps = c.at("rms_norm_eps").as_double();
-  base.rope_theta = detail::llama_rope_theta(path, c);
+  base.rope = hf_rope_scaling(c, path);
   base.tie_word_embeddings = detail::flag_or(c, "tie_word_embeddings", false);
   base.attention_bias = detail::flag_or(c, "attention_bias", false);
   base.mlp_bias = detail::flag_or(c, "mlp_bias", false);
@@ -139,7 +132,7 @@ inline models::llama_options hf_llama_options(const std::string& path, models::l
 }
 
 // Reads a LLaMA config.json: refuses fields shardgraph does not implement (hf_config_fields.hpp),
-// checks eps, rope theta, the biases and the tied head against `compiled`, and returns the sizes.
+// checks eps, the RoPE (theta and scaling), the biases and the tied head against `compiled`, and returns the sizes.
 inline models::llama_config hf_llama_config(const std::string& path, const models::llama_options& compiled = {}) {
   json::value c = read_json_file(path);
   detail::expect_model_type(path, c, "llama");
@@ -149,7 +142,7 @@ inline models::llama_config hf_llama_config(const std::string& path, const model
     fail(path + ": hidden_act", "\"" + act->as_string() + "\" is not supported", "use \"silu\"");
   const models::llama_options in_file = hf_llama_options(path, c);
   detail::expect_value(path, "rms_norm_eps", in_file.rms_norm_eps, compiled.rms_norm_eps);
-  detail::expect_value(path, "rope_theta", in_file.rope_theta, compiled.rope_theta);
+  detail::expect_rope(path, in_file.rope, compiled.rope);
   detail::expect_flag(path, "tie_word_embeddings", in_file.tie_word_embeddings, compiled.tie_word_embeddings);
   detail::expect_flag(path, "attention_bias", in_file.attention_bias, compiled.attention_bias);
   detail::expect_flag(path, "mlp_bias", in_file.mlp_bias, compiled.mlp_bias);

@@ -130,8 +130,7 @@ inline constexpr config_field gpt2_config_fields[] = {
     {"num_hidden_layers", neutral_only, "", "2", "", "an alias of n_layer: write it as n_layer"},
 };
 
-// rope_theta, rope_parameters and rope_scaling belong to the RoPE scaling work: until a scaling
-// kind is implemented, only the default RoPE is accepted.
+// rope_theta, rope_parameters and rope_scaling: io/hf_rope.hpp lists the RoPE fields honoured.
 inline constexpr config_field llama_config_fields[] = {
     {"vocab_size", honoured, "", "", "", "the vocabulary (padded to a multiple of tp when loaded)"},
     {"hidden_size", honoured, "", "", "", "the hidden size"},
@@ -151,13 +150,13 @@ inline constexpr config_field llama_config_fields[] = {
      "true: logits = x embed_tokens^T, no lm_head.weight; false: lm_head.weight "
      "(llama_options::tie_word_embeddings)"},
     {"max_position_embeddings", honoured, "", "", "",
-     "hf_model::positions; RoPE itself has no table, so longer sequences run, as in transformers"},
-    {"rope_theta", honoured, "", "", "", "must equal the compiled llama_options::rope_theta"},
-    {"rope_parameters", honoured, "", "{\"rope_type\": \"linear\", \"factor\": 2.0}", "",
-     "rope_theta is honoured; a rope_type other than \"default\" is refused (RoPE scaling is not "
-     "implemented)"},
-    {"rope_scaling", neutral_only, "null", "{\"rope_type\": \"linear\", \"factor\": 2.0}", "",
-     "RoPE scaling is not implemented; give a checkpoint with the default RoPE"},
+     "hf_model::positions; dynamic, llama3 and yarn RoPE read it (io/hf_rope.hpp); longer sequences run, as in transformers"},
+    {"rope_theta", honoured, "", "-1", "llama_rope_linear",
+     "RoPE's base, at the top level or in rope_parameters (io/hf_rope.hpp); must equal llama_options::rope"},
+    {"rope_parameters", honoured, "", "{\"rope_type\": \"longrope\", \"factor\": 2.0}", "llama_rope_yarn",
+     "rope_type default, linear, dynamic, llama3 or yarn and their fields (io/hf_rope.hpp); others are refused"},
+    {"rope_scaling", honoured, "", "{\"type\": \"su\"}", "llama_rope_linear",
+     "the older spelling of rope_parameters (type or rope_type; io/hf_rope.hpp)"},
     {"attention_dropout", no_effect, "", "0.1", "",
      "dropout: off in inference; shardgraph trains without dropout"},
     {"pretraining_tp", no_effect, "", "2", "",

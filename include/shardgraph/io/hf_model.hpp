@@ -1,7 +1,7 @@
 #pragma once
 // A HF checkpoint directory opened as a shardgraph model, whatever its family: config.json's
 // "model_type" picks GPT-2 or LLaMA; the program is compiled at run time over hf_mesh, with the
-// checkpoint's options (eps, rope theta, biases, tied head: hf_config.hpp); the weights read from
+// checkpoint's options (eps, RoPE, biases, tied head: hf_config.hpp); the weights read from
 // its safetensors files.
 //
 //   sg::io::hf_model m = sg::io::open_hf_model("gpt2-dir", {.type = sg::dtype::bf16, .vocab_multiple = tp});
@@ -18,6 +18,7 @@
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/io/hf_config.hpp"
 #include "shardgraph/io/hf_expected_tensors.hpp"
+#include "shardgraph/io/hf_rope.hpp"
 #include "shardgraph/io/hf_weights.hpp"
 #include "shardgraph/io/json.hpp"
 #include "shardgraph/io/safetensors_checkpoint.hpp"

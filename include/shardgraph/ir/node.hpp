@@ -8,6 +8,7 @@
 #include "shardgraph/core/fixed_string.hpp"
 #include "shardgraph/core/shape.hpp"
 #include "shardgraph/ir/op.hpp"
+#include "shardgraph/ir/rope_scaling.hpp"
 #include "shardgraph/mesh/shard_spec.hpp"
 
 namespace shardgraph {
@@ -30,7 +31,8 @@ struct node {
   shard_spec required[max_inputs];  // placement each input must have when this op reads it
   bool annotated = false;           // spec was written by the user (leaves, redistribute)
 
-  double scalar = 0.0;       // layer_norm / rms_norm: eps; rope: theta
+  double scalar = 0.0;       // layer_norm / rms_norm: eps
+  rope_scaling rope;         // rope and rope_grad: theta and the scaling kind
   bool transpose_b = false;  // linear: the weight is stored (out, in) instead of (in, out)
   int axis = -1;             // collectives and local_slice: the mesh axis
   int from_dim = -1;         // all_gather, all_to_all: the dimension that was sharded

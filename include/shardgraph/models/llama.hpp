@@ -22,7 +22,7 @@ namespace shardgraph::models {
 struct llama_options {
   dtype type = dtype::f32;
   double rms_norm_eps = 1e-6;
-  double rope_theta = 10000.0;
+  rope_scaling rope = {};  // rope_theta and HF's RoPE scaling (ir/rope_scaling.hpp)
   std::string_view data_axis = "dp";
   std::string_view tensor_axis = "tp";
   bool tie_word_embeddings = false;  // true: logits = x embed_tokens^T, no lm_head.weight
@@ -96,8 +96,8 @@ constexpr graph llama(llama_options o = {}) {
     auto column = [&](std::string_view w, extent heads_of) {
       return split_heads(project(h, w, heads_of * head_dim, model, true, o.attention_bias));
     };
-    tensor q = rope(column("self_attn.q_proj.weight", heads), o.rope_theta);
-    tensor k = rope(column("self_attn.k_proj.weight", kv_heads), o.rope_theta);
+    tensor q = rope(column("self_attn.q_proj.weight", heads), o.rope);
+    tensor k = rope(column("self_attn.k_proj.weight", kv_heads), o.rope);
     tensor v = column("self_attn.v_proj.weight", kv_heads);
     tensor a = merge_heads(attention(q, k, v));
     x = x + project(a, "self_attn.o_proj.weight", model, heads * head_dim, false, o.attention_bias);

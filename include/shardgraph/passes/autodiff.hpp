@@ -200,8 +200,11 @@ class gradient_builder {
       case op::rms_norm:
         accumulate(x, make(op::rms_norm_grad_x, {x, w, dy}, i, n.scalar));
         return accumulate(w, make(op::rms_norm_grad_w, {x, dy}, w, n.scalar));
-      case op::rope:
-        return accumulate(x, make(op::rope_grad, {dy}, i, n.scalar));
+      case op::rope: {  // the same frequencies and factor: the transpose of the same rotation
+        const int dx = make(op::rope_grad, {dy}, i);
+        g_[dx].rope = n.rope;
+        return accumulate(x, dx);
+      }
       case op::split_heads:
         return accumulate(x, make(op::merge_heads, {dy}, i));
       case op::merge_heads:

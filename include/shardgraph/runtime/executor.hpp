@@ -57,6 +57,7 @@
 #include "shardgraph/runtime/memory_options.hpp"
 #include "shardgraph/runtime/memory_plan.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
+#include "shardgraph/runtime/rope_plan.hpp"
 #include "shardgraph/runtime/step_fusion.hpp"
 #include "shardgraph/runtime/step_recording.hpp"
 #include "shardgraph/runtime/token_inputs.hpp"
@@ -2195,6 +2196,7 @@ class rank_program {
     call.out = &value(i);
     call.scalar = n.scalar;
     call.transpose_b = n.transpose_b;
+    call.rope = rope_.of(i);
     for (int k = 0; k < n.input_count; ++k) call.in[k] = &value(n.inputs[k]);
     if (n.kind == op::linear && fused_.bias_epilogue_of[index(i)] >= 0) {
       const int j = fused_.bias_epilogue_of[index(i)];
@@ -2433,6 +2435,7 @@ class rank_program {
   model_sizes sizes_;
   Backend backend_;
   local_layout layout_;
+  rope_plan rope_ = plan_rope_frequencies(program_, layout_);  // the rope steps' tables
   int world_rank_ = 0;  // errors name it
   std::vector<int> axis_sizes_;
   std::vector<Comm> axis_comms_;

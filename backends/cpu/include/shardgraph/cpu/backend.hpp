@@ -293,6 +293,13 @@ class backend {
 
   template <class T>
   static const T* in(const compute::kernel_call<buffer>& c, int k) { return c.in[k]->as<T>(); }
+  // A rope or rope_grad call's frequency table (kernel_call::rope), which the executor plans at bind.
+  static const compute::rope_frequencies& rope_table(const compute::kernel_call<buffer>& c) {
+    if (c.rope == nullptr)
+      fail("cpu::backend: " + std::string(op_name(c.kind)), "the call carries no frequency table (kernel_call::rope)",
+           "set it to a compute::make_rope_frequencies table, as the executor does at bind");
+    return *c.rope;
+  }
 
   template <class T>
   void run_typed(const compute::kernel_call<buffer>& c) {
@@ -324,7 +331,7 @@ class backend {
       case op::softmax: return softmax(in<T>(c, 0), out, d[0], d[1]);
       case op::rope:
         std::memcpy(out, in<T>(c, 0), static_cast<std::size_t>(d[0] * d[1] * d[2] * d[3]) * sizeof(T));
-        return rope(out, d[0], d[1], d[2], d[3], c.scalar);
+        return rope(out, d[0], d[1], d[2], d[3], rope_table(c));
       case op::split_heads: return split_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::merge_heads: return merge_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::attention:
@@ -397,7 +404,7 @@ class backend {
       }
       case op::rope_grad:
         std::memcpy(out, in<T>(c, 0), out_bytes);
-        return rope_backward(out, d[0], d[1], d[2], d[3], c.scalar);
+        return rope_backward(out, d[0], d[1], d[2], d[3], rope_table(c));
       case op::attention_grad_q:
       case op::attention_grad_k:
       case op::attention_grad_v: {

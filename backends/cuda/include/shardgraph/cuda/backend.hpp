@@ -1299,8 +1299,12 @@ class backend {
             in(c, 0), out(o), d[1], d[1], false, C(1));
       case op::rope:
       case op::rope_grad:
+        if (c.rope == nullptr || c.rope->pairs != d[3] / 2)
+          fail("cuda::backend: " + std::string(op_name(c.kind)),
+               "the call carries no frequency table (kernel_call::rope) for head_dim " + std::to_string(d[3]),
+               "set it to a compute::make_rope_frequencies table, as the executor does at bind");
         return kernels::rope_kernel<C, I><<<blocks(o.numel() / 2), threads, 0, stream()>>>(
-            in(c, 0), out(o), d[2], d[3], c.scalar, c.kind == op::rope ? 1.0 : -1.0, o.numel() / 2);
+            in(c, 0), out(o), d[2], d[3], *c.rope, c.kind == op::rope ? 1.0 : -1.0, o.numel() / 2);
       case op::split_heads:
         return run_heads<C, true, I>(c);
       case op::merge_heads:

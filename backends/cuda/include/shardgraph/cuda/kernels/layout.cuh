@@ -2,6 +2,7 @@
 // Data movement and rotary embedding: split_heads / merge_heads, batched transpose, and rope and
 // its gradient (rotate-half pairs (i, i + head_dim/2), angles in double rounded once, as
 // cpu/rope.hpp).
+#include <shardgraph/compute/rope_frequencies.hpp>
 #include <shardgraph/cuda/kernels/element_access.cuh>
 
 #include <cuda_runtime.h>
@@ -37,19 +38,21 @@ __global__ void transpose_kernel(ref in, mut_ref out, std::int64_t rows, std::in
   }
 }
 
-// out = x rotated by direction * angle(t, i), x (batch, heads, seq, head_dim); one thread per pair.
+// out = table.attention_factor * x rotated by direction * angle(t, i), x (batch, heads, seq,
+// head_dim); angle(t, i) = t * table.inverse_frequency[i] (compute/rope_frequencies.hpp, made on
+// the host at bind, passed by value); one thread per pair.
 template <class C, class I>
-__global__ void rope_kernel(ref x, mut_ref out, std::int64_t seq, std::int64_t head_dim, double theta,
-                            double direction, std::int64_t pairs) {
+__global__ void rope_kernel(ref x, mut_ref out, std::int64_t seq, std::int64_t head_dim,
+                            const __grid_constant__ compute::rope_frequencies table, double direction,
+                            std::int64_t pairs) {
   const I half = static_cast<I>(head_dim / 2), S = static_cast<I>(seq), D = static_cast<I>(head_dim);
   for (I e = global_thread<I>(); e < static_cast<I>(pairs); e += grid_threads<I>()) {
     const I i = e % half, row = e / half, t = row % S;
-    const double inverse_frequency =
-        1.0 / pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
-    const double angle = static_cast<double>(t) * inverse_frequency;
+    const double angle = static_cast<double>(t) * table.inverse_frequency[i];
     double s, c;
     sincos(angle, &s, &c);
-    const C cosine = static_cast<C>(c), sine = static_cast<C>(direction * s);
+    const C cosine = static_cast<C>(table.attention_factor * c);
+    const C sine = static_cast<C>(direction * table.attention_factor * s);
     const I first = row * D + i, second = first + half;
     const C x1 = load<C>(x, first), x2 = load<C>(x, second);
     store<C>(out, first, x1 * cosine - x2 * sine);
