@@ -49,6 +49,7 @@
 #include "shardgraph/compute/compute_backend.hpp"
 #include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/pipeline/partition.hpp"
+#include "shardgraph/plan/step_index.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/host_tensor.hpp"
 #include "shardgraph/runtime/load_progress.hpp"
@@ -101,8 +102,8 @@ class rank_program {
     split_axes(world);
     if (pipelined()) split_tied_group();
     fused_ = plan_step_fusion<Backend>({.program = program_,
-                                        .readers = readers_,
-                                        .producer_step = producer_step_,
+                                        .readers = step_index_.readers,
+                                        .producer_step = step_index_.producer_step,
                                         .layout = layout_,
                                         .recomputed = [&](int i) { return recomputed(i); },
                                         .per_layer = [&](int i) { return per_layer(i); },
@@ -439,7 +440,7 @@ class rank_program {
                   "executor: pipeline",
                   "forward of micro-batch " + std::to_string(a.micro_batch) + " before its input arrived",
                   "this is a bug in the schedule; please report it (pipeline::verify should have caught it)");
-            backend_.copy(inbox_[index(w->second)], value_at(forward_begin_node_, first));
+            backend_.copy(inbox_[index(w->second)], value_at(step_index_.forward_begin_node, first));
             free_inbox.push_back(w->second);
             waiting.erase(w);
           }
@@ -460,11 +461,11 @@ class rank_program {
         }
         case pipeline::action_kind::send_activation:
           enter(a.micro_batch);
-          transfer(pp, value(forward_end_node_), a.peer, tag_base + 2, true);  // to virtual stage j + 1
+          transfer(pp, value(step_index_.forward_end_node), a.peer, tag_base + 2, true);  // to virtual stage j + 1
           break;
         case pipeline::action_kind::recv_gradient:
           enter(a.micro_batch);
-          transfer(pp, value(backward_begin_node_), a.peer, tag_base + 1, false);
+          transfer(pp, value(step_index_.backward_begin_node), a.peer, tag_base + 1, false);
           break;
         case pipeline::action_kind::backward: {
           enter(a.micro_batch);
@@ -479,7 +480,7 @@ class rank_program {
         }
         case pipeline::action_kind::send_gradient:
           enter(a.micro_batch);
-          transfer(pp, value(backward_end_node_), a.peer, tag_base - 1, true);  // to virtual stage j - 1
+          transfer(pp, value(step_index_.backward_end_node), a.peer, tag_base - 1, true);  // to virtual stage j - 1
           break;
       }
       if (a.kind == pipeline::action_kind::backward && --backwards_left[index(a.micro_batch)] == 0) {
@@ -506,9 +507,9 @@ class rank_program {
     for (int j = 0; j < total; ++j) {
       if (j % p != r) continue;
       const auto [first, end] = chunks_[index(j / p)];
-      if (j > 0) transfer(pp, value_at(forward_begin_node_, first), (j - 1) % p, j, false);
+      if (j > 0) transfer(pp, value_at(step_index_.forward_begin_node, first), (j - 1) % p, j, false);
       run_segment(forward_segment(j, total, first, end));
-      if (j < total - 1) transfer(pp, value(forward_end_node_), (j + 1) % p, j + 1, true);
+      if (j < total - 1) transfer(pp, value(step_index_.forward_end_node), (j + 1) % p, j + 1, true);
     }
     if (zero3_) release_unlayered_parameters();
     const graph& g = program_.nodes;
@@ -568,14 +569,8 @@ class rank_program {
     return sg;
   }
 
-  enum class phase { pre, forward_block, post, backward_block, tail };
-  phase phase_of(std::size_t s) const {
-    if (forward_begin_step_ < 0 || s < index(forward_begin_step_)) return phase::pre;
-    if (s <= index(forward_end_step_)) return phase::forward_block;
-    if (backward_begin_step_ < 0 || s < index(backward_begin_step_)) return phase::post;
-    if (s <= index(backward_end_step_)) return phase::backward_block;
-    return phase::tail;
-  }
+  using phase = plan::phase;
+  phase phase_of(std::size_t s) const { return step_index_.phase_of(s); }
   static bool runs(const segment& sg, phase ph) {
     switch (ph) {
       case phase::pre:
@@ -630,13 +625,13 @@ class rank_program {
     segment_first_ = first;
     segment_end_ = end;
     in_backward_ = !sg.pre && !sg.forward_block && !sg.post;
-    if (sg.zero_tail_input) fill_zero_value(backward_end_node_);
+    if (sg.zero_tail_input) fill_zero_value(step_index_.backward_end_node);
     if (zero3_ && !pipelined()) gather_unlayered_parameters();  // a pipeline gathers once per step
     for (std::size_t s = 0; s < program_.steps.size(); ++s) {
       const phase ph = phase_of(s);
       if (!runs(sg, ph)) {
-        if (ph == phase::forward_block) s = index(forward_end_step_);
-        if (ph == phase::backward_block) s = index(backward_end_step_);
+        if (ph == phase::forward_block) s = index(step_index_.forward_end_step);
+        if (ph == phase::backward_block) s = index(step_index_.backward_end_step);
         continue;
       }
       const step& st = program_.steps[s];
@@ -736,7 +731,7 @@ class rank_program {
     for (int i = 0; i < g.size(); ++i)
       banked_[index(i)] = g[i].kind != op::parameter && g[i].kind != op::param_grad &&
                           made_forward[index(i)] && read_backward[index(i)] && computed_here(i);
-    for (int i : {forward_begin_node_, forward_end_node_, backward_begin_node_, backward_end_node_})
+    for (int i : {step_index_.forward_begin_node, step_index_.forward_end_node, step_index_.backward_begin_node, step_index_.backward_end_node})
       if (i >= 0) banked_[index(i)] = true;  // an inference program has no backward block
   }
   void select_bank(int k) {
@@ -756,47 +751,19 @@ class rank_program {
   // rank, before any communication), and finds which phases read each parameter.
   void plan_pipeline(const pipeline_options& pipe) {
     const graph& g = program_.nodes;
-    layers_ = 1;
-    int blocks = 0;
+    std::int64_t layers = 1;
     for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::repeat_begin) {
-        layers_ = sizes_.get(size_symbol::layers);
-        if (!g[i].reverse) ++blocks;
-      }
-    for (std::size_t s = 0; s < program_.steps.size(); ++s) {
-      const step& st = program_.steps[s];
-      const bool reverse = g[st.node].kind == op::repeat_begin ? g[st.node].reverse
-                           : g[st.node].kind == op::repeat_end ? g[g[st.node].region].reverse
-                                                               : false;
-      if (st.kind == step_kind::loop_begin)
-        (reverse ? backward_begin_step_ : forward_begin_step_) = static_cast<int>(s);
-      if (st.kind == step_kind::loop_end)
-        (reverse ? backward_end_step_ : forward_end_step_) = static_cast<int>(s);
-    }
-    if (forward_begin_step_ >= 0) {
-      forward_begin_node_ = program_.steps[index(forward_begin_step_)].node;
-      forward_end_node_ = program_.steps[index(forward_end_step_)].node;
-    }
-    if (backward_begin_step_ >= 0) {
-      backward_begin_node_ = program_.steps[index(backward_begin_step_)].node;
-      backward_end_node_ = program_.steps[index(backward_end_step_)].node;
-    }
-    producer_step_.assign(index(g.size()), no_step);
-    for (std::size_t s = 0; s < program_.steps.size(); ++s) {
-      const step& st = program_.steps[s];
-      for (int j = st.first >= 0 ? st.first : st.node; j <= st.node; ++j) producer_step_[index(j)] = s;
-    }
-    readers_.assign(index(g.size()), {});
-    for (int i = 0; i < g.size(); ++i)
-      for (int k = 0; k < g[i].input_count; ++k) readers_[index(g[i].inputs[k])].push_back(i);
+      if (g[i].kind == op::repeat_begin) layers = sizes_.get(size_symbol::layers);
+    step_index_ = plan::index_steps(program_, layers);
+    layers_ = step_index_.layers;
     held_layer_.assign(static_cast<std::size_t>(layers_), true);
     reads_pre_.assign(index(g.size()), false);
     reads_post_.assign(index(g.size()), false);
     const int axis = program_.pipeline_axis;
     if (axis < 0 || axis_sizes_[index(axis)] == 1) return;
     constexpr auto where = "bind: pipeline";
-    if (blocks != 1)
-      fail(where, "the program has " + std::to_string(blocks) + " repeat blocks",
+    if (step_index_.forward_blocks != 1)
+      fail(where, "the program has " + std::to_string(step_index_.forward_blocks) + " repeat blocks",
            "pipeline stages split one repeat block's layers: build the model with one repeat");
     const int p = axis_sizes_[index(axis)];
     partition_ = pipeline::partition_layers(layers_, p * pipe.virtual_stages, pipe.stage_layers);
@@ -821,7 +788,7 @@ class rank_program {
       for (int k = 0; k < g[i].input_count; ++k) {
         const int x = g[i].inputs[k];
         if (g[x].kind != op::parameter || g[x].region >= 0 || g[i].region >= 0) continue;
-        (i < forward_begin_node_ ? reads_pre_ : reads_post_)[index(x)] = true;
+        (i < step_index_.forward_begin_node ? reads_pre_ : reads_post_)[index(x)] = true;
       }
     for (int i = 0; i < g.size(); ++i) tied_ = tied_ || (reads_pre_[index(i)] && reads_post_[index(i)]);
     // Micro-batch slots: the most micro-batches alive at once (first forward to last backward).
@@ -849,7 +816,7 @@ class rank_program {
   // with a tied weight, the embeddings' gradient phase from a zero input).
   bool computed_here(int i) const {
     if (!pipelined()) return true;
-    const std::size_t s = producer_step_[index(i)];
+    const std::size_t s = step_index_.producer_step[index(i)];
     if (s == no_step) return true;  // inputs, parameters
     switch (phase_of(s)) {
       case phase::pre:
@@ -870,7 +837,7 @@ class rank_program {
   // gradient, which the last stage computes (the tied group's all-reduce sums the two).
   bool needed_here(int i) const {
     if (computed_here(i) || program_.nodes[i].kind == op::output) return true;  // outputs: broadcast
-    for (int reader : readers_[index(i)])
+    for (int reader : step_index_.readers[index(i)])
       if (computed_here(reader)) return true;
     return false;
   }
@@ -1057,7 +1024,7 @@ class rank_program {
   // that activation recomputation runs again inside the backward.
   bool read_after_its_layer(int i) const {
     const graph& g = program_.nodes;
-    for (int r : readers_[index(i)])
+    for (int r : step_index_.readers[index(i)])
       if (g[r].region != g[i].region || recomputed(r)) return true;
     return false;
   }
@@ -1077,9 +1044,9 @@ class rank_program {
         continue;
       }
       if (kind == op::parameter || kind == op::input || kind == op::param_grad || kind == op::repeat_begin ||
-          kind == op::repeat_end || readers_[index(i)].empty())
+          kind == op::repeat_end || step_index_.readers[index(i)].empty())
         continue;
-      const std::vector<int>& readers = readers_[index(i)];
+      const std::vector<int>& readers = step_index_.readers[index(i)];
       unread_[index(i)] =
           std::all_of(readers.begin(), readers.end(), [&](int r) { return unread_[index(r)]; });
     }
@@ -1143,7 +1110,7 @@ class rank_program {
           layout_.of(result).numel() != layout_.of(block).numel())
         continue;
       bool read_in_block = true;
-      for (int r : readers_[index(result)]) read_in_block = read_in_block && g[r].region == block;
+      for (int r : step_index_.readers[index(result)]) read_in_block = read_in_block && g[r].region == block;
       if (!read_in_block) continue;
       carried_into_[index(result)] = block;
       if (alternating) carry_partner_[index(block)] = result;
@@ -1163,8 +1130,8 @@ class rank_program {
     for (int block = 0; block < g.size(); ++block) {
       if (g[block].kind != op::repeat_begin || fused_.stored_in[index(block)] >= 0) continue;
       const int x = g[block].inputs[0];
-      const std::size_t s = producer_step_[index(x)];
-      const std::vector<int>& readers = readers_[index(x)];
+      const std::size_t s = step_index_.producer_step[index(x)];
+      const std::vector<int>& readers = step_index_.readers[index(x)];
       if (keeps_own_memory(g[x].kind) || s == no_step || program_.steps[s].kind == step_kind::communicate ||
           readers.size() != 1 || readers.front() != block || !materialized_[index(x)] || unread_[index(x)] ||
           fused_.stored_in[index(x)] >= 0 || written_into_[index(x)] >= 0 || carried_into_[index(x)] >= 0 ||
@@ -1202,7 +1169,7 @@ class rank_program {
     for (int p = 0; p < g.size(); ++p) {
       if (g[p].kind != op::param_grad) continue;
       const int from = g[p].inputs[0];
-      const std::size_t s = producer_step_[index(from)];
+      const std::size_t s = step_index_.producer_step[index(from)];
       if (s == no_step) continue;
       // The step's node: `from` itself, or the weight product that writes `from`, its bias gradient,
       // or the norm's input gradient that writes `from`, its weight gradient (or that one's bias's).
@@ -1216,7 +1183,7 @@ class rank_program {
         continue;
       const step_kind kind = program_.steps[s].kind;
       if (kind != step_kind::compute && kind != step_kind::fused) continue;
-      if (readers_[index(from)].size() != 1 || g[from].region != g[p].region || g[from].type != g[p].type ||
+      if (step_index_.readers[index(from)].size() != 1 || g[from].region != g[p].region || g[from].type != g[p].type ||
           layout_.of(from).numel() != layout_.of(p).numel() || !materialized_[index(from)] || per_layer(from))
         continue;
       written_into_[index(from)] = p;
@@ -1255,11 +1222,11 @@ class rank_program {
     if (n.kind == op::param_grad && scattered_grad_[index(i)]) return layout_.of(i).numel() > 0;
     if (keeps_own_memory(n.kind)) return false;
     const auto communicates = [&](int j) {
-      const std::size_t s = producer_step_[index(j)];
+      const std::size_t s = step_index_.producer_step[index(j)];
       return s == no_step || program_.steps[s].kind == step_kind::communicate;
     };
     if (communicates(i) || layout_.of(i).numel() == 0) return false;
-    for (int r : readers_[index(i)]) {
+    for (int r : step_index_.readers[index(i)]) {
       if (unread_[index(r)]) continue;  // its step does not run
       if (communicates(r)) return false;
       const int loop = g[r].region;
@@ -1278,13 +1245,13 @@ class rank_program {
     memory_plan::value v;
     v.bytes = checked_bytes(layout_.of(i).numel(), dtype_size(g[i].type), "bind: memory plan");
     const int writer = fused_.writer_of(g, i);
-    memory_plan::steps first{producer_step_[index(writer)], producer_step_[index(writer)]};
+    memory_plan::steps first{step_index_.producer_step[index(writer)], step_index_.producer_step[index(writer)]};
     if (g[i].kind == op::param_grad && written_into_[index(g[i].inputs[0])] == i)
-      first.first = producer_step_[index(g[i].inputs[0])];  // its producer writes it in place
+      first.first = step_index_.producer_step[index(g[i].inputs[0])];  // its producer writes it in place
     const bool rerun = recomputed(i);
-    for (int r : readers_[index(i)]) {
+    for (int r : step_index_.readers[index(i)]) {
       if (unread_[index(r)]) continue;  // its step does not run
-      const std::size_t s = producer_step_[index(r)];
+      const std::size_t s = step_index_.producer_step[index(r)];
       const int loop = g[r].region;
       if (rerun && loop >= 0 && g[loop].reverse) {
         v.live.push_back({loop_begin_step(loop), s});
@@ -1321,22 +1288,8 @@ class rank_program {
         merged.push_back(r);
     return merged;
   }
-  std::size_t loop_begin_step(int repeat_begin) const {
-    for (std::size_t s = 0; s < program_.steps.size(); ++s)
-      if (program_.steps[s].kind == step_kind::loop_begin && program_.steps[s].node == repeat_begin) return s;
-    fail("bind: memory plan",
-         "repeat block '" + std::string(program_.nodes[repeat_begin].name.view()) + "' has no begin step",
-         "this is a bug in compile(); please report it");
-  }
-  std::size_t loop_end_step(int repeat_begin) const {
-    const graph& g = program_.nodes;
-    for (std::size_t s = 0; s < program_.steps.size(); ++s)
-      if (program_.steps[s].kind == step_kind::loop_end && g[program_.steps[s].node].region == repeat_begin)
-        return s;
-    fail("bind: memory plan",
-         "repeat block '" + std::string(g[repeat_begin].name.view()) + "' has no end step",
-         "this is a bug in compile(); please report it");
-  }
+  std::size_t loop_begin_step(int repeat_begin) const { return plan::loop_begin_step(program_, repeat_begin); }
+  std::size_t loop_end_step(int repeat_begin) const { return plan::loop_end_step(program_, repeat_begin); }
   // Places the values that share the arena, allocates it, and makes each of them (and each output
   // of one) a view into it.
   void plan_arena() {
@@ -1362,7 +1315,7 @@ class rank_program {
       const memory_plan::value& logits = lifetimes[f];
       if (g[x].type != g[i].type || layout_.of(x).numel() != layout_.of(i).numel() ||
           logits.live.size() != 1 || lifetimes[k].live.size() != 1 ||
-          logits.live.back().last != producer_step_[index(i)] || slot[f] != f)
+          logits.live.back().last != step_index_.producer_step[index(i)] || slot[f] != f)
         continue;
       lifetimes[f].live.back().last = lifetimes[k].live.back().last;
       lifetimes[k].live.clear();
@@ -1626,8 +1579,8 @@ class rank_program {
     const graph& g = program_.nodes;
     plan_banks();
     for (buffer& b : inbox_)
-      b = allocate_for(forward_begin_node_, g[forward_begin_node_].type,
-                       value_at(forward_begin_node_, chunks_.front().first).numel());
+      b = allocate_for(step_index_.forward_begin_node, g[step_index_.forward_begin_node].type,
+                       value_at(step_index_.forward_begin_node, chunks_.front().first).numel());
     active_bank_ = 0;
     for (std::size_t k = 0; k < banks_.size(); ++k) {
       bank& b = banks_[k];
@@ -2486,9 +2439,7 @@ class rank_program {
   std::vector<std::vector<buffer>> slots_;   // ZeRO-3: block parameter node -> two gathered layers
   std::int64_t segment_first_ = 0, segment_end_ = 0;  // the block layers the running segment covers
 
-  // Pipeline stages (pipeline_options): the phases' step ranges, this rank's layers, its slots.
-  int forward_begin_step_ = -1, forward_end_step_ = -1, backward_begin_step_ = -1, backward_end_step_ = -1;
-  int forward_begin_node_ = -1, forward_end_node_ = -1, backward_begin_node_ = -1, backward_end_node_ = -1;
+  // Pipeline stages (pipeline_options): this rank's layers, its slots.
   int pipeline_axis_ = -1;  // -1: one stage
   pipeline::stage_partition partition_;
   pipeline::schedule schedule_;
@@ -2499,9 +2450,8 @@ class rank_program {
   std::vector<Comm> tied_comm_;  // the first and last stage (empty: none)
   std::vector<bank> banks_;
   std::vector<bool> banked_;  // per node: one copy per micro-batch in flight (plan_banks)
-  static constexpr std::size_t no_step = step_graph::no_step;
-  std::vector<std::size_t> producer_step_;  // per node: the step computing it (no_step: none)
-  std::vector<std::vector<int>> readers_;   // per node: the nodes reading it
+  static constexpr std::size_t no_step = plan::step_index::no_step;
+  plan::step_index step_index_;  // producers, readers and phases of the steps (plan/step_index.hpp)
   int active_bank_ = 0;
   std::vector<buffer> inbox_;  // activations received before their forward runs
   int observed_in_flight_ = 0;
