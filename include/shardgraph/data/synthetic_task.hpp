@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/core/host_tensor.hpp"
 #include "shardgraph/data/splitmix64.hpp"
-#include "shardgraph/runtime/host_tensor.hpp"
 
 namespace shardgraph::data {
 
