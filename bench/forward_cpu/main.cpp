@@ -14,7 +14,6 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
-#include <shardgraph/runtime/executor.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
 

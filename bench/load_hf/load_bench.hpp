@@ -23,9 +23,6 @@
 // device_gib is Device::used_bytes() after the loads of every rank less before them: all ranks'
 // weights and bind's buffers. --logits writes the logits of --ids (one sequence), from the first
 // load, as F32 "logits" (1, T, vocab) for bench/load_hf/compare_hf.py.
-#include <shardgraph/io/hf_model.hpp>
-#include <shardgraph/io/safetensors.hpp>
-#include <shardgraph/runtime/executor.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
 

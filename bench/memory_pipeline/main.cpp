@@ -16,7 +16,6 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
-#include <shardgraph/runtime/trainer.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
 

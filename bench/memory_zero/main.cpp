@@ -20,7 +20,6 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
-#include <shardgraph/runtime/trainer.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
 

@@ -22,7 +22,6 @@
 // H200's dense bf16 peak, as compare_pytorch.py does. The vocabulary is 50304 (GPT-2's 50257
 // padded to a multiple of 128, as llm.c and nanoGPT train it). Token ids are random.
 #include <shardgraph/cuda/backend.hpp>
-#include <shardgraph/runtime/trainer.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
 

@@ -17,8 +17,6 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
-#include <shardgraph/program/print_text.hpp>
-#include <shardgraph/runtime/executor.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
 

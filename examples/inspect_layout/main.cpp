@@ -31,13 +31,6 @@
 #include <string_view>
 #include <vector>
 
-#include <shardgraph/pipeline/partition.hpp>
-#include <shardgraph/pipeline/print_timeline.hpp>
-#include <shardgraph/pipeline/schedule.hpp>
-#include <shardgraph/pipeline/timeline.hpp>
-#include <shardgraph/program/print_graphviz.hpp>
-#include <shardgraph/program/print_text.hpp>
-#include <shardgraph/runtime/local_layout.hpp>
 #include <shardgraph/shardgraph.hpp>
 
 namespace sg = shardgraph;

@@ -36,9 +36,6 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
-#include <shardgraph/io/hf_model.hpp>
-#include <shardgraph/io/safetensors.hpp>
-#include <shardgraph/runtime/executor.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
 

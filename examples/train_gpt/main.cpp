@@ -37,13 +37,10 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
-#include <shardgraph/data/batch_loader.hpp>
-#include <shardgraph/data/micro_batches.hpp>
-#include <shardgraph/data/synthetic_task.hpp>
-#include <shardgraph/data/token_accuracy.hpp>
-#include <shardgraph/runtime/trainer.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
+
+#include "addition_task.hpp"
 
 namespace sg = shardgraph;
 
@@ -102,7 +99,7 @@ struct run_result {
 
 run_result train(const sg::program& p, const options& o, const sg::mesh_shape& mesh, int steps,
                  bool verbose) {
-  const sg::data::addition_task task{.max_digits = 2, .seed = o.seed, .held_out_percent = 10};
+  const sg::examples::addition_task task{.max_digits = 2, .seed = o.seed, .held_out_percent = 10};
   const token_vector train_tokens{task.make_stream(200000, false)};
   const token_vector held_out_tokens{task.make_stream(4000, true)};
   const sg::models::gpt2_config config = model_config(o);
@@ -170,7 +167,7 @@ run_result train(const sg::program& p, const options& o, const sg::mesh_shape& m
       for (const sg::tensor_map& batch : sg::data::split_micro_batches(held_loader.global_batch(b), micro)) {
         sg::tensor_map out = rank.forward(batch);  // bound for one micro-batch's rows
         auto predicted = sg::data::argmax_last_dim(out.at("logits"));
-        auto mask = sg::data::addition_task::answer_mask(batch.at("input_ids"), batch.at("targets"));
+        auto mask = sg::examples::addition_task::answer_mask(batch.at("input_ids"), batch.at("targets"));
         auto s = sg::data::accuracy(predicted, batch.at("targets").values<std::int64_t>(), mask);
         score.correct += s.correct;
         score.counted += s.counted;

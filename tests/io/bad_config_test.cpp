@@ -34,14 +34,14 @@ std::string checkpoint(const std::string& family) {
   const std::filesystem::path dir = scratch.path / family;
   if (!std::filesystem::exists(dir / "config.json")) {
     std::filesystem::create_directories(dir);
-    io::write_random_hf_checkpoint(dir.string(), {.family = family,
-                                                  .vocab = 64,
-                                                  .model = 16,
-                                                  .layers = 1,
-                                                  .heads = 2,
-                                                  .kv_heads = 2,
-                                                  .ffn = 32,
-                                                  .positions = 16});
+    sg::examples::write_random_hf_checkpoint(dir.string(), {.family = family,
+                                                            .vocab = 64,
+                                                            .model = 16,
+                                                            .layers = 1,
+                                                            .heads = 2,
+                                                            .kv_heads = 2,
+                                                            .ffn = 32,
+                                                            .positions = 16});
   }
   return dir.string();
 }

@@ -35,8 +35,8 @@ std::filesystem::path scratch(const std::string& name) {
   return dir;
 }
 
-sg::io::random_hf_model small(const std::string& family, sg::io::st_dtype dtype) {
-  sg::io::random_hf_model m;
+sg::examples::random_hf_model small(const std::string& family, sg::io::st_dtype dtype) {
+  sg::examples::random_hf_model m;
   m.family = family, m.vocab = 101, m.model = 32, m.layers = 3, m.heads = 4, m.kv_heads = 2, m.ffn = 48;
   m.positions = 16, m.dtype = dtype, m.max_file_bytes = 20'000, m.threads = 2;
   if (family == "gpt2") m.kv_heads = 4, m.ffn = 4 * m.model;
@@ -71,8 +71,8 @@ tensors_of(const std::string& directory) {
 
 TEST_CASE("random HF checkpoints are written as save_pretrained writes them", "[io][convert]") {
   const auto dir = scratch("random-llama");
-  sg::io::random_hf_model m = small("llama", sg::io::st_dtype::bf16);
-  const std::uint64_t bytes = sg::io::write_random_hf_checkpoint(dir.string(), m);
+  sg::examples::random_hf_model m = small("llama", sg::io::st_dtype::bf16);
+  const std::uint64_t bytes = sg::examples::write_random_hf_checkpoint(dir.string(), m);
   auto c = sg::io::safetensors_checkpoint::open(dir.string());
   CHECK(c->file_count() > 3);  // split by max_file_bytes, named by the index
   CHECK(std::filesystem::is_regular_file(dir / "model.safetensors.index.json"));
@@ -92,11 +92,11 @@ TEST_CASE("random HF checkpoints are written as save_pretrained writes them", "[
   // the values depend on the seed and the names only: one thread writes the same bytes
   const auto again = scratch("random-llama-one-thread");
   m.threads = 1;
-  sg::io::write_random_hf_checkpoint(again.string(), m);
+  sg::examples::write_random_hf_checkpoint(again.string(), m);
   CHECK(tensors_of(dir.string()) == tensors_of(again.string()));
   m.seed = 2;
   const auto other = scratch("random-llama-seed-2");
-  sg::io::write_random_hf_checkpoint(other.string(), m);
+  sg::examples::write_random_hf_checkpoint(other.string(), m);
   CHECK(tensors_of(dir.string()) != tensors_of(other.string()));
 
   const sg::io::hf_model model = sg::io::open_hf_model(dir.string());
@@ -112,7 +112,7 @@ TEST_CASE("HF -> sharded checkpoint under a layout -> HF gives back every tensor
         CAPTURE(family, std::string(sg::io::st_dtype_name(dtype)), mesh);
         const auto hf = scratch(family + "-hf"), saved = scratch(family + "-saved"),
                    back = scratch(family + "-back");
-        sg::io::write_random_hf_checkpoint(hf.string(), small(family, dtype));
+        sg::examples::write_random_hf_checkpoint(hf.string(), small(family, dtype));
         import_under(hf.string(), saved.string(), sg::mesh_shape::parse(mesh));
         // f32 was saved: exported in the original dtype, the values (bf16 widened exactly) round back
         sg::io::export_hf(
@@ -143,9 +143,9 @@ TEST_CASE("GPT-2 without the transformer. prefix and LLaMA with tied embeddings 
           "[io][convert][threads]") {
   // The hub's gpt2 holds GPT2Model's names ("h.0.attn.c_attn.weight"); strip the prefix of a random one.
   const auto prefixed = scratch("gpt2-prefixed"), bare = scratch("gpt2-bare");
-  sg::io::random_hf_model g = small("gpt2", sg::io::st_dtype::f32);
+  sg::examples::random_hf_model g = small("gpt2", sg::io::st_dtype::f32);
   g.max_file_bytes = 0;
-  sg::io::write_random_hf_checkpoint(prefixed.string(), g);
+  sg::examples::write_random_hf_checkpoint(prefixed.string(), g);
   {
     const auto file = sg::io::safetensors_file((prefixed / "model.safetensors").string());
     std::vector<sg::io::tensor_to_write> renamed;
@@ -158,9 +158,9 @@ TEST_CASE("GPT-2 without the transformer. prefix and LLaMA with tied embeddings 
   }
   // LLaMA without lm_head.weight and with tie_word_embeddings: the head is the embedding
   const auto untied = scratch("llama-untied"), tied = scratch("llama-tied");
-  sg::io::random_hf_model l = small("llama", sg::io::st_dtype::f32);
+  sg::examples::random_hf_model l = small("llama", sg::io::st_dtype::f32);
   l.max_file_bytes = 0;
-  sg::io::write_random_hf_checkpoint(untied.string(), l);
+  sg::examples::write_random_hf_checkpoint(untied.string(), l);
   {
     const auto file = sg::io::safetensors_file((untied / "model.safetensors").string());
     std::vector<sg::io::tensor_to_write> kept;
@@ -204,7 +204,7 @@ TEST_CASE("GPT-2 without the transformer. prefix and LLaMA with tied embeddings 
 
 TEST_CASE("export_hf refuses what it cannot convert, by name", "[io][convert]") {
   const auto hf = scratch("refused-hf"), saved = scratch("refused-saved");
-  sg::io::write_random_hf_checkpoint(hf.string(), small("gpt2", sg::io::st_dtype::f32));
+  sg::examples::write_random_hf_checkpoint(hf.string(), small("gpt2", sg::io::st_dtype::f32));
   import_under(hf.string(), saved.string(), sg::mesh_shape::parse("tp=2"));
   const std::string no_config =
       error_of([&] { sg::io::export_hf(saved.string(), scratch("refused-1").string()); });

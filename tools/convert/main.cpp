@@ -33,14 +33,10 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
-#include <shardgraph/io/hf_export.hpp>
-#include <shardgraph/io/hf_model.hpp>
-#include <shardgraph/io/hf_random_checkpoint.hpp>
-#include <shardgraph/io/safetensors_checkpoint.hpp>
-#include <shardgraph/io/sharded_weights.hpp>
-#include <shardgraph/runtime/executor.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
+
+#include "random_hf_checkpoint.hpp"
 
 namespace sg = shardgraph;
 
@@ -203,9 +199,9 @@ int make_random(const arguments& a) {
   a.expect(1, "random OUT",
            {"preset", "family", "layers", "hidden", "heads", "kv-heads", "intermediate", "vocab", "positions",
             "dtype", "max-file-size", "seed"});
-  sg::io::random_hf_model m;
+  sg::examples::random_hf_model m;
   if (const auto p = a.get("preset"))
-    m = sg::io::random_hf_model::preset(*p);
+    m = sg::examples::random_hf_model::preset(*p);
   else if (const auto f = a.get("family"))
     m.family = *f;
   else
@@ -221,7 +217,7 @@ int make_random(const arguments& a) {
   if (const auto d = a.get("dtype")) m.dtype = parse_st_dtype(*d);
   if (const auto s = a.get("max-file-size")) m.max_file_bytes = parse_size(*s);
   const auto start = std::chrono::steady_clock::now();
-  const std::uint64_t bytes = sg::io::write_random_hf_checkpoint(a.positional[0], m, log_line);
+  const std::uint64_t bytes = sg::examples::write_random_hf_checkpoint(a.positional[0], m, log_line);
   char line[200];
   std::snprintf(line, sizeof line, "%s: random %s, %lld layers, hidden %lld, %.3f GB of %s in %.2f s",
                 a.positional[0].c_str(), m.family.c_str(), static_cast<long long>(m.layers),

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/core/host_tensor.hpp"
 #include "shardgraph/data/distributed_sampler.hpp"
-#include "shardgraph/runtime/host_tensor.hpp"
 
 namespace shardgraph::data {
 

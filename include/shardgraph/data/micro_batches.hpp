@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
-#include "shardgraph/runtime/host_tensor.hpp"
+#include "shardgraph/core/host_tensor.hpp"
 
 namespace shardgraph::data {
 

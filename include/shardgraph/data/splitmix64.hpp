@@ -1,7 +1,7 @@
 #pragma once
 // splitmix64: the small, fixed pseudo-random generator behind every seeded choice in data/ (the
-// sampler's shuffle, the synthetic task's examples). Its algorithm is written down here, not left to
-// the standard library (std::shuffle and the std distributions differ between implementations), so
+// sampler's shuffle) and in the examples' addition task. Its algorithm is written down here, not left
+// to the standard library (std::shuffle and the std distributions differ between implementations), so
 // the same seed gives the same data on every compiler, platform and rank, and a script in another
 // language can reproduce it:
 //

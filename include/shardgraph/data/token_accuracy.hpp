@@ -1,12 +1,12 @@
 #pragma once
-// Next-token accuracy on chosen positions: how an example reports, say, held-out accuracy on the
-// answer digits of the addition task (data/synthetic_task.hpp).
+// Next-token accuracy on chosen positions: held-out accuracy on the positions a task scores, e.g.
+// the answer digits of the examples' addition task (examples/common/addition_task.hpp).
 //
 //   auto outputs = rank.forward(batch);
 //   auto predicted = argmax_last_dim(outputs["logits"]);                            // (batch * seq)
-//   auto mask = task.answer_mask(batch["input_ids"], batch["targets"]);             // (batch * seq)
+//   std::vector<bool> mask = scored_positions(batch);   // the task's choice          // (batch * seq)
 //   auto score = accuracy(predicted, batch["targets"].values<std::int64_t>(), mask);
-//   std::printf("%.3f of %lld answer digits\n", score.value(), (long long)score.counted);
+//   std::printf("%.3f of %lld positions\n", score.value(), (long long)score.counted);
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
-#include "shardgraph/runtime/host_tensor.hpp"
+#include "shardgraph/core/host_tensor.hpp"
 
 namespace shardgraph::data {
 

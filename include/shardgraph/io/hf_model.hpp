@@ -16,6 +16,8 @@
 
 #include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/core/weight_source.hpp"
 #include "shardgraph/io/hf_config.hpp"
 #include "shardgraph/io/hf_expected_tensors.hpp"
 #include "shardgraph/io/hf_rope.hpp"
@@ -25,8 +27,6 @@
 #include "shardgraph/models/gpt2.hpp"
 #include "shardgraph/models/llama.hpp"
 #include "shardgraph/passes/compile.hpp"
-#include "shardgraph/runtime/model_sizes.hpp"
-#include "shardgraph/runtime/weights.hpp"
 
 namespace shardgraph::io {
 

@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include "shardgraph/core/weight_source.hpp"
 #include "shardgraph/io/hf_expected_tensors.hpp"
 #include "shardgraph/io/safetensors.hpp"
 #include "shardgraph/io/safetensors_checkpoint.hpp"
-#include "shardgraph/runtime/weights.hpp"
 
 namespace shardgraph::io {
 

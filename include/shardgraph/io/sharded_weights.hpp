@@ -25,14 +25,14 @@
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/core/host_tensor.hpp"
+#include "shardgraph/core/weight_source.hpp"
 #include "shardgraph/io/checkpoint_manifest.hpp"
 #include "shardgraph/io/directory_replacement.hpp"
 #include "shardgraph/io/file_contents.hpp"
 #include "shardgraph/io/hf_config.hpp"
 #include "shardgraph/io/json.hpp"
 #include "shardgraph/io/safetensors.hpp"
-#include "shardgraph/runtime/host_tensor.hpp"
-#include "shardgraph/runtime/weights.hpp"
 
 namespace shardgraph::io {
 

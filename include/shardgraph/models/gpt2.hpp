@@ -15,9 +15,9 @@
 #include <string_view>
 
 #include "shardgraph/core/checked_math.hpp"
+#include "shardgraph/core/model_sizes.hpp"
 #include "shardgraph/dsl/ops.hpp"
 #include "shardgraph/dsl/repeat.hpp"
-#include "shardgraph/runtime/model_sizes.hpp"
 
 namespace shardgraph::models {
 

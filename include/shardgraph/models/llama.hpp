@@ -12,10 +12,10 @@
 #include <string>
 #include <string_view>
 
+#include "shardgraph/core/model_sizes.hpp"
 #include "shardgraph/dsl/ops.hpp"
 #include "shardgraph/dsl/repeat.hpp"
 #include "shardgraph/models/gpt2.hpp"
-#include "shardgraph/runtime/model_sizes.hpp"
 
 namespace shardgraph::models {
 

@@ -10,9 +10,9 @@
 #include <ostream>
 #include <string>
 
+#include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/mesh/mesh_shape.hpp"
 #include "shardgraph/program/program.hpp"
-#include "shardgraph/runtime/mesh_shape.hpp"
-#include "shardgraph/runtime/model_sizes.hpp"
 
 namespace shardgraph {
 

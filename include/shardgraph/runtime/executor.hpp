@@ -48,10 +48,11 @@
 #include "shardgraph/comm/communicator.hpp"
 #include "shardgraph/compute/compute_backend.hpp"
 #include "shardgraph/core/checked_math.hpp"
+#include "shardgraph/core/host_tensor.hpp"
+#include "shardgraph/core/weight_source.hpp"
 #include "shardgraph/pipeline/partition.hpp"
 #include "shardgraph/plan/step_index.hpp"
 #include "shardgraph/program/program.hpp"
-#include "shardgraph/runtime/host_tensor.hpp"
 #include "shardgraph/runtime/load_progress.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
 #include "shardgraph/runtime/memory_budget.hpp"
@@ -62,7 +63,6 @@
 #include "shardgraph/runtime/step_fusion.hpp"
 #include "shardgraph/runtime/step_recording.hpp"
 #include "shardgraph/runtime/token_inputs.hpp"
-#include "shardgraph/runtime/weights.hpp"
 
 namespace shardgraph {
 

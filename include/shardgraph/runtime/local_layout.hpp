@@ -11,9 +11,9 @@
 
 #include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/mesh/mesh_shape.hpp"
 #include "shardgraph/program/program.hpp"
-#include "shardgraph/runtime/mesh_shape.hpp"
-#include "shardgraph/runtime/model_sizes.hpp"
 
 namespace shardgraph {
 

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/core/host_tensor.hpp"
+#include "shardgraph/core/model_sizes.hpp"
 #include "shardgraph/program/program.hpp"
-#include "shardgraph/runtime/host_tensor.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
-#include "shardgraph/runtime/model_sizes.hpp"
 
 namespace shardgraph {
 

@@ -31,8 +31,8 @@
 
 #include "shardgraph/core/dtype.hpp"
 #include "shardgraph/core/error.hpp"
-#include "shardgraph/runtime/host_tensor.hpp"
-#include "shardgraph/runtime/weights.hpp"
+#include "shardgraph/core/host_tensor.hpp"
+#include "shardgraph/core/weight_source.hpp"
 
 namespace shardgraph::kokkos {
 

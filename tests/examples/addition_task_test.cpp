@@ -1,4 +1,4 @@
-#include "shardgraph/data/synthetic_task.hpp"
+#include "addition_task.hpp"
 
 #include <unistd.h>
 
@@ -17,6 +17,7 @@
 
 namespace data = shardgraph::data;
 using shardgraph::host_tensor;
+using shardgraph::examples::addition_task;
 using shardgraph::testing::ContainsSubstring;
 using shardgraph::testing::error_of;
 
@@ -74,35 +75,34 @@ ids tokens_of(const std::string& text) {
     if (c >= '0' && c <= '9')
       out.push_back(c - '0');
     else if (c == '+')
-      out.push_back(data::addition_task::plus_token);
+      out.push_back(addition_task::plus_token);
     else if (c == '=')
-      out.push_back(data::addition_task::equals_token);
+      out.push_back(addition_task::equals_token);
     else if (c == ';')
-      out.push_back(data::addition_task::end_token);
+      out.push_back(addition_task::end_token);
     else
-      out.push_back(data::addition_task::pad_token);
+      out.push_back(addition_task::pad_token);
   }
   return out;
 }
 
 }  // namespace
 
-TEST_CASE("addition_task writes the answer least significant digit first", "[data]") {
-  CHECK(data::addition_task::decode(data::addition_task::example(12, 345)) == "12+345=753;");
-  CHECK(data::addition_task::decode(data::addition_task::example(0, 0)) == "0+0=0;");
-  CHECK(data::addition_task::decode(data::addition_task::example(999, 1)) == "999+1=0001;");
-  CHECK(data::addition_task::decode(ids{13, 14, -1}) == "_??");
-  CHECK(data::addition_task::vocab_size == 14);
-  CHECK_THAT(error_of([] { data::addition_task::example(-1, 2); }), ContainsSubstring("operands -1 and 2"));
+TEST_CASE("addition_task writes the answer least significant digit first", "[examples]") {
+  CHECK(addition_task::decode(addition_task::example(12, 345)) == "12+345=753;");
+  CHECK(addition_task::decode(addition_task::example(0, 0)) == "0+0=0;");
+  CHECK(addition_task::decode(addition_task::example(999, 1)) == "999+1=0001;");
+  CHECK(addition_task::decode(ids{13, 14, -1}) == "_??");
+  CHECK(addition_task::vocab_size == 14);
+  CHECK_THAT(error_of([] { addition_task::example(-1, 2); }), ContainsSubstring("operands -1 and 2"));
 }
 
-TEST_CASE("addition_task's examples parse back and their answers are correct arithmetic", "[data]") {
+TEST_CASE("addition_task's examples parse back and their answers are correct arithmetic", "[examples]") {
   for (const int digits : {1, 3, 5}) {
-    const data::addition_task task{.max_digits = digits, .seed = 17};
+    const addition_task task{.max_digits = digits, .seed = 17};
     const ids stream = task.make_stream(400, false);
-    for (auto t : stream)
-      REQUIRE((t >= 0 && t < data::addition_task::pad_token));  // no pad, all in vocabulary
-    const auto examples = parse(data::addition_task::decode(stream));
+    for (auto t : stream) REQUIRE((t >= 0 && t < addition_task::pad_token));  // no pad, all in vocabulary
+    const auto examples = parse(addition_task::decode(stream));
     REQUIRE(examples.size() == 400);
     std::set<std::size_t> lengths;
     for (const auto& e : examples) {
@@ -120,14 +120,12 @@ TEST_CASE("addition_task's examples parse back and their answers are correct ari
 }
 
 TEST_CASE("addition_task's train and held-out pairs never overlap, under any seed or operand order",
-          "[data]") {
+          "[examples]") {
   for (const int digits : {1, 2, 3}) {
-    const data::addition_task train_task{.max_digits = digits, .seed = 1};
-    const data::addition_task eval_task{.max_digits = digits, .seed = 2};
-    const auto train =
-        unordered_pairs(parse(data::addition_task::decode(train_task.make_stream(3000, false))));
-    const auto held_out =
-        unordered_pairs(parse(data::addition_task::decode(eval_task.make_stream(300, true))));
+    const addition_task train_task{.max_digits = digits, .seed = 1};
+    const addition_task eval_task{.max_digits = digits, .seed = 2};
+    const auto train = unordered_pairs(parse(addition_task::decode(train_task.make_stream(3000, false))));
+    const auto held_out = unordered_pairs(parse(addition_task::decode(eval_task.make_stream(300, true))));
     CHECK(!held_out.empty());
     for (const auto& p : held_out) {
       CHECK(train.count(p) == 0);
@@ -137,15 +135,15 @@ TEST_CASE("addition_task's train and held-out pairs never overlap, under any see
     for (const auto& p : train) CHECK_FALSE(train_task.is_held_out(p.first, p.second));
   }
   // About held_out_percent of all pairs are held out.
-  const data::addition_task task{.max_digits = 2};
+  const addition_task task{.max_digits = 2};
   int held = 0;
   for (int a = 0; a < 100; ++a)
     for (int b = 0; b < 100; ++b) held += task.is_held_out(a, b);
   CHECK((held > 700 && held < 1300));
 }
 
-TEST_CASE("addition_task's streams are deterministic in the seed", "[data]") {
-  const data::addition_task a{.max_digits = 4, .seed = 5}, b{.max_digits = 4, .seed = 5},
+TEST_CASE("addition_task's streams are deterministic in the seed", "[examples]") {
+  const addition_task a{.max_digits = 4, .seed = 5}, b{.max_digits = 4, .seed = 5},
       c{.max_digits = 4, .seed = 6};
   CHECK(a.make_stream(50, false) == b.make_stream(50, false));
   CHECK(a.make_stream(50, true) == b.make_stream(50, true));
@@ -153,33 +151,32 @@ TEST_CASE("addition_task's streams are deterministic in the seed", "[data]") {
   CHECK(a.make_stream(0, true).empty());
 }
 
-TEST_CASE("addition_task rejects sizes it cannot serve", "[data]") {
-  CHECK_THAT(error_of([] { (void)data::addition_task{.max_digits = 0}.make_stream(1, false); }),
+TEST_CASE("addition_task rejects sizes it cannot serve", "[examples]") {
+  CHECK_THAT(error_of([] { (void)addition_task{.max_digits = 0}.make_stream(1, false); }),
              ContainsSubstring("max_digits is 0, outside [1, 9]"));
-  CHECK_THAT(error_of([] { (void)data::addition_task{.max_digits = 10}.make_stream(1, false); }),
+  CHECK_THAT(error_of([] { (void)addition_task{.max_digits = 10}.make_stream(1, false); }),
              ContainsSubstring("max_digits is 10"));
-  CHECK_THAT(error_of([] { (void)data::addition_task{.held_out_percent = 0}.make_stream(1, true); }),
+  CHECK_THAT(error_of([] { (void)addition_task{.held_out_percent = 0}.make_stream(1, true); }),
              ContainsSubstring("held_out_percent is 0, outside [1, 99]"));
-  CHECK_THAT(error_of([] { (void)data::addition_task{}.make_stream(-1, true); }),
+  CHECK_THAT(error_of([] { (void)addition_task{}.make_stream(-1, true); }),
              ContainsSubstring("examples is -1"));
 }
 
-TEST_CASE("answer_mask marks the answer digits of the examples whole in the window", "[data]") {
+TEST_CASE("answer_mask marks the answer digits of the examples whole in the window", "[examples]") {
   // window:  "3=21;12+345=753;7+"   targets are the window from its second token
   //  The first answer ("21") belongs to an example cut at the window's start: not counted.
   const ids window = tokens_of("3=21;12+345=753;7+");
   //                      targets: "=21;12+345=753;7+"
-  CHECK(mask_text(data::addition_task::answer_mask(window)) == "...........111...");
-  CHECK(mask_text(data::addition_task::answer_mask(tokens_of("1+2=3;"))) == ".....");
-  CHECK(mask_text(data::addition_task::answer_mask(tokens_of(";1+2=3;"))) == "....1.");
-  CHECK(mask_text(data::addition_task::answer_mask(tokens_of(";1+2=3"))) == "....1");
-  CHECK(data::addition_task::answer_mask(tokens_of(";")).empty());
-  CHECK_THAT(error_of([] { data::addition_task::answer_mask(ids{}); }),
-             ContainsSubstring("the window is empty"));
+  CHECK(mask_text(addition_task::answer_mask(window)) == "...........111...");
+  CHECK(mask_text(addition_task::answer_mask(tokens_of("1+2=3;"))) == ".....");
+  CHECK(mask_text(addition_task::answer_mask(tokens_of(";1+2=3;"))) == "....1.");
+  CHECK(mask_text(addition_task::answer_mask(tokens_of(";1+2=3"))) == "....1");
+  CHECK(addition_task::answer_mask(tokens_of(";")).empty());
+  CHECK_THAT(error_of([] { addition_task::answer_mask(ids{}); }), ContainsSubstring("the window is empty"));
 }
 
-TEST_CASE("answer_mask of a batch is the mask of each row's window", "[data]") {
-  const data::addition_task task{.max_digits = 3, .seed = 3};
+TEST_CASE("answer_mask of a batch is the mask of each row's window", "[examples]") {
+  const addition_task task{.max_digits = 3, .seed = 3};
   const ids stream = task.make_stream(60, true);
   struct vector_tokens {
     const ids* tokens;
@@ -190,7 +187,7 @@ TEST_CASE("answer_mask of a batch is the mask of each row's window", "[data]") {
   data::batch_loader loader(
       source, data::distributed_sampler(data::window_count(source.size(), seq), 0, 1, 8), 4, seq);
   const auto batch = loader.global_batch(0);
-  const auto mask = data::addition_task::answer_mask(batch.at("input_ids"), batch.at("targets"));
+  const auto mask = addition_task::answer_mask(batch.at("input_ids"), batch.at("targets"));
   REQUIRE(mask.size() == 4 * 24);
   const auto inputs = batch.at("input_ids").values<std::int64_t>();
   const auto targets = batch.at("targets").values<std::int64_t>();
@@ -198,7 +195,7 @@ TEST_CASE("answer_mask of a batch is the mask of each row's window", "[data]") {
   for (std::int64_t row = 0; row < 4; ++row) {
     ids window{inputs[static_cast<std::size_t>(row * seq)]};
     window.insert(window.end(), targets.begin() + row * seq, targets.begin() + (row + 1) * seq);
-    const auto row_mask = data::addition_task::answer_mask(window);
+    const auto row_mask = addition_task::answer_mask(window);
     for (std::int64_t t = 0; t < seq; ++t) {
       CHECK(mask[static_cast<std::size_t>(row * seq + t)] == row_mask[static_cast<std::size_t>(t)]);
       counted += row_mask[static_cast<std::size_t>(t)];
@@ -211,40 +208,19 @@ TEST_CASE("answer_mask of a batch is the mask of each row's window", "[data]") {
   const auto best = data::accuracy(perfect, targets, mask);
   CHECK(best.counted == counted);
   CHECK(best.value() == 1.0);
-  const ids wrong(targets.size(), data::addition_task::pad_token);
+  const ids wrong(targets.size(), addition_task::pad_token);
   CHECK(data::accuracy(wrong, targets, mask).correct == 0);
 
-  CHECK_THAT(error_of([&] {
-               data::addition_task::answer_mask(batch.at("input_ids"),
-                                                host_tensor::from<std::int64_t>({2}, ids{1, 2}));
-             }),
-             ContainsSubstring("input_ids and targets must both be (batch, seq)"));
+  CHECK_THAT(
+      error_of([&] {
+        addition_task::answer_mask(batch.at("input_ids"), host_tensor::from<std::int64_t>({2}, ids{1, 2}));
+      }),
+      ContainsSubstring("input_ids and targets must both be (batch, seq)"));
 }
 
-TEST_CASE("argmax_last_dim and accuracy score next-token predictions", "[data]") {
-  // logits (2, 2, 3): argmax per position 2, 0 | 1, 0 (the first of equal values)
-  const auto logits =
-      host_tensor::from<float>({2, 2, 3}, std::vector<float>{0.1f, 0.2f, 0.9f, 5, -1, 2, 0, 3, 1, 4, 4, 4});
-  const ids predicted = data::argmax_last_dim(logits);
-  CHECK(predicted == ids{2, 0, 1, 0});
-  const ids targets{2, 1, 1, 0};
-  const auto score = data::accuracy(predicted, targets, std::vector<bool>{true, true, false, true});
-  CHECK(score.correct == 2);
-  CHECK(score.counted == 3);
-  CHECK(score.value() == Approx(2.0 / 3.0));
-  CHECK(data::accuracy(predicted, targets, std::vector<bool>(4, false)).value() == 0.0);
-
-  CHECK_THAT(error_of([&] { data::accuracy(predicted, targets, std::vector<bool>(3, true)); }),
-             ContainsSubstring("4 predictions, 4 targets and 3 mask entries differ in number"));
-  CHECK_THAT(error_of([] {
-               data::argmax_last_dim(host_tensor(shardgraph::dtype::f64, {2, 0}));
-             }),
-             ContainsSubstring("last dimension of at least one class"));
-}
-
-TEST_CASE("addition_task streams round-trip through a token file", "[data]") {
+TEST_CASE("addition_task streams round-trip through a token file", "[examples]") {
   const auto directory = std::filesystem::temp_directory_path() /
-                         ("shardgraph-data-synthetic-test-" + std::to_string(::getpid()));
+                         ("shardgraph-addition-task-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(directory);
   struct remove_at_exit {
     std::filesystem::path path;
@@ -254,10 +230,10 @@ TEST_CASE("addition_task streams round-trip through a token file", "[data]") {
     }
   } cleanup{directory};
   const std::string path = (directory / "addition.bin").string();
-  const data::addition_task task{.max_digits = 3, .seed = 4};
+  const addition_task task{.max_digits = 3, .seed = 4};
   const ids stream = task.make_stream(200, false);
   data::write_token_file(path, stream, 1);
-  const data::token_file file(path, data::addition_task::vocab_size);
+  const data::token_file file(path, addition_task::vocab_size);
   REQUIRE(file.size() == static_cast<std::int64_t>(stream.size()));
   for (std::int64_t i = 0; i < file.size(); ++i)
     REQUIRE(file.token(i) == stream[static_cast<std::size_t>(i)]);

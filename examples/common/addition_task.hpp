@@ -1,5 +1,5 @@
 #pragma once
-// addition_task: a built-in training task, so that training shows real learning with no download.
+// addition_task: the examples' training task, so that training shows real learning with no download.
 // Multi-digit addition written as tokens, examples back to back in one stream:
 //
 //   "12+345=753;"   means 12 + 345 = 357: the answer is written REVERSED, least significant digit first.
@@ -16,8 +16,9 @@
 // [1, max_digits], then a value uniform among the numbers of that many digits (0 counts as one digit).
 //
 // Held out: an unordered pair {a, b} is held out when mix64(min(a, b) << 32 | max(a, b)) % 100 <
-// held_out_percent (mix64: data/splitmix64.hpp). The split depends on neither the seed nor the order
-// of the operands, so a held-out sum is never trained on, as a + b or as b + a, under any seed.
+// held_out_percent (mix64: shardgraph/data/splitmix64.hpp). The split depends on neither the seed
+// nor the order of the operands, so a held-out sum is never trained on, as a + b or as b + a, under
+// any seed.
 //
 //   addition_task task{.max_digits = 3, .seed = 1};
 //   write_token_file("train.bin", task.make_stream(100000, false), 1);
@@ -32,10 +33,10 @@
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/core/host_tensor.hpp"
 #include "shardgraph/data/splitmix64.hpp"
-#include "shardgraph/runtime/host_tensor.hpp"
 
-namespace shardgraph::data {
+namespace shardgraph::examples {
 
 struct addition_task {
   int max_digits = 3;         // digits of each operand at most: 1 to 9
@@ -52,7 +53,7 @@ struct addition_task {
   bool is_held_out(std::int64_t a, std::int64_t b) const {
     const auto low = static_cast<std::uint64_t>(std::min(a, b)),
                high = static_cast<std::uint64_t>(std::max(a, b));
-    return mix64((low << 32) | high) % 100 < static_cast<std::uint64_t>(held_out_percent);
+    return data::mix64((low << 32) | high) % 100 < static_cast<std::uint64_t>(held_out_percent);
   }
 
   // The tokens of one example, "a+b=" then the digits of a + b reversed, then ';'. a, b >= 0.
@@ -84,7 +85,7 @@ struct addition_task {
     if (examples < 0)
       fail("addition_task::make_stream", "examples is " + std::to_string(examples) + ", negative",
            "Ask for zero or more examples");
-    splitmix64 rng(seed ^ mix64(held_out ? 2 : 1));
+    data::splitmix64 rng(seed ^ data::mix64(held_out ? 2 : 1));
     std::vector<std::int64_t> stream;
     stream.reserve(static_cast<std::size_t>(examples) * static_cast<std::size_t>(3 * max_digits + 4));
     constexpr int attempts = 1 << 20;  // a set with no pair of these sizes would otherwise loop forever
@@ -174,7 +175,7 @@ struct addition_task {
            "Keep some pairs for training and some for evaluation");
   }
 
-  std::int64_t operand(splitmix64& rng) const {
+  std::int64_t operand(data::splitmix64& rng) const {
     const int digits = 1 + static_cast<int>(rng.below(static_cast<std::uint64_t>(max_digits)));
     std::int64_t high = 10;
     for (int d = 1; d < digits; ++d) high *= 10;
@@ -188,4 +189,4 @@ struct addition_task {
   }
 };
 
-}  // namespace shardgraph::data
+}  // namespace shardgraph::examples

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "shardgraph/core/dtype.hpp"
-#include "shardgraph/runtime/host_tensor.hpp"
+#include "shardgraph/core/host_tensor.hpp"
 
 namespace shardgraph {
 

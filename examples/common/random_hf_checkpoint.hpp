@@ -5,9 +5,9 @@
 // from_pretrained reads them, so loaders can be tested and timed on large models without a
 // download. The values depend only on the seed and the tensor's name, not on the thread count.
 //
-//   auto spec = sg::io::random_hf_model::preset("llama-7b");
+//   auto spec = sg::examples::random_hf_model::preset("llama-7b");
 //   spec.dtype = sg::io::st_dtype::bf16;
-//   sg::io::write_random_hf_checkpoint("/tmp/llama-7b", spec);
+//   sg::examples::write_random_hf_checkpoint("/tmp/llama-7b", spec);
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,7 +27,7 @@
 #include "shardgraph/io/hf_checkpoint_writer.hpp"
 #include "shardgraph/io/safetensors.hpp"
 
-namespace shardgraph::io {
+namespace shardgraph::examples {
 
 struct random_hf_model {
   std::string family = "llama";  // "gpt2" or "llama"
@@ -35,7 +35,7 @@ struct random_hf_model {
   std::int64_t kv_heads = 4;  // LLaMA: grouped-query attention when fewer than heads
   std::int64_t ffn = 128;     // LLaMA's intermediate_size; GPT-2's MLP is 4 * model
   std::int64_t positions = 1024;
-  st_dtype dtype = st_dtype::f32;  // F32, BF16 or F16
+  io::st_dtype dtype = io::st_dtype::f32;  // F32, BF16 or F16
   std::uint64_t max_file_bytes =
       0;  // 0: one model.safetensors; else files of at most this (one tensor may exceed it)
   std::uint64_t seed = 1;
@@ -141,18 +141,18 @@ inline float random_value(std::uint64_t tensor_seed, std::uint64_t i, random_ten
   return static_cast<float>(kind == random_tensor::fill::norm ? 1 + x : x);
 }
 
-inline void fill_random(const std::string& name, random_tensor::fill kind, std::uint64_t seed, st_dtype dtype,
-                        std::span<std::byte> out, unsigned threads) {
+inline void fill_random(const std::string& name, random_tensor::fill kind, std::uint64_t seed,
+                        io::st_dtype dtype, std::span<std::byte> out, unsigned threads) {
   std::uint64_t tensor_seed = mix64(seed);
   for (const char c : name) tensor_seed = mix64(tensor_seed ^ static_cast<unsigned char>(c));
-  const std::uint64_t n = out.size() / st_dtype_size(dtype);
+  const std::uint64_t n = out.size() / io::st_dtype_size(dtype);
   const auto fill = [&](std::uint64_t begin, std::uint64_t end) {
     for (std::uint64_t i = begin; i < end; ++i) {
       const float v = random_value(tensor_seed, i, kind);
-      if (dtype == st_dtype::f32) {
+      if (dtype == io::st_dtype::f32) {
         std::memcpy(out.data() + 4 * i, &v, 4);
       } else {
-        const std::uint16_t bits = dtype == st_dtype::bf16 ? float_to_bf16(v) : float_to_f16(v);
+        const std::uint16_t bits = dtype == io::st_dtype::bf16 ? float_to_bf16(v) : float_to_f16(v);
         std::memcpy(out.data() + 2 * i, &bits, 2);
       }
     }
@@ -164,9 +164,9 @@ inline void fill_random(const std::string& name, random_tensor::fill kind, std::
 }
 
 inline std::string random_config_json(const random_hf_model& m) {
-  const std::string dtype = m.dtype == st_dtype::f32    ? "float32"
-                            : m.dtype == st_dtype::bf16 ? "bfloat16"
-                                                        : "float16";
+  const std::string dtype = m.dtype == io::st_dtype::f32    ? "float32"
+                            : m.dtype == io::st_dtype::bf16 ? "bfloat16"
+                                                            : "float16";
   const auto n = [](std::int64_t v) { return std::to_string(v); };
   if (m.family == "gpt2")
     return "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
@@ -191,7 +191,7 @@ inline std::string random_config_json(const random_hf_model& m) {
 
 }  // namespace detail
 
-// Writes config.json and the random tensors of `m` as the directory `directory` (write_hf_checkpoint:
+// Writes config.json and the random tensors of `m` as the directory `directory` (io::write_hf_checkpoint:
 // replaced as a whole when complete); `log` (optional) hears of each file.
 inline std::uint64_t write_random_hf_checkpoint(const std::string& directory, const random_hf_model& m,
                                                 const std::function<void(const std::string&)>& log = {}) {
@@ -205,21 +205,21 @@ inline std::uint64_t write_random_hf_checkpoint(const std::string& directory, co
   if (m.model % m.heads != 0 || m.heads % m.kv_heads != 0)
     fail(where, "heads must divide model and kv_heads must divide heads",
          "give sizes such as model 4096, heads 32, kv_heads 8");
-  if (m.dtype != st_dtype::f32 && m.dtype != st_dtype::bf16 && m.dtype != st_dtype::f16)
-    fail(where, "dtype " + std::string(st_dtype_name(m.dtype)) + " is not a weight dtype",
+  if (m.dtype != io::st_dtype::f32 && m.dtype != io::st_dtype::bf16 && m.dtype != io::st_dtype::f16)
+    fail(where, "dtype " + std::string(io::st_dtype_name(m.dtype)) + " is not a weight dtype",
          "give F32, BF16 or F16");
-  std::vector<hf_tensor_plan> plan;
+  std::vector<io::hf_tensor_plan> plan;
   std::map<std::string, detail::random_tensor::fill> kinds;
   for (detail::random_tensor& t : detail::random_tensors(m)) {
     plan.push_back({t.name, m.dtype, t.shape});
     kinds.emplace(t.name, t.kind);
   }
-  return write_hf_checkpoint(
+  return io::write_hf_checkpoint(
       directory, detail::random_config_json(m), plan, m.max_file_bytes,
-      [&](const hf_tensor_plan& t, std::span<std::byte> out) {
+      [&](const io::hf_tensor_plan& t, std::span<std::byte> out) {
         detail::fill_random(t.name, kinds.at(t.name), m.seed, m.dtype, out, m.threads);
       },
       log);
 }
 
-}  // namespace shardgraph::io
+}  // namespace shardgraph::examples

@@ -1,0 +1,47 @@
+# Every public header compiles on its own: one generated translation unit per header, holding only
+# `#include <that header>`, built in the default build as an OBJECT library (ccache caches it), so
+# a header that misses an include, or leans on one that its includer happened to make first, fails
+# the build. Included by tests/CMakeLists.txt.
+#
+#   shardgraph_add_header_test(<name> INCLUDE_DIR <dir> LINK <target>)
+#     The object library header_test_<name>: a TU for every <dir>/shardgraph/**/*.hpp, compiled
+#     with <target>'s include directories and definitions and the project's warnings (-Werror).
+#     A header that declares device code (__global__, __device__, a kernel launch, a .cuh kernel
+#     file) only nvcc can compile: its TU is a .cu, compiled as CUDA; every other header, cuda's
+#     and nccl's host headers included, is compiled as C++.
+include(shardgraph_warnings)
+
+function(shardgraph_add_header_test name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "INCLUDE_DIR;LINK" "")
+  if(arg_UNPARSED_ARGUMENTS OR NOT arg_INCLUDE_DIR OR NOT arg_LINK)
+    message(FATAL_ERROR "shardgraph: shardgraph_add_header_test(${name}): expected INCLUDE_DIR <dir> "
+                        "LINK <target>, got '${ARGN}'. fix the call in tests/CMakeLists.txt")
+  endif()
+  if(NOT TARGET ${arg_LINK})
+    return()
+  endif()
+  file(GLOB_RECURSE headers CONFIGURE_DEPENDS "${arg_INCLUDE_DIR}/shardgraph/*.hpp")
+  set(sources)
+  foreach(header IN LISTS headers)
+    file(RELATIVE_PATH relative "${arg_INCLUDE_DIR}" "${header}")
+    file(STRINGS "${header}" device_code REGEX "__global__|__device__|<<<|\\.cuh[\">]")
+    set(extension cpp)
+    if(device_code)
+      set(extension cu)
+    endif()
+    set(source "${CMAKE_CURRENT_BINARY_DIR}/header_test/${name}/${relative}.${extension}")
+    file(CONFIGURE OUTPUT "${source}" CONTENT "#include <${relative}>\n")
+    list(APPEND sources "${source}")
+  endforeach()
+  add_library(header_test_${name} OBJECT ${sources})
+  target_link_libraries(header_test_${name} PRIVATE ${arg_LINK})
+  shardgraph_target_warnings(header_test_${name})
+  # Device code is checked by nvcc's front end and lowered to PTX for the first architecture only:
+  # no machine code (ptxas), which would add a third to the time and nothing to the check.
+  if(CMAKE_CUDA_ARCHITECTURES)
+    list(GET CMAKE_CUDA_ARCHITECTURES 0 arch)
+    if(arch MATCHES "^([0-9]+[a-z]?)(-real|-virtual)?$")
+      set_target_properties(header_test_${name} PROPERTIES CUDA_ARCHITECTURES "${CMAKE_MATCH_1}-virtual")
+    endif()
+  endif()
+endfunction()
