@@ -25,13 +25,13 @@ int main(int argc, char** argv) {
   }
   std::vector<float> one(4, 1.0f), two(8, 0.0f);
   const std::vector<std::pair<std::string, std::function<void(mpi::communicator&)>>> calls{
-      {"all_reduce", [&](mpi::communicator& c) { c.all_reduce(one); }},
-      {"all_gather", [&](mpi::communicator& c) { c.all_gather(one, two); }},
-      {"reduce_scatter", [&](mpi::communicator& c) { c.reduce_scatter(two, one); }},
-      {"all_to_all", [&](mpi::communicator& c) { c.all_to_all(two, two); }},
-      {"broadcast", [&](mpi::communicator& c) { c.broadcast(one, 1); }},
+      {"all_reduce", [&](mpi::communicator& c) { shardgraph::comm::all_reduce(c, one); }},
+      {"all_gather", [&](mpi::communicator& c) { shardgraph::comm::all_gather(c, one, two); }},
+      {"reduce_scatter", [&](mpi::communicator& c) { shardgraph::comm::reduce_scatter(c, two, one); }},
+      {"all_to_all", [&](mpi::communicator& c) { shardgraph::comm::all_to_all(c, two, two); }},
+      {"broadcast", [&](mpi::communicator& c) { shardgraph::comm::broadcast(c, one, 1); }},
       {"barrier", [&](mpi::communicator& c) { c.barrier(); }},
-      {"recv", [&](mpi::communicator& c) { c.recv(one, 1, 5); }},
+      {"recv", [&](mpi::communicator& c) { shardgraph::comm::recv(c, one, 1, 5); }},
       {"split", [&](mpi::communicator& c) { c.split(0, 0); }},
   };
   // One communicator per call, made while both ranks are here; the split ones inherit the timeout.

@@ -4,7 +4,7 @@
 // while backward makes the next bucket's gradients (what PyTorch DDP and NCCL's second stream do).
 //
 //   comm_worker<Comm> worker(dp.split(0, dp.rank()));   // a communicator nobody else calls
-//   auto ticket = worker.post([data](Comm& c) { c.all_reduce(data); });
+//   auto ticket = worker.post([data](Comm& c) { comm::all_reduce(c, data); });
 //   ...                                                  // compute; `data` is the worker's now
 //   worker.wait(ticket);                                 // the sum is in `data`
 //

@@ -15,6 +15,12 @@
 //  - barrier(); split(color, key): a new communicator of the ranks that gave the same color, ordered by key.
 // A failure on one rank makes every other rank's pending or next call throw shardgraph::error naming
 // the first failure, instead of hanging.
+//
+// The members take spans; a communicator writes only these. Any other contiguous buffer (std::vector,
+// std::array, a span of non-const elements as an input) goes through the function objects of
+// collectives.hpp, written once for every communicator: comm::all_reduce(c, data),
+// comm::all_gather(c, in, out), comm::reduce_scatter, comm::all_to_all, comm::broadcast(c, data, root),
+// comm::send(c, data, peer, tag), comm::recv(c, data, peer, tag).
 #include <concepts>
 #include <span>
 

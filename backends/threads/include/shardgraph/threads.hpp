@@ -1,5 +1,6 @@
 #pragma once
 // The threads backend: N ranks as threads of one process (the embedded default communicator).
+#include <shardgraph/comm/collectives.hpp>
 #include <shardgraph/threads/communicator.hpp>
 #include <shardgraph/threads/element_type.hpp>
 #include <shardgraph/threads/group.hpp>

@@ -34,9 +34,9 @@
 // and requires it to hold exactly data.size() elements; a message of another size is consumed and
 // reported. A rank does not send to itself.
 //
-// Buffers: std::span, or any contiguous range (std::vector, std::array) through the overloads at the
-// end, of trivially copyable elements; all_reduce and reduce_scatter need arithmetic ones
-// (datatype.hpp). Inputs and outputs may overlap: all_gather(out.subspan(rank * n, n), out),
+// Buffers: spans of trivially copyable elements (any contiguous range, std::vector or std::array,
+// through comm::all_reduce(c, range) and the other functions of comm/collectives.hpp); all_reduce and
+// reduce_scatter need arithmetic ones (datatype.hpp). Inputs and outputs may overlap: all_gather(out.subspan(rank * n, n), out),
 // reduce_scatter(in, in.subspan(rank * n, n)) and all_to_all(x, x) work in place.
 //
 // Threads. MPI is called from the calling thread only (MPI_THREAD_FUNNELED): use a communicator and
@@ -60,7 +60,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "shardgraph/comm/buffer.hpp"
 #include "shardgraph/comm/communicator.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/mpi/argument_agreement.hpp"
@@ -72,13 +71,6 @@
 #include "shardgraph/mpi/rank_order_sum.hpp"
 
 namespace shardgraph::mpi {
-
-// Buffers a collective accepts (std::span, std::vector, std::array, ...): comm/buffer.hpp.
-using comm::buffer_element_t;
-using comm::contiguous_buffer;
-using comm::read_only;
-using comm::same_elements;
-using comm::writable;
 
 namespace detail {
 
@@ -349,36 +341,6 @@ class communicator {
     return communicator(part, state().timeout(), here);
   }
 
-  // Overloads for any contiguous buffer (std::vector, std::array, a span of non-const elements where a
-  // read-only one is expected): they forward to the span forms above, as in the threads backend.
-  template <contiguous_buffer Data>
-  void all_reduce(Data&& data) {
-    all_reduce(std::span<buffer_element_t<Data>>(data));
-  }
-  template <contiguous_buffer In, contiguous_buffer Out>
-  void all_gather(In&& in, Out&& out) {
-    if constexpr (same_elements<In, Out>()) all_gather(read_only(in), writable(out));
-  }
-  template <contiguous_buffer In, contiguous_buffer Out>
-  void reduce_scatter(In&& in, Out&& out) {
-    if constexpr (same_elements<In, Out>()) reduce_scatter(read_only(in), writable(out));
-  }
-  template <contiguous_buffer In, contiguous_buffer Out>
-  void all_to_all(In&& in, Out&& out) {
-    if constexpr (same_elements<In, Out>()) all_to_all(read_only(in), writable(out));
-  }
-  template <contiguous_buffer Data>
-  void broadcast(Data&& data, int root) {
-    broadcast(std::span<buffer_element_t<Data>>(data), root);
-  }
-  template <contiguous_buffer Data>
-  void send(Data&& data, int peer, int tag = 0) {
-    send(read_only(data), peer, tag);
-  }
-  template <contiguous_buffer Data>
-  void recv(Data&& data, int peer, int tag = 0) {
-    recv(std::span<buffer_element_t<Data>>(data), peer, tag);
-  }
 
  private:
   // Takes ownership of `comm` at once, so that it is freed even if a later step throws.

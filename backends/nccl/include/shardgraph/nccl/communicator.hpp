@@ -30,7 +30,7 @@
 //
 // Elements: element_type.hpp (moves take any trivially copyable type; sums take float, double and
 // 8-, 32- and 64-bit integers, not std::uint16_t, which holds bf16 bits here).
-#include <shardgraph/comm/buffer.hpp>
+#include <shardgraph/comm/communicator.hpp>
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/check.hpp>
 #include <shardgraph/cuda/device_guard.hpp>
@@ -58,13 +58,6 @@
 namespace shardgraph::nccl {
 
 class world;
-
-// Buffers a collective accepts (std::span, std::vector, std::array, ...): comm/buffer.hpp.
-using comm::buffer_element_t;
-using comm::contiguous_buffer;
-using comm::read_only;
-using comm::same_elements;
-using comm::writable;
 
 class communicator {
  public:
@@ -261,36 +254,6 @@ class communicator {
                                                              /*is_world=*/false, state.world()));
   }
 
-  // Overloads for any contiguous buffer (a span of non-const elements where a read-only one is
-  // expected, ...): they forward to the span forms above.
-  template <contiguous_buffer Data>
-  void all_reduce(Data&& data) {
-    all_reduce(std::span<buffer_element_t<Data>>(data));
-  }
-  template <contiguous_buffer In, contiguous_buffer Out>
-  void all_gather(In&& in, Out&& out) {
-    if constexpr (same_elements<In, Out>()) all_gather(read_only(in), writable(out));
-  }
-  template <contiguous_buffer In, contiguous_buffer Out>
-  void reduce_scatter(In&& in, Out&& out) {
-    if constexpr (same_elements<In, Out>()) reduce_scatter(read_only(in), writable(out));
-  }
-  template <contiguous_buffer In, contiguous_buffer Out>
-  void all_to_all(In&& in, Out&& out) {
-    if constexpr (same_elements<In, Out>()) all_to_all(read_only(in), writable(out));
-  }
-  template <contiguous_buffer Data>
-  void broadcast(Data&& data, int root) {
-    broadcast(std::span<buffer_element_t<Data>>(data), root);
-  }
-  template <contiguous_buffer Data>
-  void send(Data&& data, int peer, int tag = 0) {
-    send(read_only(data), peer, tag);
-  }
-  template <contiguous_buffer Data>
-  void recv(Data&& data, int peer, int tag = 0) {
-    recv(std::span<buffer_element_t<Data>>(data), peer, tag);
-  }
 
  private:
   friend class world;

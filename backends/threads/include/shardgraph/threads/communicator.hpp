@@ -10,11 +10,12 @@
 // checked on every rank against every other rank's, so a mismatch throws the same shardgraph::error
 // on every rank instead of crashing or hanging.
 //
-// Buffers: any contiguous range (std::span, std::vector, std::array) of trivially copyable
-// elements; all_reduce and reduce_scatter need arithmetic elements. Inputs and outputs must not
+// Buffers: spans of trivially copyable elements (any contiguous range, std::vector or std::array,
+// through comm::all_reduce(c, range) and the other functions of comm/collectives.hpp); all_reduce
+// and reduce_scatter need arithmetic elements. Inputs and outputs must not
 // overlap, except in the in-place forms all_gather(out.subspan(rank * n, n), out) and
 // reduce_scatter(in, in.subspan(rank * n, n)).
-#include <shardgraph/comm/buffer.hpp>
+#include <shardgraph/comm/communicator.hpp>
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/core/half_types.hpp>
 #include <shardgraph/threads/group.hpp>
@@ -38,13 +39,6 @@
 namespace shardgraph::threads {
 
 class world;
-
-// Buffers a collective accepts (std::span, std::vector, std::array, ...): comm/buffer.hpp.
-using comm::buffer_element_t;
-using comm::contiguous_buffer;
-using comm::read_only;
-using comm::same_elements;
-using comm::writable;
 
 class communicator {
  public:
@@ -203,36 +197,6 @@ class communicator {
     return made;
   }
 
-  // Overloads for any contiguous buffer (std::vector, std::array, a span of non-const elements
-  // where a read-only one is expected): they forward to the span forms above.
-  template <contiguous_buffer Data>
-  void all_reduce(Data&& data) {
-    all_reduce(std::span<buffer_element_t<Data>>(data));
-  }
-  template <contiguous_buffer In, contiguous_buffer Out>
-  void all_gather(In&& in, Out&& out) {
-    if constexpr (same_elements<In, Out>()) all_gather(read_only(in), writable(out));
-  }
-  template <contiguous_buffer In, contiguous_buffer Out>
-  void reduce_scatter(In&& in, Out&& out) {
-    if constexpr (same_elements<In, Out>()) reduce_scatter(read_only(in), writable(out));
-  }
-  template <contiguous_buffer In, contiguous_buffer Out>
-  void all_to_all(In&& in, Out&& out) {
-    if constexpr (same_elements<In, Out>()) all_to_all(read_only(in), writable(out));
-  }
-  template <contiguous_buffer Data>
-  void broadcast(Data&& data, int root) {
-    broadcast(std::span<buffer_element_t<Data>>(data), root);
-  }
-  template <contiguous_buffer Data>
-  void send(Data&& data, int peer, int tag = 0) {
-    send(std::span<const std::remove_const_t<buffer_element_t<Data>>>(data), peer, tag);
-  }
-  template <contiguous_buffer Data>
-  void recv(Data&& data, int peer, int tag = 0) {
-    recv(std::span<buffer_element_t<Data>>(data), peer, tag);
-  }
 
  private:
   friend class world;
