@@ -76,7 +76,8 @@ template <class T>
 T awkward_value(int rank, std::size_t i) {
   if (i == 0) return T(-0.0);
   if (i == 1) return rank == 0 ? T(1e16) : T(1);  // 1e16 + 1 rounds back to 1e16 in double
-  const double fraction = static_cast<double>((rank * 7919 + static_cast<int>(i) * 104729) % 1000 + 1) / 1000.0;
+  const double fraction =
+      static_cast<double>((rank * 7919 + static_cast<int>(i) * 104729) % 1000 + 1) / 1000.0;
   return T(std::ldexp(fraction, (rank * 13 + static_cast<int>(i) * 5) % 40 - 20));
 }
 
@@ -166,13 +167,15 @@ void check_collectives(int p) {
          return F::template read<T>(out);
        }))
     for (std::size_t i = 0; i < n; ++i)
-      CHECK(out[i] == static_cast<T>(p * (p - 1) / 2 + p * static_cast<int>(static_cast<std::size_t>(rank) * n + i)));
+      CHECK(out[i] ==
+            static_cast<T>(p * (p - 1) / 2 + p * static_cast<int>(static_cast<std::size_t>(rank) * n + i)));
 
   // all_to_all: chunk j of rank i's in, {100 i + 10 j + e}, lands in chunk i of rank j's out.
   for (const auto& [j, out] : F::run(p, [&](auto& c) {
          std::vector<T> values(np * n);
          for (std::size_t k = 0; k < np; ++k)
-           for (std::size_t e = 0; e < n; ++e) values[k * n + e] = static_cast<T>(100 * c.rank() + 10 * k + e);
+           for (std::size_t e = 0; e < n; ++e)
+             values[k * n + e] = static_cast<T>(100 * c.rank() + 10 * k + e);
          auto in = F::make(values);
          auto out = F::make(std::vector<T>(np * n, T(-1)));
          c.all_to_all(std::span<const T>(F::template view<T>(in)), F::template view<T>(out));

@@ -4,7 +4,8 @@
 // fixtures (communicator_contract.hpp says how).
 #include "comm/communicator_contract.hpp"
 
-TEMPLATE_LIST_TEST_CASE("communicator contract: the concept, and cheap moves", "[comm]", communicator_fixtures) {
+TEMPLATE_LIST_TEST_CASE("communicator contract: the concept, and cheap moves", "[comm]",
+                        communicator_fixtures) {
   using C = typename TestType::communicator;
   STATIC_REQUIRE(shardgraph::comm::Communicator<C>);
   STATIC_REQUIRE(std::is_nothrow_move_constructible_v<C>);
@@ -32,12 +33,14 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: 64-bit and 8-bit integers sum ex
       const int r = c.rank();
       auto big = F::make(std::vector<std::int64_t>{(std::int64_t{1} << 40) * r, -r});
       c.all_reduce(F::template view<std::int64_t>(big));
-      auto small = F::make(std::vector<std::int8_t>{static_cast<std::int8_t>(r), static_cast<std::int8_t>(-r)});
+      auto small =
+          F::make(std::vector<std::int8_t>{static_cast<std::int8_t>(r), static_cast<std::int8_t>(-r)});
       c.all_reduce(F::template view<std::int8_t>(small));
       return std::pair{F::template read<std::int64_t>(big), F::template read<std::int8_t>(small)};
     });
     for (const auto& [rank, got] : sums) {
-      CHECK(got.first == std::vector<std::int64_t>{(std::int64_t{1} << 40) * p * (p - 1) / 2, -p * (p - 1) / 2});
+      CHECK(got.first ==
+            std::vector<std::int64_t>{(std::int64_t{1} << 40) * p * (p - 1) / 2, -p * (p - 1) / 2});
       CHECK(got.second == std::vector<std::int8_t>{static_cast<std::int8_t>(p * (p - 1) / 2),
                                                    static_cast<std::int8_t>(-(p * (p - 1) / 2))});
     }
@@ -80,7 +83,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: an all_reduce gives every rank t
       CHECK(everyone.size() == static_cast<std::size_t>(p) * mine.size());
       for (int q = 0; q < p && everyone.size() == static_cast<std::size_t>(p) * mine.size(); ++q) {
         CAPTURE(q);
-        const auto first = everyone.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(q) * mine.size());
+        const auto first =
+            everyone.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(q) * mine.size());
         CHECK(std::equal(mine.begin(), mine.end(), first));
       }
     }
@@ -118,8 +122,10 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: sums in rank order, each additio
           auto out = F::make(std::vector<double>(m));
           c.all_reduce(F::template view<double>(d));
           c.all_reduce(F::template view<float>(f));
-          c.reduce_scatter(std::span<const double>(F::template view<double>(in)), F::template view<double>(out));
-          return std::tuple{F::template read<double>(d), F::template read<float>(f), F::template read<double>(out)};
+          c.reduce_scatter(std::span<const double>(F::template view<double>(in)),
+                           F::template view<double>(out));
+          return std::tuple{F::template read<double>(d), F::template read<float>(f),
+                            F::template read<double>(out)};
         });
         for (const auto& [rank, got] : seen) {
           const auto& [d, f, out] = got;
@@ -129,7 +135,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: sums in rank order, each additio
             want_d[i] = expected_sum(0.0, i);
             want_f[i] = expected_sum(0.0f, i);
           }
-          for (std::size_t e = 0; e < m; ++e) want_out[e] = expected_sum(0.0, static_cast<std::size_t>(rank) * m + e);
+          for (std::size_t e = 0; e < m; ++e)
+            want_out[e] = expected_sum(0.0, static_cast<std::size_t>(rank) * m + e);
           CHECK(bits_of(d) == bits_of(want_d));
           CHECK(bits_of(f) == bits_of(want_f));
           CHECK(bits_of(out) == bits_of(want_out));
@@ -150,8 +157,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: sums in rank order, each additio
         auto b = F::make(std::vector<shardgraph::bfloat16>{shardgraph::bfloat16(first ? 1.0f : 0x1p-8f)});
         auto h = F::make(std::vector<shardgraph::float16>{shardgraph::float16(first ? 1.0f : 0x1p-11f),
                                                           shardgraph::float16(2.0f)});
-        auto chunks = F::make(std::vector<shardgraph::bfloat16>(static_cast<std::size_t>(p),
-                                                                shardgraph::bfloat16(static_cast<float>(c.rank()))));
+        auto chunks = F::make(std::vector<shardgraph::bfloat16>(
+            static_cast<std::size_t>(p), shardgraph::bfloat16(static_cast<float>(c.rank()))));
         auto own = F::make(std::vector<shardgraph::bfloat16>(1));
         c.all_reduce(F::template view<shardgraph::bfloat16>(b));
         c.all_reduce(F::template view<shardgraph::float16>(h));
@@ -174,7 +181,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: sums in rank order, each additio
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("communicator contract: gathers and reduces in place", "[comm]", communicator_fixtures) {
+TEMPLATE_LIST_TEST_CASE("communicator contract: gathers and reduces in place", "[comm]",
+                        communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
   for (const int p : F::rank_counts()) {
@@ -191,11 +199,13 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: gathers and reduces in place", "
       const auto gathered = F::template read<double>(buffer);
       c.reduce_scatter(std::span<const double>(whole), whole.subspan(2 * r, 2));
       const auto reduced = F::template read<double>(buffer);
-      return std::pair{gathered, std::vector<double>(reduced.begin() + static_cast<std::ptrdiff_t>(2 * r),
-                                                     reduced.begin() + static_cast<std::ptrdiff_t>(2 * r + 2))};
+      return std::pair{gathered,
+                       std::vector<double>(reduced.begin() + static_cast<std::ptrdiff_t>(2 * r),
+                                           reduced.begin() + static_cast<std::ptrdiff_t>(2 * r + 2))};
     });
     std::vector<double> expected_gather;
-    for (std::size_t q = 0; q < np; ++q) expected_gather.insert(expected_gather.end(), {double(q), 10.0 * double(q)});
+    for (std::size_t q = 0; q < np; ++q)
+      expected_gather.insert(expected_gather.end(), {double(q), 10.0 * double(q)});
     for (const auto& [rank, got] : seen) {
       CHECK(got.first == expected_gather);
       CHECK(got.second == std::vector<double>{double(p * rank), 10.0 * double(p * rank)});
@@ -203,8 +213,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: gathers and reduces in place", "
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("communicator contract: all_to_all in place works or is refused as an overlap", "[comm]",
-                        communicator_fixtures) {
+TEMPLATE_LIST_TEST_CASE("communicator contract: all_to_all in place works or is refused as an overlap",
+                        "[comm]", communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
   for (const int p : F::rank_counts()) {
@@ -226,7 +236,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: all_to_all in place works or is 
            }))
         for (std::size_t i = 0; i < np; ++i)
           for (std::size_t e = 0; e < m; ++e)
-            CHECK(got[i * m + e] == static_cast<std::int32_t>(100 * i + 10 * static_cast<std::size_t>(rank) + e));
+            CHECK(got[i * m + e] ==
+                  static_cast<std::int32_t>(100 * i + 10 * static_cast<std::size_t>(rank) + e));
     } else {
       for (const auto& [rank, message] : F::errors(p, [&](auto& c) {
              auto x = F::make(values_of(c.rank()));
@@ -277,9 +288,10 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: bf16 bits and plain structs move
         if (r != 0) comm::send(c, F::template view<std::uint16_t>(in), next, 1);
         if (r != 0) comm::send(c, F::template view<sample>(records), next, 2);
       }
-      return std::tuple{F::template read<std::uint16_t>(gathered), F::template read<std::uint16_t>(exchanged),
-                        F::template read<std::uint16_t>(shared), F::template read<sample>(all_records),
-                        F::template read<std::uint16_t>(their_bits), F::template read<sample>(their_record)};
+      return std::tuple{
+          F::template read<std::uint16_t>(gathered),   F::template read<std::uint16_t>(exchanged),
+          F::template read<std::uint16_t>(shared),     F::template read<sample>(all_records),
+          F::template read<std::uint16_t>(their_bits), F::template read<sample>(their_record)};
     });
     for (const auto& [rank, got] : seen) {
       const auto& [gathered, exchanged, shared, records, their_bits, their_record] = got;
@@ -299,7 +311,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: bf16 bits and plain structs move
         CHECK(records[q].flags[2] == 3);
         // chunk q of exchanged: element 2 rank, 2 rank + 1 of rank q's bits
         const auto from = [&](std::size_t e) {
-          return e == 0 ? shardgraph::float_to_bf16(static_cast<float>(q)) : static_cast<std::uint16_t>(0x7f70 + e);
+          return e == 0 ? shardgraph::float_to_bf16(static_cast<float>(q))
+                        : static_cast<std::uint16_t>(0x7f70 + e);
         };
         CHECK(exchanged[2 * q] == from(2 * static_cast<std::size_t>(rank)));
         CHECK(exchanged[2 * q + 1] == from(2 * static_cast<std::size_t>(rank) + 1));
@@ -339,8 +352,9 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: comm's functions take any contig
         comm::recv(c, F::template view<float>(received), previous, 4);
         if (r != 0) comm::send(c, F::template view<float>(in), next, 4);
       }
-      return std::tuple{F::template read<float>(back), F::template read<float>(sum), F::template read<float>(chunk),
-                        F::template read<float>(root_value), F::template read<float>(received)};
+      return std::tuple{F::template read<float>(back), F::template read<float>(sum),
+                        F::template read<float>(chunk), F::template read<float>(root_value),
+                        F::template read<float>(received)};
     });
     for (const auto& [rank, got] : seen) {
       const auto& [back, sum, chunk, root_value, received] = got;

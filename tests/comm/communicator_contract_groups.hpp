@@ -12,7 +12,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: split groups ranks by color and 
     // A rows x columns grid, rank = row * columns + column; pairs split each row in two where it can.
     const int rows = p % 2 == 0 ? 2 : 1, columns = p / rows;
     struct result {
-      int row_rank, row_size, column_rank, column_size, pair_size, reversed_rank, tie_rank, parity_rank, parity_size;
+      int row_rank, row_size, column_rank, column_size, pair_size, reversed_rank, tie_rank, parity_rank,
+          parity_size;
       std::vector<std::int32_t> row_members, pair_members;
       std::vector<std::int64_t> column_sum;
       std::vector<double> row_scatter;
@@ -25,20 +26,34 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: split groups ranks by color and 
       auto reversed = c.split(0, -r);
       auto ties = c.split(0, r < p / 2 ? 1 : 0);  // keys 1, ..., 1, 0, ..., 0: ties ordered by rank
       auto parity = c.split(r % 2, -r);           // by parity, in reverse rank order
-      result mine{row_comm.rank(), row_comm.size(), column_comm.rank(), column_comm.size(), pairs.size(),
-                  reversed.rank(), ties.rank(), parity.rank(), parity.size(), {}, {}, {}, {}};
+      result mine{row_comm.rank(),
+                  row_comm.size(),
+                  column_comm.rank(),
+                  column_comm.size(),
+                  pairs.size(),
+                  reversed.rank(),
+                  ties.rank(),
+                  parity.rank(),
+                  parity.size(),
+                  {},
+                  {},
+                  {},
+                  {}};
       auto me = F::make(std::vector<std::int32_t>{r});
       auto row_members = F::make(std::vector<std::int32_t>(static_cast<std::size_t>(columns)));
-      comm::all_gather(row_comm, F::template view<std::int32_t>(me), F::template view<std::int32_t>(row_members));
+      comm::all_gather(row_comm, F::template view<std::int32_t>(me),
+                       F::template view<std::int32_t>(row_members));
       auto pair_members = F::make(std::vector<std::int32_t>(static_cast<std::size_t>(pairs.size())));
-      comm::all_gather(pairs, F::template view<std::int32_t>(me), F::template view<std::int32_t>(pair_members));
+      comm::all_gather(pairs, F::template view<std::int32_t>(me),
+                       F::template view<std::int32_t>(pair_members));
       auto column_sum = F::make(std::vector<std::int64_t>{r, 1});
       comm::all_reduce(column_comm, F::template view<std::int64_t>(column_sum));
       std::vector<double> in(static_cast<std::size_t>(columns));
       for (int j = 0; j < columns; ++j) in[static_cast<std::size_t>(j)] = 10.0 * j + r;
       auto scatter_in = F::make(in);
       auto row_scatter = F::make(std::vector<double>(1));
-      comm::reduce_scatter(row_comm, F::template view<double>(scatter_in), F::template view<double>(row_scatter));
+      comm::reduce_scatter(row_comm, F::template view<double>(scatter_in),
+                           F::template view<double>(row_scatter));
       c.barrier();  // the parent still works
       mine.row_members = F::template read<std::int32_t>(row_members);
       mine.pair_members = F::template read<std::int32_t>(pair_members);
@@ -55,14 +70,16 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: split groups ranks by color and 
       CHECK(got.column_size == rows);
       std::vector<std::int32_t> expected_row, expected_pair;
       for (int q = 0; q < columns; ++q) expected_row.push_back(row * columns + q);
-      for (int q = column / 2 * 2; q < std::min(column / 2 * 2 + 2, columns); ++q) expected_pair.push_back(row * columns + q);
+      for (int q = column / 2 * 2; q < std::min(column / 2 * 2 + 2, columns); ++q)
+        expected_pair.push_back(row * columns + q);
       CHECK(got.row_members == expected_row);
       CHECK(got.pair_members == expected_pair);
       CHECK(got.pair_size == static_cast<int>(expected_pair.size()));
-      CHECK(got.column_sum == std::vector<std::int64_t>{rows * (rows - 1) / 2 * columns + rows * column, rows});
+      CHECK(got.column_sum ==
+            std::vector<std::int64_t>{rows * (rows - 1) / 2 * columns + rows * column, rows});
       // sum over the row's ranks q of 10 column + q
-      CHECK(got.row_scatter ==
-            std::vector<double>{10.0 * column * columns + (row * columns) * columns + columns * (columns - 1) / 2.0});
+      CHECK(got.row_scatter == std::vector<double>{10.0 * column * columns + (row * columns) * columns +
+                                                   columns * (columns - 1) / 2.0});
       CHECK(got.reversed_rank == p - 1 - r);
       CHECK(got.tie_rank == (r < p / 2 ? r + (p - p / 2) : r - p / 2));
       int parity_size = 0, higher = 0;
@@ -99,7 +116,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: send and recv", "[comm]", commun
         }
         return total;
       });
-      for (const auto& [r, total] : totals) CHECK(total == std::int64_t{p} * (p - 1) / 2 - r);  // every other rank's
+      for (const auto& [r, total] : totals)
+        CHECK(total == std::int64_t{p} * (p - 1) / 2 - r);  // every other rank's
     }
     {  // large messages, passed one step along the ring
       // Far above any eager limit: the data moves while the sender waits in its own recv, where
@@ -142,7 +160,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: send and recv", "[comm]", commun
       if (results.count(p - 1) != 0) {
         const auto& last = results.at(p - 1);
         CHECK(last.size() == 2 * static_cast<std::size_t>(micro_batches));
-        for (int m = 0; m < micro_batches && last.size() == 2 * static_cast<std::size_t>(micro_batches); ++m) {
+        for (int m = 0; m < micro_batches && last.size() == 2 * static_cast<std::size_t>(micro_batches);
+             ++m) {
           CHECK(last[2 * static_cast<std::size_t>(m)] == m);
           CHECK(last[2 * static_cast<std::size_t>(m) + 1] == m + p * (p - 1) / 2);
         }
@@ -186,19 +205,21 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: wrong sizes and ranks throw shar
         CHECK_THAT(message, matcher);
       }
     };
-    check_every_rank(F::errors(p,
-                               [&](auto& c) {
-                                 auto in = F::make(std::vector<double>(2));
-                                 auto out = F::make(std::vector<double>(2 * np + 1));
-                                 comm::all_gather(c, F::template view<double>(in), F::template view<double>(out));
-                               }),
-                     ContainsSubstring("all_gather") && ContainsSubstring("out holds " + std::to_string(2 * np + 1)) &&
-                         ContainsSubstring("size() * in.size()"));
+    check_every_rank(
+        F::errors(p,
+                  [&](auto& c) {
+                    auto in = F::make(std::vector<double>(2));
+                    auto out = F::make(std::vector<double>(2 * np + 1));
+                    comm::all_gather(c, F::template view<double>(in), F::template view<double>(out));
+                  }),
+        ContainsSubstring("all_gather") && ContainsSubstring("out holds " + std::to_string(2 * np + 1)) &&
+            ContainsSubstring("size() * in.size()"));
     check_every_rank(F::errors(p,
                                [&](auto& c) {
                                  auto in = F::make(std::vector<float>(3 * np + 1));
                                  auto out = F::make(std::vector<float>(3));
-                                 comm::reduce_scatter(c, F::template view<float>(in), F::template view<float>(out));
+                                 comm::reduce_scatter(c, F::template view<float>(in),
+                                                      F::template view<float>(out));
                                }),
                      ContainsSubstring("reduce_scatter") && ContainsSubstring("size() * out.size()"));
     check_every_rank(F::errors(p,
@@ -217,8 +238,8 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: wrong sizes and ranks throw shar
                                    comm::all_to_all(c, F::template view<std::int64_t>(in),
                                                     F::template view<std::int64_t>(out));
                                  }),
-                       ContainsSubstring("all_to_all") && ContainsSubstring("do not split into " + std::to_string(p) +
-                                                                            " equal chunks"));
+                       ContainsSubstring("all_to_all") &&
+                           ContainsSubstring("do not split into " + std::to_string(p) + " equal chunks"));
     for (const int root : {p, -1})
       check_every_rank(F::errors(p,
                                  [&](auto& c) {
@@ -227,12 +248,13 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: wrong sizes and ranks throw shar
                                  }),
                        ContainsSubstring("broadcast") &&
                            ContainsSubstring("root " + std::to_string(root) + " is not a rank"));
-    check_every_rank(F::errors(p,
-                               [&](auto& c) {
-                                 auto data = F::make(std::vector<double>(1));
-                                 comm::send(c, F::template view<double>(data), p, 0);
-                               }),
-                     ContainsSubstring("send") && ContainsSubstring("peer " + std::to_string(p) + " is not a rank"));
+    check_every_rank(
+        F::errors(p,
+                  [&](auto& c) {
+                    auto data = F::make(std::vector<double>(1));
+                    comm::send(c, F::template view<double>(data), p, 0);
+                  }),
+        ContainsSubstring("send") && ContainsSubstring("peer " + std::to_string(p) + " is not a rank"));
     check_every_rank(F::errors(p,
                                [&](auto& c) {
                                  auto data = F::make(std::vector<double>(1));

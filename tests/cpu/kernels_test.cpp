@@ -1,6 +1,8 @@
-// The cpu kernels against naive references written here in double: triple loops, scalar formulas,
-// log-sum-exp by hand. Each kernel runs in double (within 1e-12) and float (within 1e-5), both
-// relative to the largest reference value.
+// The cpu backend: the kernel contract (tests/compute/kernel_contract_cases.hpp) through
+// cpu::backend, then the cpu kernels' own arguments against naive references written in double:
+// accumulating and batched products, in-place calls, positions offset, the checks of sizes and ids.
+// Each kernel runs in double (within 1e-12) and float (within 1e-5), both relative to the largest
+// reference value.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -8,16 +10,20 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "catch.hpp"
+#include "compute/kernel_contract.hpp"
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/cpu/backend.hpp"
 #include "shardgraph/cpu/kernels.hpp"
 
 namespace {
 
 namespace cpu = shardgraph::cpu;
 namespace sg = shardgraph;
+using kernel_contract::reference_gemm;
 using std::int64_t;
 
 template <class T>
@@ -65,86 +71,17 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// C (m, n) = A (m, k) * B, B (k, n) or, transposed, (n, k).
-std::vector<double> reference_gemm(const std::vector<double>& a, const std::vector<double>& b, int64_t m,
-                                   int64_t k, int64_t n, bool transpose_b) {
-  std::vector<double> c(static_cast<std::size_t>(m * n), 0.0);
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        sum +=
-            a[std::size_t(i * k + p)] * (transpose_b ? b[std::size_t(j * k + p)] : b[std::size_t(p * n + j)]);
-      }
-      c[std::size_t(i * n + j)] = sum;
-    }
-  }
-  return c;
-}
-
-// The direct softmax of one row, in double.
-std::vector<double> reference_softmax(const std::vector<double>& row) {
-  const double row_max = *std::max_element(row.begin(), row.end());
-  double sum = 0;
-  for (double x : row) sum += std::exp(x - row_max);
-  std::vector<double> y;
-  for (double x : row) y.push_back(std::exp(x - row_max) / sum);
-  return y;
-}
-
-// HF's apply_rotary_pos_emb: emb = cat(freqs, freqs); x * cos(emb) + rotate_half(x) * sin(emb),
-// rotate_half(x) = cat(-x2, x1). x (batch, heads, seq, head_dim).
-std::vector<double> reference_rope(const std::vector<double>& x, int64_t batch, int64_t heads, int64_t seq,
-                                   int64_t head_dim, double theta, int64_t position_offset) {
-  const int64_t half = head_dim / 2;
-  std::vector<double> y(x.size());
-  for (int64_t bh = 0; bh < batch * heads; ++bh) {
-    for (int64_t t = 0; t < seq; ++t) {
-      const double* in = x.data() + (bh * seq + t) * head_dim;
-      double* out = y.data() + (bh * seq + t) * head_dim;
-      for (int64_t d = 0; d < head_dim; ++d) {
-        const double inv_freq = 1.0 / std::pow(theta, double(2 * (d % half)) / double(head_dim));
-        const double angle = double(position_offset + t) * inv_freq;
-        const double rotated = d < half ? -in[d + half] : in[d - half];
-        out[d] = in[d] * std::cos(angle) + rotated * std::sin(angle);
-      }
-    }
-  }
-  return y;
-}
-
-// softmax(q k^T / sqrt(d)) v with the causal mask, one (query, key) pair at a time.
-std::vector<double> reference_attention(const std::vector<double>& q, const std::vector<double>& k,
-                                        const std::vector<double>& v, int64_t batch, int64_t heads,
-                                        int64_t kv_heads, int64_t seq, int64_t head_dim) {
-  std::vector<double> out(q.size(), 0.0);
-  const int64_t group = heads / kv_heads;
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t kv_h = h / group;
-      const double* qh = q.data() + (b * heads + h) * seq * head_dim;
-      const double* kh = k.data() + (b * kv_heads + kv_h) * seq * head_dim;
-      const double* vh = v.data() + (b * kv_heads + kv_h) * seq * head_dim;
-      double* oh = out.data() + (b * heads + h) * seq * head_dim;
-      for (int64_t i = 0; i < seq; ++i) {
-        std::vector<double> scores;
-        for (int64_t j = 0; j <= i; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < head_dim; ++d) dot += qh[i * head_dim + d] * kh[j * head_dim + d];
-          scores.push_back(dot / std::sqrt(double(head_dim)));
-        }
-        const auto weights = reference_softmax(scores);
-        for (int64_t j = 0; j <= i; ++j) {
-          for (int64_t d = 0; d < head_dim; ++d)
-            oh[i * head_dim + d] += weights[std::size_t(j)] * vh[j * head_dim + d];
-        }
-      }
-    }
-  }
-  return out;
-}
+// The contract's fixture: the cpu backend, within 1e-12 in f64 and 1e-5 in f32.
+struct cpu_fixture {
+  using backend = cpu::backend;
+  static backend make() { return backend(); }
+  static constexpr double f64 = 1e-12, f32 = 1e-5;
+};
 
 }  // namespace
+
+using kernel_backends = std::tuple<cpu_fixture>;
+#include "compute/kernel_contract_cases.hpp"
 
 TEMPLATE_TEST_CASE("gemm matches a triple loop, plain and transposed, assigning and accumulating", "[cpu]",
                    float, double) {
@@ -203,37 +140,23 @@ TEMPLATE_TEST_CASE("batched_gemm is one gemm per batch entry", "[cpu]", float, d
   }
 }
 
-TEMPLATE_TEST_CASE("layer_norm matches torch.nn.LayerNorm's formula, biased variance and eps", "[cpu]", float,
+TEMPLATE_TEST_CASE("layer_norm and softmax in place give what they give out of place", "[cpu]", float,
                    double) {
   using T = TestType;
   const int64_t rows = 5, cols = 19;
-  // eps = 0.5 is large enough that forgetting it, or putting it outside the sqrt, fails the check.
-  for (double eps : {1e-5, 0.5}) {
-    CAPTURE(eps);
-    const auto x = random_values<T>(rows * cols, 7, -3, 5);
-    const auto w = random_values<T>(cols, 8);
-    const auto b = random_values<T>(cols, 9);
-    std::vector<double> expected(x.size());
-    for (int64_t i = 0; i < rows; ++i) {
-      double mean = 0, variance = 0;
-      for (int64_t j = 0; j < cols; ++j) mean += double(x[std::size_t(i * cols + j)]) / double(cols);
-      for (int64_t j = 0; j < cols; ++j) {
-        variance += std::pow(double(x[std::size_t(i * cols + j)]) - mean, 2) / double(cols);
-      }
-      for (int64_t j = 0; j < cols; ++j) {
-        const auto at = std::size_t(i * cols + j);
-        expected[at] = (double(x[at]) - mean) / std::sqrt(variance + eps) * double(w[std::size_t(j)]) +
-                       double(b[std::size_t(j)]);
-      }
-    }
-    std::vector<T> y(x.size());
-    cpu::layer_norm(x.data(), w.data(), b.data(), y.data(), rows, cols, eps);
-    CHECK(relative_error(y, expected) <= tolerance<T>());
+  const auto x = random_values<T>(rows * cols, 7, -3, 5);
+  const auto w = random_values<T>(cols, 8);
+  const auto b = random_values<T>(cols, 9);
+  std::vector<T> y(x.size());
+  cpu::layer_norm(x.data(), w.data(), b.data(), y.data(), rows, cols, 0.5);
+  auto in_place = x;
+  cpu::layer_norm(in_place.data(), w.data(), b.data(), in_place.data(), rows, cols, 0.5);
+  CHECK(in_place == y);
 
-    auto in_place = x;
-    cpu::layer_norm(in_place.data(), w.data(), b.data(), in_place.data(), rows, cols, eps);
-    CHECK(in_place == y);
-  }
+  cpu::softmax(x.data(), y.data(), rows, cols);
+  in_place = x;
+  cpu::softmax(in_place.data(), in_place.data(), rows, cols);
+  CHECK(in_place == y);
 }
 
 TEST_CASE("layer_norm stays accurate when the mean is far larger than the spread", "[cpu]") {
@@ -250,69 +173,10 @@ TEST_CASE("layer_norm stays accurate when the mean is far larger than the spread
   CHECK(std::abs(squares - 1) < 1e-9);
 }
 
-TEMPLATE_TEST_CASE("rms_norm matches HF LlamaRMSNorm's formula with eps", "[cpu]", float, double) {
-  using T = TestType;
-  const int64_t rows = 4, cols = 23;
-  for (double eps : {1e-6, 0.5}) {
-    CAPTURE(eps);
-    const auto x = random_values<T>(rows * cols, 11, -2, 2);
-    const auto w = random_values<T>(cols, 12);
-    std::vector<double> expected(x.size());
-    for (int64_t i = 0; i < rows; ++i) {
-      double mean_square = 0;
-      for (int64_t j = 0; j < cols; ++j)
-        mean_square += std::pow(double(x[std::size_t(i * cols + j)]), 2) / double(cols);
-      for (int64_t j = 0; j < cols; ++j) {
-        const auto at = std::size_t(i * cols + j);
-        expected[at] = double(w[std::size_t(j)]) * double(x[at]) / std::sqrt(mean_square + eps);
-      }
-    }
-    std::vector<T> y(x.size());
-    cpu::rms_norm(x.data(), w.data(), y.data(), rows, cols, eps);
-    CHECK(relative_error(y, expected) <= tolerance<T>());
-  }
-}
-
 TEST_CASE("gelu_tanh is HF's gelu_new: gelu_tanh(1.0) == 0.8411919906082768", "[cpu]") {
   CHECK(std::abs(cpu::gelu_tanh(1.0) - 0.8411919906082768) <= 1e-12);
   CHECK(cpu::gelu_tanh(0.0) == 0.0);
   CHECK(std::abs(double(cpu::gelu_tanh(1.0f)) - 0.8411919906082768) <= 1e-6);
-}
-
-TEMPLATE_TEST_CASE("gelu_tanh and silu match their formulas", "[cpu]", float, double) {
-  using T = TestType;
-  const double pi = std::acos(-1.0);
-  for (double x : {-30.0, -4.0, -1.5, -0.25, 0.0, 0.3, 1.0, 2.5, 8.0, 30.0}) {
-    CAPTURE(x);
-    const T t = T(x);
-    const double gelu = 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)));
-    const double silu = x / (1 + std::exp(-x));
-    CHECK(std::abs(double(cpu::gelu_tanh(t)) - gelu) <= tolerance<T>() * std::max(1.0, std::abs(gelu)));
-    CHECK(std::abs(double(cpu::silu(t)) - silu) <= tolerance<T>() * std::max(1.0, std::abs(silu)));
-  }
-  CHECK(std::isfinite(double(cpu::silu(T(-1000)))));
-}
-
-TEMPLATE_TEST_CASE("softmax matches exp / sum exp per row, and does not overflow", "[cpu]", float, double) {
-  using T = TestType;
-  const int64_t rows = 6, cols = 17;
-  for (double shift : {0.0, 1000.0}) {
-    CAPTURE(shift);
-    const auto x = random_values<T>(rows * cols, 13, shift - 4, shift + 4);
-    std::vector<double> expected;
-    for (int64_t i = 0; i < rows; ++i) {
-      const auto row =
-          reference_softmax(std::vector<double>(x.begin() + i * cols, x.begin() + (i + 1) * cols));
-      expected.insert(expected.end(), row.begin(), row.end());
-    }
-    std::vector<T> y(x.size());
-    cpu::softmax(x.data(), y.data(), rows, cols);
-    CHECK(relative_error(y, expected) <= tolerance<T>());
-
-    auto in_place = x;
-    cpu::softmax(in_place.data(), in_place.data(), rows, cols);
-    CHECK(in_place == y);
-  }
 }
 
 TEST_CASE("rope rotates the pair (i, i + head_dim/2): a value computed by hand", "[cpu]") {
@@ -326,55 +190,28 @@ TEST_CASE("rope rotates the pair (i, i + head_dim/2): a value computed by hand",
   CHECK(relative_error(x, expected) <= 1e-15);
 }
 
-TEMPLATE_TEST_CASE("rope matches HF's apply_rotary_pos_emb with rotate_half, with and without an offset",
-                   "[cpu]", float, double) {
+TEMPLATE_TEST_CASE("rope with a position_offset is HF's apply_rotary_pos_emb at the later positions", "[cpu]",
+                   float, double) {
   using T = TestType;
-  const int64_t batch = 2, heads = 3, seq = 5, head_dim = 8;
+  const int64_t batch = 2, heads = 3, seq = 5, head_dim = 8, offset = 37;
   for (double theta : {10000.0, 500000.0}) {
-    for (int64_t offset : {int64_t(0), int64_t(37)}) {
-      CAPTURE(theta, offset);
-      auto x = random_values<T>(batch * heads * seq * head_dim, 14);
-      const auto expected = reference_rope(to_double(x), batch, heads, seq, head_dim, theta, offset);
-      cpu::rope(x.data(), batch, heads, seq, head_dim, theta, offset);
-      CHECK(relative_error(x, expected) <= tolerance<T>());
-    }
+    CAPTURE(theta);
+    std::vector<double> inverse_frequency;  // 1 / theta^(2i / head_dim)
+    for (int64_t i = 0; i < head_dim / 2; ++i)
+      inverse_frequency.push_back(1.0 / std::pow(theta, double(2 * i) / double(head_dim)));
+    auto x = random_values<T>(batch * heads * seq * head_dim, 14);
+    const auto expected = kernel_contract::reference_rope(to_double(x), batch * heads * seq, seq, head_dim,
+                                                          inverse_frequency, 1.0, offset);
+    cpu::rope(x.data(), batch, heads, seq, head_dim, theta, offset);
+    CHECK(relative_error(x, expected) <= tolerance<T>());
   }
 }
 
-// The scaled table's inverse frequencies and factor, applied by hand to HF's formula:
-// out = a * (x cos(p f_i) + rotate_half(x) sin(p f_i)).
-std::vector<double> reference_scaled_rope(const std::vector<double>& x, int64_t rows, int64_t seq, int64_t head_dim,
-                                          const std::vector<double>& inverse_frequency, double factor) {
-  const int64_t half = head_dim / 2;
-  std::vector<double> y(x.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = r % seq;
-    for (int64_t d = 0; d < head_dim; ++d) {
-      const double angle = double(t) * inverse_frequency[static_cast<std::size_t>(d % half)];
-      const double* in = x.data() + r * head_dim;
-      const double rotated = d < half ? -in[d + half] : in[d - half];
-      y[static_cast<std::size_t>(r * head_dim + d)] = factor * (in[d] * std::cos(angle) + rotated * std::sin(angle));
-    }
-  }
-  return y;
-}
-
-TEMPLATE_TEST_CASE("rope with a scaled table rotates by its frequencies and scales by its factor", "[cpu]", float,
-                   double) {
-  using T = TestType;
+TEST_CASE("rope refuses a frequency table of another head_dim", "[cpu]") {
   const int64_t batch = 2, heads = 3, seq = 9, head_dim = 8;
-  // Frequencies no theta gives (as llama3 and yarn make), and yarn's cos/sin factor.
   sg::compute::rope_frequencies table;
-  table.pairs = head_dim / 2;
-  table.attention_factor = 1.25;
-  const std::vector<double> frequencies = {0.9, 0.31, 0.02, 0.004};
-  for (std::size_t i = 0; i < frequencies.size(); ++i) table.inverse_frequency[i] = frequencies[i];
-  auto x = random_values<T>(batch * heads * seq * head_dim, 16);
-  const auto expected = reference_scaled_rope(to_double(x), batch * heads * seq, seq, head_dim, frequencies, 1.25);
-  cpu::rope(x.data(), batch, heads, seq, head_dim, table);
-  CHECK(relative_error(x, expected) <= tolerance<T>());
-
   table.pairs = 3;
+  auto x = random_values<double>(batch * heads * seq * head_dim, 16);
   CHECK(contains(thrown_message([&] { cpu::rope(x.data(), batch, heads, seq, head_dim, table); }),
                  "shardgraph: cpu::rope: the frequency table has 3 pairs for a head_dim of 8"));
 }
@@ -386,23 +223,6 @@ TEST_CASE("rope of a token with position_offset equals rope of the same token la
   cpu::rope(whole.data(), 1, 1, seq, head_dim, 10000.0);
   cpu::rope(last.data(), 1, 1, 1, head_dim, 10000.0, /*position_offset=*/seq - 1);
   CHECK(std::equal(last.begin(), last.end(), whole.end() - head_dim));
-}
-
-TEMPLATE_TEST_CASE("causal_attention matches the naive formula for MHA, GQA and MQA", "[cpu]", float,
-                   double) {
-  using T = TestType;
-  const int64_t batch = 2, heads = 4, seq = 7, head_dim = 8;
-  for (int64_t kv_heads : {int64_t(4), int64_t(2), int64_t(1)}) {
-    CAPTURE(kv_heads);
-    const auto q = random_values<T>(batch * heads * seq * head_dim, 16, -2, 2);
-    const auto k = random_values<T>(batch * kv_heads * seq * head_dim, 17, -2, 2);
-    const auto v = random_values<T>(batch * kv_heads * seq * head_dim, 18);
-    const auto expected =
-        reference_attention(to_double(q), to_double(k), to_double(v), batch, heads, kv_heads, seq, head_dim);
-    std::vector<T> out(q.size());
-    cpu::causal_attention(q.data(), k.data(), v.data(), out.data(), batch, heads, kv_heads, seq, head_dim);
-    CHECK(relative_error(out, expected) <= tolerance<T>());
-  }
 }
 
 TEST_CASE("causal_attention: changing a later token does not change earlier outputs", "[cpu]") {
@@ -439,63 +259,24 @@ TEST_CASE("causal_attention rejects heads that are not a multiple of kv_heads", 
   CHECK(contains(message, "shardgraph: cpu::causal_attention: heads (3) is not a multiple of kv_heads (2)"));
 }
 
-TEMPLATE_TEST_CASE("split_heads and merge_heads permute (b, t, h, d) <-> (b, h, t, d)", "[cpu]", float,
-                   double) {
-  using T = TestType;
-  const int64_t batch = 2, seq = 3, heads = 4, head_dim = 5;
-  std::vector<T> x(std::size_t(batch * seq * heads * head_dim));
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = T(i);
-  std::vector<T> split(x.size()), merged(x.size());
-  cpu::split_heads(x.data(), split.data(), batch, seq, heads, head_dim);
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t t = 0; t < seq; ++t) {
-      for (int64_t h = 0; h < heads; ++h) {
-        for (int64_t d = 0; d < head_dim; ++d) {
-          REQUIRE(split[std::size_t(((b * heads + h) * seq + t) * head_dim + d)] ==
-                  x[std::size_t(((b * seq + t) * heads + h) * head_dim + d)]);
-        }
-      }
-    }
-  }
-  cpu::merge_heads(split.data(), merged.data(), batch, seq, heads, head_dim);
-  CHECK(merged == x);
-  CHECK(contains(thrown_message([&] { cpu::split_heads(x.data(), x.data(), batch, seq, heads, head_dim); }),
+TEST_CASE("split_heads cannot run in place", "[cpu]") {
+  std::vector<double> x(2 * 3 * 4 * 5);
+  CHECK(contains(thrown_message([&] { cpu::split_heads(x.data(), x.data(), 2, 3, 4, 5); }),
                  "cannot run in place"));
 }
 
-TEMPLATE_TEST_CASE("embedding looks rows up, and vocab-parallel shards sum to the full lookup", "[cpu]",
-                   float, double) {
+TEMPLATE_TEST_CASE("embedding takes int32 ids too", "[cpu]", float, double) {
   using T = TestType;
   const int64_t vocab = 10, cols = 3;
   const auto table = random_values<T>(vocab * cols, 22);
   const std::vector<std::int32_t> ids = {0, 9, 5, 6, 3, 6};
   const auto n = int64_t(ids.size());
-
   std::vector<T> full(std::size_t(n * cols), T(-1));
   cpu::embedding(ids.data(), table.data(), full.data(), n, vocab, cols, 0);
   for (int64_t i = 0; i < n; ++i) {
     CHECK(std::equal(full.begin() + i * cols, full.begin() + (i + 1) * cols,
                      table.begin() + ids[std::size_t(i)] * cols));
   }
-
-  // Two ranks: rows [0, 6) and [6, 10). Each writes its rows and zeros elsewhere.
-  const int64_t split = 6;
-  std::vector<T> rank0(full.size(), T(-1)), rank1(full.size(), T(-1));
-  cpu::embedding(ids.data(), table.data(), rank0.data(), n, split, cols, 0);
-  cpu::embedding(ids.data(), table.data() + split * cols, rank1.data(), n, vocab - split, cols, split);
-  for (int64_t i = 0; i < n; ++i) {
-    const bool on_rank0 = ids[std::size_t(i)] < split;
-    for (int64_t j = 0; j < cols; ++j) {
-      const auto at = std::size_t(i * cols + j);
-      CHECK((on_rank0 ? rank1[at] : rank0[at]) == T(0));
-      CHECK(rank0[at] + rank1[at] == full[at]);
-    }
-  }
-
-  const std::vector<std::int64_t> outside = {-1, 10};
-  std::vector<T> zeros(std::size_t(2 * cols), T(-1));
-  cpu::embedding(outside.data(), table.data(), zeros.data(), 2, vocab, cols, 0);
-  CHECK(zeros == std::vector<T>(zeros.size(), T(0)));
 }
 
 TEMPLATE_TEST_CASE(
@@ -547,7 +328,8 @@ TEST_CASE("cross_entropy_sum leaves a padded vocabulary's columns out and honour
   const auto real = random_values<double>(rows * classes, 29, -3, 3);
   std::vector<double> padded(std::size_t(rows * vocab), 40.0);
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < classes; ++j) padded[std::size_t(i * vocab + j)] = real[std::size_t(i * classes + j)];
+    for (int64_t j = 0; j < classes; ++j)
+      padded[std::size_t(i * vocab + j)] = real[std::size_t(i * classes + j)];
   const std::vector<std::int64_t> targets = {4, -1, 0};  // -1 is this loss's ignore index
   const cpu::cross_entropy_targets which{.classes = classes, .ignore_index = -1};
   int64_t counted = 0;
@@ -568,7 +350,8 @@ TEST_CASE("cross_entropy_sum leaves a padded vocabulary's columns out and honour
                  }),
                  "target 5 of row 1 is outside the vocabulary [0, 5)"));
   CHECK(contains(thrown_message([&] {
-                   cpu::cross_entropy_sum(padded.data(), targets.data(), rows, vocab, nullptr, {.classes = 9});
+                   cpu::cross_entropy_sum(padded.data(), targets.data(), rows, vocab, nullptr,
+                                          {.classes = 9});
                  }),
                  "classes = 9 is not in [1, vocab = 8]"));
 }

@@ -1,4 +1,5 @@
-// cuda::backend against cpu::backend, the numerical reference: every op the cuda backend runs, built
+// cuda::backend: the kernel contract (tests/compute/kernel_contract_cases.hpp), then against
+// cpu::backend, the numerical reference: every op the cuda backend runs, built
 // as the same compute::kernel_call for both backends on the same deterministic inputs, in f64, f32
 // and bf16 (16-bit inputs and output; both backends widen to f32 and round the output once), and the
 // TrainingBackend operations (the optimizer's elementwise work, the block moves of collectives).
@@ -26,10 +27,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "catch.hpp"
+#include "compute/kernel_contract.hpp"
 
 namespace sg = shardgraph;
 using sg::dtype;
@@ -37,68 +40,7 @@ using sg::op;
 
 namespace {
 
-constexpr double not_a_number = std::numeric_limits<double>::quiet_NaN();
-constexpr double infinity = std::numeric_limits<double>::infinity();
-
-// ---- host values ----------------------------------------------------------------------------------
-
-// A tensor on the host: its values as doubles (ids too, which double holds exactly) and the dtype
-// both backends store it in. The 16-bit values are rounded once, on upload, so both see the same bits.
-struct host_tensor {
-  dtype type = dtype::f32;
-  std::vector<double> values;
-};
-
-// n values in [low, high) from a linear congruential generator: the same sequence on every platform.
-std::vector<double> random_values(std::int64_t n, std::uint32_t seed, double low = -1, double high = 1) {
-  std::vector<double> values(static_cast<std::size_t>(n));
-  std::uint32_t state = seed * 2654435761u + 12345u;
-  for (double& v : values) {
-    state = state * 1664525u + 1013904223u;
-    v = low + (high - low) * static_cast<double>(state >> 8) / 16777216.0;  // 24 random bits
-  }
-  return values;
-}
-
-host_tensor random_tensor(dtype type, std::int64_t n, std::uint32_t seed, double low = -1, double high = 1) {
-  return {type, random_values(n, seed, low, high)};
-}
-
-host_tensor id_tensor(const std::vector<std::int64_t>& ids) {
-  return {dtype::i64, std::vector<double>(ids.begin(), ids.end())};
-}
-
-// values as the bytes of a buffer of dtype `type`, and back.
-std::vector<std::byte> to_bytes(dtype type, const std::vector<double>& values) {
-  std::vector<std::byte> bytes(values.size() * sg::dtype_size(type));
-  sg::visit_host_element(type, [&]<class T>(T) {
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      const T x = [&] {
-        if constexpr (sg::is_half_float_v<T>)
-          return T(static_cast<float>(values[i]));
-        else
-          return static_cast<T>(values[i]);
-      }();
-      std::memcpy(bytes.data() + i * sizeof(T), &x, sizeof(T));
-    }
-  });
-  return bytes;
-}
-
-std::vector<double> from_bytes(dtype type, const std::vector<std::byte>& bytes) {
-  std::vector<double> values(bytes.size() / sg::dtype_size(type));
-  sg::visit_host_element(type, [&]<class T>(T) {
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      T x;
-      std::memcpy(&x, bytes.data() + i * sizeof(T), sizeof(T));
-      if constexpr (sg::is_half_float_v<T>)
-        values[i] = static_cast<double>(static_cast<float>(x));
-      else
-        values[i] = static_cast<double>(x);
-    }
-  });
-  return values;
-}
+using namespace kernel_contract;
 
 // (rows, cols) softmax of each row, in double: a realistic y for softmax_grad.
 std::vector<double> softmax_rows(std::vector<double> x, std::int64_t rows, std::int64_t cols) {
@@ -110,76 +52,6 @@ std::vector<double> softmax_rows(std::vector<double> x, std::int64_t rows, std::
     for (std::int64_t j = 0; j < cols; ++j) row[j] /= sum;
   }
   return x;
-}
-
-// max |got - want| / max |want|: the error relative to the scale of the result. Infinite when the
-// sizes differ, or where one result is NaN or infinite and the other is not the same (an element the
-// kernel left unwritten is NaN: the outputs are poisoned with it before each call).
-double relative_difference(const std::vector<double>& got, const std::vector<double>& want) {
-  if (got.size() != want.size()) return infinity;
-  double largest_error = 0, largest_value = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i]) || !std::isfinite(want[i])) {
-      if (!(got[i] == want[i])) return infinity;
-      continue;
-    }
-    largest_error = std::max(largest_error, std::abs(got[i] - want[i]));
-    largest_value = std::max(largest_value, std::abs(want[i]));
-  }
-  return largest_error == 0 ? 0 : largest_error / largest_value;
-}
-
-// The worst of several results compared piece by piece (each relative to its own scale).
-double relative_difference(const std::vector<std::vector<double>>& got,
-                           const std::vector<std::vector<double>>& want) {
-  if (got.size() != want.size()) return infinity;
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, relative_difference(got[i], want[i]));
-  return worst;
-}
-
-// ---- either backend -------------------------------------------------------------------------------
-
-template <class Backend>
-typename Backend::buffer make_buffer(Backend& backend, const host_tensor& t) {
-  typename Backend::buffer b = backend.allocate(t.type, static_cast<std::int64_t>(t.values.size()));
-  backend.upload(b, to_bytes(t.type, t.values).data());
-  return b;
-}
-
-template <class Backend>
-std::vector<double> values_of(Backend& backend, const typename Backend::buffer& b) {
-  std::vector<std::byte> bytes(b.size_bytes());
-  backend.download(b, bytes.data());
-  return from_bytes(b.type(), bytes);
-}
-
-template <class Call>
-void set_dims(Call& call, std::initializer_list<std::int64_t> dims) {
-  std::copy(dims.begin(), dims.end(), call.dims);
-}
-
-// One kernel call on `backend`: the inputs uploaded in order and given as in[0], in[1], ... (the
-// first max_inputs of them), an output of `out_numel` elements of `out_type` poisoned with NaN, then
-// describe(call, inputs) sets what the op needs (kind, dims, scalar, a chain's steps and operands).
-// Returns the output.
-template <class Backend, class Describe>
-std::vector<double> run_on(Backend& backend, dtype out_type, std::int64_t out_numel,
-                           const std::vector<host_tensor>& inputs, Describe& describe) {
-  using buffer = typename Backend::buffer;
-  std::vector<buffer> in;
-  in.reserve(inputs.size());
-  for (const host_tensor& t : inputs) in.push_back(make_buffer(backend, t));
-  buffer out = make_buffer(
-      backend, {out_type, std::vector<double>(static_cast<std::size_t>(out_numel), not_a_number)});
-  sg::compute::kernel_call<buffer> call;
-  call.type = out_type;
-  call.out = &out;
-  for (std::size_t k = 0; k < in.size() && k < static_cast<std::size_t>(sg::max_inputs); ++k)
-    call.in[k] = &in[k];
-  describe(call, in);
-  backend.run(call);
-  return values_of(backend, out);
 }
 
 // The reference and the backend under test. Copies of a cuda backend share its stream and scratch,
@@ -312,6 +184,21 @@ std::vector<sg::rope_scaling> rope_scalings() {
 }
 
 }  // namespace
+
+namespace {
+
+// The kernel contract's fixture: the cuda backend. f64: cuBLASLt and the row kernels add in another
+// order than the references' loops; f32: attention's bound against the cpu backend, plus the cpu's own.
+struct cuda_fixture {
+  using backend = sg::cuda::backend;
+  static backend make() { return backend(); }
+  static constexpr double f64 = 1e-10, f32 = 5e-5;
+};
+
+}  // namespace
+
+using kernel_backends = std::tuple<cuda_fixture>;
+#include "compute/kernel_contract_cases.hpp"
 
 // ---- forward ops ----------------------------------------------------------------------------------
 

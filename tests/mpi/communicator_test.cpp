@@ -15,8 +15,8 @@
 
 #include "catch.hpp"
 #include "comm/communicator_contract.hpp"
-#include "test_process.hpp"
 #include "shardgraph/mpi.hpp"
+#include "test_process.hpp"
 
 namespace {
 
@@ -157,7 +157,8 @@ TEST_CASE("wrong sizes throw shardgraph::error on every rank before any data mov
     CHECK(contains(error_of([&] { shardgraph::comm::send(comm, data, p, 0); }), "not a rank"));
     CHECK(contains(error_of([&] { shardgraph::comm::recv(comm, data, -1, 0); }), "not a rank"));
     CHECK(contains(error_of([&] { shardgraph::comm::send(comm, data, r, 0); }), "this rank itself"));
-    if (p > 1) CHECK(contains(error_of([&] { shardgraph::comm::send(comm, data, (r + 1) % p, -3); }), "tag -3"));
+    if (p > 1)
+      CHECK(contains(error_of([&] { shardgraph::comm::send(comm, data, (r + 1) % p, -3); }), "tag -3"));
   }
   SECTION("ranks that disagree on the count or the element type all throw") {
     if (p == 1) return;

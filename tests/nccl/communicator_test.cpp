@@ -104,7 +104,8 @@ struct nccl_fixture {
   }
   template <class Fn>
   static std::map<int, std::string> errors(int p, Fn&& fn) {
-    return communicator_contract::errors_of_threads<communicator>(world::single_process(p, short_timeout), fn);
+    return communicator_contract::errors_of_threads<communicator>(world::single_process(p, short_timeout),
+                                                                  fn);
   }
 
   template <class T>
@@ -206,9 +207,12 @@ TEST_CASE("nccl: bad arguments throw before NCCL runs and leave the communicator
     std::vector<float> host(4, 1.0f);
 
     messages.push_back(error_of([&] { comm.all_reduce(std::span<float>(host)); }));
-    messages.push_back(error_of([&] { sg::comm::all_gather(comm, four.view<float>(), three.view<float>()); }));
-    messages.push_back(error_of([&] { sg::comm::reduce_scatter(comm, four.view<float>(), three.view<float>()); }));
-    messages.push_back(error_of([&] { sg::comm::all_to_all(comm, four.view<float>(), three.view<float>()); }));
+    messages.push_back(
+        error_of([&] { sg::comm::all_gather(comm, four.view<float>(), three.view<float>()); }));
+    messages.push_back(
+        error_of([&] { sg::comm::reduce_scatter(comm, four.view<float>(), three.view<float>()); }));
+    messages.push_back(
+        error_of([&] { sg::comm::all_to_all(comm, four.view<float>(), three.view<float>()); }));
     messages.push_back(error_of([&] {
       auto v = four.view<float>();
       sg::comm::all_to_all(comm, v, v);
@@ -217,7 +221,8 @@ TEST_CASE("nccl: bad arguments throw before NCCL runs and leave the communicator
     messages.push_back(error_of([&] { sg::comm::send(comm, four.view<float>(), 0, 0); }));
     messages.push_back(error_of([&] { sg::comm::recv(comm, four.view<float>(), 1, 0); }));
     messages.push_back(error_of([&] { static_cast<void>(comm.split(-1, 0)); }));
-    messages.push_back(error_of([&] { sg::comm::all_gather(comm, std::span<const float>(host), four.view<float>()); }));
+    messages.push_back(
+        error_of([&] { sg::comm::all_gather(comm, std::span<const float>(host), four.view<float>()); }));
 
     comm.all_reduce(four.view<float>());
     after = to_host<float>(four);

@@ -42,7 +42,8 @@ constexpr bool same_elements() {
   using out_element = buffer_element_t<Out>;
   static_assert(std::is_same_v<in_element, std::remove_const_t<out_element>>,
                 "shardgraph: collective: in and out hold different element types. Pass buffers of one type");
-  static_assert(!std::is_const_v<out_element>, "shardgraph: collective: out is read-only. Pass a writable buffer");
+  static_assert(!std::is_const_v<out_element>,
+                "shardgraph: collective: out is read-only. Pass a writable buffer");
   return std::is_same_v<in_element, out_element>;
 }
 
