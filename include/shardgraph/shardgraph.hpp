@@ -8,6 +8,7 @@
 //   #include <shardgraph/shardgraph.hpp>
 //   #include <shardgraph/cpu.hpp>
 //   #include <shardgraph/threads.hpp>
+#include "shardgraph/comm/collectives.hpp"
 #include "shardgraph/comm/communicator.hpp"
 #include "shardgraph/compute/compute_backend.hpp"
 #include "shardgraph/core/dtype.hpp"
