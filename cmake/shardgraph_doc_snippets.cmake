@@ -11,7 +11,8 @@
 #     The generated file opens with `#line <n> "<doc>"`, so a compiler error names the doc and its
 #     line. A snippet links the backends whose headers it includes (<shardgraph/cpu.hpp>,
 #     <shardgraph/threads/...>, ...); one that includes a backend not built here is skipped with a
-#     message, and one that includes the cuda backend is compiled as CUDA (<file>_<n>.cu).
+#     message, and one that includes the cuda backend is compiled as CUDA (<file>_<n>.cu). The
+#     examples' headers (examples/common) are on the include path.
 #     Editing a doc reruns the configure step.
 include(shardgraph_warnings)
 
@@ -44,7 +45,9 @@ function(_shardgraph_add_doc_snippet doc_path stem first_line code mode)
   file(REMOVE "${source}.new")
   set(target doc_snippet_${stem})
   add_executable(${target} "${source}")
-  target_link_libraries(${target} PRIVATE shardgraph::core ${backends})
+  # shardgraph_examples_common: the examples' own headers (examples/common), which a tutorial may
+  # include as a reader of it would.
+  target_link_libraries(${target} PRIVATE shardgraph::core shardgraph_examples_common ${backends})
   shardgraph_target_warnings(${target})
   if(mode STREQUAL "run" AND SHARDGRAPH_BUILD_TESTS)
     add_test(NAME doc_snippet.${stem} COMMAND ${target})
