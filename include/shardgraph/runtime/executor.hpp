@@ -1570,7 +1570,10 @@ class rank_program {
     start_comm_workers();
     allocate_layer_blocks();
     allocate_bucket_staging();
-    plan_arena();
+    if constexpr (requires(Backend & b, buffer & x) { b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0}); })
+      plan_arena();
+    else  // a backend without view(): every value has its own allocation
+      in_arena_.assign(index(program_.nodes.size()), false);
     if (pipelined()) allocate_banks();
     budget_.check(world_rank_);
   }

@@ -81,9 +81,8 @@ struct backend_options {
   // same in every run, for bitwise-repeatable runs.
   gemm_choice gemm = gemm_choice::timed;
   // A linear's bias gradient (dy's column sums) in its weight product's epilogue (cuBLASLt's
-  // BGRADA/B), or (false, the default) by the column-sum kernels after the product alone. On an
-  // H100 the epilogue costs more than reading dy again: GPT-2 124M's weight products take 0.47 ms
-  // a layer with it and 0.35 without, and the step is 0.3 ms shorter apart (bench/RESULTS.md).
+  // BGRADA/B), or (false, the default) by the column-sum kernels after the product alone: the
+  // epilogue slows the weight products by more than reading dy again costs (bench/RESULTS.md).
   // SHARDGRAPH_CUDA_BIAS_GRAD=product|apart overrides it.
   bool bias_grad_in_product = false;
 };

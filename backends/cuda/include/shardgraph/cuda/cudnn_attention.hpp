@@ -10,7 +10,7 @@
 //   statistics: (batch, heads, seq) f32, the natural log of each query row's softmax sum plus its
 //   max: written by the forward, read by the backward.
 //
-// A plan is built once per shape (tens of milliseconds, cuDNN's compilation) and kept. cuDNN 9.6
+// A plan is built once per shape (cuDNN compiles it) and kept. cuDNN 9.6
 // or newer at run time: the backward graph below is the node order those versions fuse (earlier
 // ones wanted another order and a cleared dq accumulator); with an older cuDNN, supports() is
 // false and the backend keeps its own kernels.

@@ -58,7 +58,7 @@ class comm_state {
 
   // `count` elements of uninitialized memory, valid until the next call. Kept between calls because
   // a training step reduces buckets of the same sizes again and again, and fresh memory would be
-  // page-faulted in every time (about 2x slower on large buffers); it grows to the largest request.
+  // page-faulted in every time; it grows to the largest request.
   template <class T>
   std::span<T> scratch(std::size_t count) {
     const std::size_t bytes = count * sizeof(T);

@@ -16,7 +16,7 @@
 // gradient is summed with atomics: the results do not depend on scheduling.
 //
 // The cuda backend prefers cuDNN's fused attention where the build has cuDNN and the call suits it
-// (cudnn_attention.hpp: 1.8x this forward and 2.0x this backward on an H200); these kernels take
+// (cudnn_attention.hpp, the faster of the two: bench/RESULTS.md); these kernels take
 // the rest (GQA, sequence lengths that are not multiples of 128, builds without cuDNN).
 #include <shardgraph/cuda/kernels/element_access.cuh>
 
@@ -248,7 +248,7 @@ __device__ __forceinline__ float quad_sum(float x) {
 // ---- forward: grid (query blocks, heads, batch) -------------------------------------------------
 
 // Four blocks an SM (128 registers a thread): 16 warps to hide the latency of each one's chain of
-// products, softmax and products (measured: 11 % faster than three blocks at 136 registers).
+// products, softmax and products (three blocks at 136 registers are slower: bench/RESULTS.md).
 template <class T>
 __global__ void __launch_bounds__(threads, 4)
     forward_kernel(const T* q, const T* k, const T* v, T* out, float* lse, shape s) {

@@ -118,8 +118,8 @@ __global__ void norm_warp_kernel(const T* x, const T* w, const T* b, T* y, std::
   xr.load(x + row * cols, vectors);
   C mean = 0, inverse = 0;
   warp_norm_statistics<Layer>(xr, vectors, cols, eps, mean, inverse);
-  // w's and b's vectors are read as each output vector is made (from L1), not held: 54 registers
-  // instead of 124 at 4 vectors a lane, and 768-wide bf16 rows in 0.022 against 0.027 ms (H100).
+  // w's and b's vectors are read as each output vector is made (from L1), not held, which keeps
+  // the registers a thread needs at 4 vectors a lane low (bench/RESULTS.md).
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int k = 0; k < Vectors; ++k) {
@@ -194,8 +194,8 @@ __global__ void norm_grad_x_warp_kernel(const T* x, const T* w, const T* dy, con
 // While a warp computes a row, its next row's x and dy (and the addend's, in the other of two
 // slots) are in flight into shared memory (cp.async, staged once the row's own x and dy are summed
 // from registers): each lane copies and reads back only its own vectors, so no barrier is needed.
-// Without it every row waited on memory twice with little else to run (two blocks of 8 warps an
-// SM); an H100's profile showed half the warps' cycles waiting on those loads.
+// Without it every row waits on memory twice with little else to run (two blocks of 8 warps an
+// SM).
 // Dynamic shared memory: norm_gradients_shared_bytes (the sums and 4 row slots a warp; with the
 // sums in registers, the slots' bytes hold the sums at the end).
 inline constexpr int gradient_vectors_per_lane = 4;  // the widest row: 4 x 32 vectors
