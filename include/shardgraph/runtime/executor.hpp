@@ -51,6 +51,8 @@
 #include "shardgraph/core/host_tensor.hpp"
 #include "shardgraph/core/weight_source.hpp"
 #include "shardgraph/pipeline/partition.hpp"
+#include "shardgraph/plan/backend_traits.hpp"
+#include "shardgraph/plan/plan_step_fusion.hpp"
 #include "shardgraph/plan/step_index.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/load_progress.hpp"
@@ -60,7 +62,6 @@
 #include "shardgraph/runtime/memory_plan.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
 #include "shardgraph/runtime/rope_plan.hpp"
-#include "shardgraph/runtime/step_fusion.hpp"
 #include "shardgraph/runtime/step_recording.hpp"
 #include "shardgraph/runtime/token_inputs.hpp"
 
@@ -101,13 +102,8 @@ class rank_program {
     plan_pipeline(pipe);
     split_axes(world);
     if (pipelined()) split_tied_group();
-    fused_ = plan_step_fusion<Backend>({.program = program_,
-                                        .readers = step_index_.readers,
-                                        .producer_step = step_index_.producer_step,
-                                        .layout = layout_,
-                                        .recomputed = [&](int i) { return recomputed(i); },
-                                        .per_layer = [&](int i) { return per_layer(i); },
-                                        .pipelined = pipelined()});
+    fused_ = plan::plan_step_fusion(fusion_inputs(), plan::traits_of<Backend>());
+    plan::apply_producer_moves(fused_, step_index_);
     plan_token_inputs();
     allocate();
     load_weights(weights, world.rank() == 0);
@@ -323,8 +319,8 @@ class rank_program {
   // How many bias gradients their weight product or layer norm weight gradient writes
   // (plan_bias_grad_epilogues).
   int bias_gradients_with_weights() const {
-    return static_cast<int>(
-        std::count(fused_.bias_grad_by_product.begin(), fused_.bias_grad_by_product.end(), true));
+    return static_cast<int>(std::count_if(fused_.bias_grad_of.begin(), fused_.bias_grad_of.end(),
+                                          [](int bias_grad) { return bias_grad >= 0; }));
   }
 
   Backend& backend() { return backend_; }
@@ -887,39 +883,13 @@ class rank_program {
     if (unread_[index(st.node)]) return;  // only outputs forward() does not return read it
     switch (st.kind) {
       case step_kind::compute:
-        if (fused_.bias_grad_by_product[index(st.node)]) return;     // its weight product wrote it
-        if (fused_.made_with_query[index(st.node)]) return;          // its attention_grad_q wrote it
-        if (fused_.made_with_input_grad[index(st.node)]) return;     // its norm's input gradient wrote it
-        if (fused_.made_in_batch[index(st.node)]) return;            // an earlier product's call wrote it
-        if (loss_writes_gradient() && fused_.made_with_loss[index(st.node)])
-          return;                                                    // its loss's call wrote it
-        if (fused_.written_by_product[index(st.node)] >= 0) return;  // a linear's epilogue wrote it
-        if (fused_.stored_from[index(st.node)] >= 0) return;         // a split or merge of heads, in place
+        if (!fused_.runs(st.node, loss_writes_gradient())) return;  // another node's call wrote it
         run_compute(st.node);
-        if (fused_.bias_grad_of[index(st.node)] >= 0) check_finite(fused_.bias_grad_of[index(st.node)]);
-        if (loss_writes_gradient() && fused_.logits_grad_of[index(st.node)] >= 0)
-          check_finite(fused_.logits_grad_of[index(st.node)]);
-        if (fused_.key_grad_of[index(st.node)] >= 0) {
-          check_finite(fused_.key_grad_of[index(st.node)]);
-          check_finite(fused_.value_grad_of[index(st.node)]);
-        }
-        if (const int w = fused_.weight_grad_of[index(st.node)]; w >= 0) {
-          check_finite(w);
-          if (fused_.bias_grad_of[index(w)] >= 0) check_finite(fused_.bias_grad_of[index(w)]);
-        }
-        for (int j : fused_.batched_with[index(st.node)]) {  // the products run with it
-          check_finite(j);
-          if (fused_.bias_epilogue_of[index(j)] >= 0) check_finite(fused_.bias_epilogue_of[index(j)], j);
-          if (fused_.bias_grad_of[index(j)] >= 0) check_finite(fused_.bias_grad_of[index(j)]);
-        }
-        // What the product's epilogues wrote, reported as the product's
-        if (fused_.bias_epilogue_of[index(st.node)] >= 0)
-          check_finite(fused_.bias_epilogue_of[index(st.node)], st.node);
-        if (fused_.epilogue_of[index(st.node)].out >= 0)
-          check_finite(fused_.epilogue_of[index(st.node)].out, st.node);
+        for (const plan::step_fusion::written_value& w : fused_.written_by(st.node, loss_writes_gradient()))
+          check_finite(w.node, w.reported);
         return check_finite(st.node);
       case step_kind::fused:
-        if (fused_.written_by_product[index(st.node)] >= 0) return;
+        if (!fused_.runs(st.node, loss_writes_gradient())) return;  // a product's epilogue wrote it
         run_fused(st.first, st.node);
         return check_finite(st.node);
       case step_kind::communicate:
@@ -2095,6 +2065,24 @@ class rank_program {
     backend_.run(call);
   }
 
+  // What the fusion plan reads of this rank beyond its program: which values activation
+  // recomputation computes again, and which activations are kept per layer (parameters and their
+  // gradients are laid out later, by allocate(): the plan reads activations only).
+  plan::step_fusion_inputs fusion_inputs() const {
+    const graph& g = program_.nodes;
+    std::vector<bool> again(index(g.size()), false), kept(index(g.size()), false);
+    for (int i = 0; i < g.size(); ++i) {
+      again[index(i)] = recomputed(i);
+      kept[index(i)] = g[i].kind != op::parameter && g[i].kind != op::param_grad && per_layer(i);
+    }
+    return {.program = program_,
+            .steps = step_index_,
+            .layout = layout_,
+            .recomputed = std::move(again),
+            .kept_per_layer = std::move(kept),
+            .pipelined = pipelined()};
+  }
+
   // ---- the loss's divisor and the token inputs' checks (runtime/token_inputs.hpp) ----
   void plan_token_inputs() {
     const graph& g = program_.nodes;
@@ -2173,7 +2161,7 @@ class rank_program {
     if (loss_writes_gradient() && fused_.logits_grad_of[index(i)] >= 0)
       call.logits_grad = &value(fused_.logits_grad_of[index(i)]);
     if (fused_.forward_output_of[index(i)] >= 0) call.side = &value(fused_.forward_output_of[index(i)]);
-    if (const step_fusion::epilogue& e = fused_.epilogue_of[index(i)]; e.out >= 0) {
+    if (const plan::step_fusion::epilogue& e = fused_.epilogue_of[index(i)]; e.out >= 0) {
       call.epilogue = e.kind;
       call.out = &value(e.out);
       call.side = e.side >= 0 ? &value(e.side) : nullptr;
@@ -2409,7 +2397,7 @@ class rank_program {
   bool in_backward_ = false;                  // forward() has run the seed of backward
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
-  step_fusion fused_;                         // the steps the backend's calls take over (plan_step_fusion)
+  plan::step_fusion fused_;                   // the steps the backend's calls take over (plan_step_fusion)
 
   std::vector<bool> materialized_;       // per node: some step writes its value (plan_materialized)
   std::vector<bool> unread_;             // per node: only outputs left out read it (plan_materialized)
