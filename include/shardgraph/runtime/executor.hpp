@@ -52,9 +52,13 @@
 #include "shardgraph/core/weight_source.hpp"
 #include "shardgraph/pipeline/partition.hpp"
 #include "shardgraph/plan/backend_traits.hpp"
+#include "shardgraph/plan/gradient_buckets.hpp"
 #include "shardgraph/plan/plan_step_fusion.hpp"
 #include "shardgraph/plan/step_index.hpp"
+#include "shardgraph/plan/zero3_gathers.hpp"
 #include "shardgraph/program/program.hpp"
+#include "shardgraph/runtime/axis_channels.hpp"
+#include "shardgraph/runtime/gradient_buckets.hpp"
 #include "shardgraph/runtime/load_progress.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
 #include "shardgraph/runtime/memory_budget.hpp"
@@ -64,19 +68,13 @@
 #include "shardgraph/runtime/rope_plan.hpp"
 #include "shardgraph/runtime/step_recording.hpp"
 #include "shardgraph/runtime/token_inputs.hpp"
+#include "shardgraph/runtime/zero3_gathers.hpp"
 
 namespace shardgraph {
 
 using tensor_map = std::map<std::string, host_tensor>;
 
 namespace detail {
-template <class Fn>
-void with_element_type(dtype t, Fn&& fn) {
-  if (!visit_host_element(t, fn))
-    fail("executor", "dtype " + std::string(dtype_name(t)) + " has no communication path yet",
-         "use f32 or f64");
-}
-
 // "h.attn.q.weight" in block "h", layer 3 -> "h.3.attn.q.weight"
 inline std::string layer_name(std::string_view param, std::string_view block, std::int64_t layer) {
   return std::string(block) + "." + std::to_string(layer) + std::string(param.substr(block.size()));
@@ -116,7 +114,8 @@ class rank_program {
     host_tensor values;
   };
   std::map<std::string, tensor_part> gradients() {
-    if (std::find(scattered_grad_.begin(), scattered_grad_.end(), true) != scattered_grad_.end())
+    const std::vector<bool>& scattered = buckets_.plan().scattered_grad;
+    if (std::find(scattered.begin(), scattered.end(), true) != scattered.end())
       fail("gradients()",
            "under ZeRO-" + std::to_string(program_.zero_stage) +
                " each gradient is reduce-scattered in a bucket during backward and its whole buffer is "
@@ -154,7 +153,7 @@ class rank_program {
         std::string name = p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), l)
                                          : std::string(p.name.view());
         buffer* grad = grad_of_[index(i)] >= 0 ? &value(grad_of_[index(i)]) : nullptr;
-        fn(name, p, l, zero3_ ? shards_[index(i)][index(static_cast<int>(l))] : value(i), grad);
+        fn(name, p, l, zero3_ ? zero3_.stored(i, l) : value(i), grad);
       }
     }
     layer_ = saved_layer;
@@ -170,8 +169,8 @@ class rank_program {
       if (!zero3_) {
         backend_.download(v, t.bytes().data());
       } else {
-        buffer whole = backend_.allocate(p.type, chunk_[index(index_of(p))] * zero_parts_);
-        gather_chunk(index_of(p), v, whole);
+        buffer whole = backend_.allocate(p.type, zero3_.plan().gathered(index_of(p)));
+        zero3_.gather(backend_, channels(), index_of(p), v, whole);
         std::vector<std::byte> bytes(whole.size_bytes());
         backend_.download(whole, bytes.data());
         std::memcpy(t.bytes().data(), bytes.data(), t.bytes().size());
@@ -183,7 +182,7 @@ class rank_program {
 
   // Elements of this rank's slice of parameter p, and (ZeRO-3) of the chunk it stores.
   std::int64_t local_numel(const node& p) const { return layout_.of(index_of(p)).numel(); }
-  std::int64_t zero_chunk(const node& p) const { return chunk_[index(index_of(p))]; }
+  std::int64_t zero_chunk(const node& p) const { return zero3_.plan().chunk[index(index_of(p))]; }
 
   // The gradient buckets planned at bind, in the order they are reduced.
   struct bucket_report {
@@ -193,7 +192,7 @@ class rank_program {
   };
   std::vector<bucket_report> gradient_buckets() const {
     std::vector<bucket_report> r;
-    for (const gradient_bucket& b : buckets_)
+    for (const plan::gradient_bucket& b : buckets_.plan().buckets)
       r.push_back({b.packed_elements() * static_cast<std::int64_t>(dtype_size(b.type)),
                    static_cast<int>(b.members.size()), b.scatter});
     return r;
@@ -205,9 +204,7 @@ class rank_program {
   // reduce-scatter (no buckets, pipelines, or a gradient a tensor-parallel bucket writes).
   const buffer* reduced_gradient_chunk(const node& p, std::int64_t layer) const {
     const int grad = grad_of_[index(index_of(p))];
-    if (grad < 0 || scattered_chunks_[index(grad)].empty()) return nullptr;
-    const std::int64_t slot = program_.nodes[grad].body() >= 0 ? layer : 0;  // as plan_buckets numbers them
-    return &scattered_chunks_[index(grad)][static_cast<std::size_t>(slot)];
+    return grad < 0 ? nullptr : buckets_.reduced_chunk(grad, layer);
   }
 
   // With the finite check on, forward() stops at the first compute step whose value holds a NaN
@@ -276,12 +273,11 @@ class rank_program {
       for (const buffer& b : per_layer_[index(i)]) bytes += static_cast<std::int64_t>(b.size_bytes());
       for (const buffer& b : staging_[index(i)]) m.communication += static_cast<std::int64_t>(b.size_bytes());
       if (g[i].kind == op::parameter && zero3_) {
-        for (const buffer& b : shards_[index(i)]) m.parameters += static_cast<std::int64_t>(b.size_bytes());
-        for (const buffer& b : slots_[index(i)])
-          m.gathered_parameters += static_cast<std::int64_t>(b.size_bytes());
+        m.parameters += zero3_.stored_bytes(i);
+        m.gathered_parameters += zero3_.gathered_bytes(i);
         if (g[i].region < 0)
           m.gathered_parameters +=
-              chunk_[index(i)] * zero_parts_ * static_cast<std::int64_t>(dtype_size(g[i].type));
+              zero3_.plan().gathered(i) * static_cast<std::int64_t>(dtype_size(g[i].type));
       } else if (g[i].kind == op::parameter) {
         m.parameters += bytes;
       } else if (g[i].kind == op::param_grad) {
@@ -290,10 +286,8 @@ class rank_program {
         m.activations += bytes;
       }
     }
-    for (const bucket_staging& b : bucket_buffers_)
-      m.communication += static_cast<std::int64_t>(b.memory.size_bytes() + b.received.size_bytes());
-    for (const std::vector<buffer>& chunks : scattered_chunks_)
-      for (const buffer& c : chunks) m.gradients += static_cast<std::int64_t>(c.size_bytes());
+    m.communication += buckets_.staging_bytes();
+    m.gradients += buckets_.chunk_bytes();
     for (const buffer& b : inbox_) m.communication += static_cast<std::int64_t>(b.size_bytes());
     // Each further micro-batch in flight holds its own copy of the activations.
     for (const bank& b : banks_) {
@@ -343,13 +337,11 @@ class rank_program {
     // second run on, where nothing between the ops needs the host (runtime/step_recording.hpp).
     recorder_.run(backend_, recordable(), baked_values(), [&] {
       run_segment(segment{});
-      finish_buckets();
+      buckets_.finish_all(backend_, channels(), gradient_at());
     });
-    for (const gradient_bucket& b : buckets_)
-      if (b.arrived != 0)
-        fail("executor", "a gradient bucket was left half full after backward",
-             "this is a bug in the bucket plan; please report it (training{.bucket_bytes = 0} avoids "
-             "buckets)");
+    if (buckets_.half_full())
+      fail("executor", "a gradient bucket was left half full after backward",
+           "this is a bug in the bucket plan; please report it (training{.bucket_bytes = 0} avoids buckets)");
     return outputs(only);
   }
 
@@ -587,7 +579,7 @@ class rank_program {
   // copies, no communication thread), no finite check reading values back, no ZeRO-3 gathers.
   bool recordable() const {
     const bool alone = std::all_of(axis_sizes_.begin(), axis_sizes_.end(), [](int n) { return n == 1; });
-    return alone && !finite_check_ && !zero3_ && !overlapping_ && buckets_.empty();
+    return alone && !finite_check_ && !zero3_ && !overlapping_ && buckets_.plan().buckets.empty();
   }
 
   void upload_inputs(const tensor_map& inputs) {
@@ -618,8 +610,6 @@ class rank_program {
     const std::int64_t first = sg.first_layer, end = sg.end_layer < 0 ? layers_ : sg.end_layer;
     std::size_t loop_start = 0;
     layer_ = first;
-    segment_first_ = first;
-    segment_end_ = end;
     in_backward_ = !sg.pre && !sg.forward_block && !sg.post;
     if (sg.zero_tail_input) fill_zero_value(step_index_.backward_end_node);
     if (zero3_ && !pipelined()) gather_unlayered_parameters();  // a pipeline gathers once per step
@@ -636,7 +626,7 @@ class rank_program {
         case step_kind::loop_begin: {
           loop_start = s;
           layer_ = n.reverse ? end - 1 : first;
-          if (zero3_) gather_block_parameters(st.node, layer_, n.reverse);
+          if (zero3_) zero3_.gather_layer(backend_, channels(), st.node, layer_, n.reverse, first, end);
           const bool received = n.reverse ? sg.receive_backward_input : sg.receive_forward_input;
           if (!received) {
             buffer& input = value(n.inputs[0]);
@@ -651,8 +641,9 @@ class rank_program {
           const bool more = reverse ? layer_ > first : layer_ + 1 < end;
           if (more) {
             layer_ += reverse ? -1 : 1;
-            if (zero3_) wait_for_layer_parameters(layer_);
-            if (zero3_) prefetch_block_parameters(n.region, layer_ + (reverse ? -1 : 1));
+            if (zero3_) zero3_.wait_for_layer(channels(), layer_);
+            if (zero3_)
+              zero3_.prefetch(backend_, channels(), n.region, layer_ + (reverse ? -1 : 1), first, end);
             buffer& next_input = value(n.region);
             if (&next_input != &result) backend_.copy(result, next_input);  // else written there already
             s = loop_start;
@@ -893,14 +884,16 @@ class rank_program {
         run_fused(st.first, st.node);
         return check_finite(st.node);
       case step_kind::communicate:
-        if (bucketed_grad_[index(st.node)] >= 0) return add_to_bucket(st.node);
+        if (buckets_.plan().bucketed_grad[index(st.node)] >= 0)
+          return buckets_.add(backend_, channels(), st.node, layer_, value(n.inputs[0]), gradient_at());
         return run_collective(st.node);
       case step_kind::slice:
         return run_slice(st.node);
       case step_kind::copy:
-        if (written_by_bucket_[index(st.node)]) return;                       // its gradient bucket writes it
+        if (buckets_.plan().written_by_bucket[index(st.node)]) return;        // its gradient bucket writes it
         if (written_into_[index(n.inputs[0])] != st.node) run_copy(st.node);  // else its producer wrote it
-        if (scattered_grad_[index(st.node)]) add_to_bucket(st.node);          // ZeRO-2, 3
+        if (buckets_.plan().scattered_grad[index(st.node)])                   // ZeRO-2, 3
+          buckets_.add(backend_, channels(), st.node, layer_, value(st.node), gradient_at());
         return;
       case step_kind::output:
         if (!kept_output(st.node)) return;  // memory_options::outputs leaves it out
@@ -986,7 +979,7 @@ class rank_program {
     const node& n = g[i];
     if (n.kind == op::parameter) return n.region >= 0 && !zero3_;
     if (!program_.is_training()) return false;
-    if (n.kind == op::param_grad) return g[n.origin].region >= 0 && !scattered_grad_[index(i)];
+    if (n.kind == op::param_grad) return g[n.origin].region >= 0 && !buckets_.plan().scattered_grad[index(i)];
     if (n.kind == op::repeat_begin) return !n.reverse;
     return n.body() >= 0 && !g[n.body()].reverse && !recomputed(i) && read_after_its_layer(i);
   }
@@ -1189,7 +1182,8 @@ class rank_program {
     if (!memory_options_.reuse || pipelined() || per_layer(i) || !materialized_[index(i)] ||
         written_into_[index(i)] >= 0 || held_elsewhere(i))
       return false;
-    if (n.kind == op::param_grad && scattered_grad_[index(i)]) return layout_.of(i).numel() > 0;
+    if (n.kind == op::param_grad && buckets_.plan().scattered_grad[index(i)])
+      return layout_.of(i).numel() > 0;
     if (keeps_own_memory(n.kind)) return false;
     const auto communicates = [&](int j) {
       const std::size_t s = step_index_.producer_step[index(j)];
@@ -1480,22 +1474,37 @@ class rank_program {
     grad_of_.assign(index(g.size()), -1);
     for (int i = 0; i < g.size(); ++i)
       if (g[i].kind == op::param_grad) grad_of_[index(g[i].origin)] = i;
-    zero3_ = program_.zero_stage >= 3;
-    if (zero3_) {
-      zero_parts_ = axis_sizes_[index(program_.zero_axis)];
-      zero_coordinate_ = layout_.coordinate(program_.zero_axis);
-    }
+    const std::vector<std::int64_t> elements = local_elements();
+    const int zero_coordinate = program_.zero_axis >= 0 ? layout_.coordinate(program_.zero_axis) : 0;
+    zero3_ = zero3_parameters<Backend, Comm>(plan::plan_zero3_gathers({
+        .compiled = program_,
+        .elements = elements,
+        .axis_sizes = axis_sizes_,
+        .zero_coordinate = zero_coordinate,
+        .holds = [&](int i, std::int64_t l) { return holds(i, l); },
+    }));
     check_output_names();
     plan_materialized();
     plan_gradients_in_place();
     plan_carried_results();
     plan_block_inputs();
-    plan_buckets();  // before the allocations: a reduce-scattered gradient needs one buffer, not one per
-                     // layer
+    // Before the allocations: a reduce-scattered gradient needs one buffer, not one per layer.
+    buckets_ = bucket_reductions<Backend, Comm>(plan::plan_gradient_buckets({
+        .compiled = program_,
+        .steps = step_index_,
+        .elements = elements,
+        .axis_sizes = axis_sizes_,
+        .bucket_bytes = program_.bucket_bytes,
+        .zero_stage = program_.zero_stage,
+        .zero_axis = program_.zero_axis,
+        .zero_coordinate = zero_coordinate,
+        .packs = plan::traits_of<Backend>().packs,
+        .pipelined = pipelined(),
+        .overlapped = communication_threads(),
+    }));
+    buckets_.allocate_chunks(backend_,
+                             [&](int i, dtype type, std::int64_t n) { return allocate_for(i, type, n); });
     plan_layer_blocks();
-    chunk_.assign(index(g.size()), 0);
-    shards_.resize(index(g.size()));
-    slots_.resize(index(g.size()));
     values_.reserve(index(g.size()));
     staging_.resize(index(g.size()));
     per_layer_.resize(index(g.size()));
@@ -1504,13 +1513,10 @@ class rank_program {
       const std::int64_t numel = layout_.of(i).numel();
       const bool layered = per_layer(i);
       if (zero3_ && n.kind == op::parameter) {
-        chunk_[index(i)] = (numel + zero_parts_ - 1) / zero_parts_;
         values_.push_back(allocate_for(i, n.type, 0));  // unlayered: gathered by forward()
-        for (std::int64_t l = 0; l < (n.region >= 0 ? layers_ : 1); ++l)
-          shards_[index(i)].push_back(allocate_for(i, n.type, holds(i, l) ? chunk_[index(i)] : 0));
-        if (n.region >= 0)
-          for (int slot = 0; slot < 2; ++slot)
-            slots_[index(i)].push_back(allocate_for(i, n.type, chunk_[index(i)] * zero_parts_));
+        zero3_.allocate(
+            i, n.region >= 0 ? layers_ : 1, n.region >= 0, [&](std::int64_t l) { return holds(i, l); },
+            [&](std::int64_t count) { return allocate_for(i, n.type, count); });
         continue;
       }
       const bool unheld_weight = n.kind == op::parameter && n.region < 0 && !holds(i, 0);
@@ -1539,7 +1545,9 @@ class rank_program {
         fill_zero_value(i);
     start_comm_workers();
     allocate_layer_blocks();
-    allocate_bucket_staging();
+    buckets_.allocate_staging(backend_, [&](const std::string& what, dtype type, std::int64_t n) {
+      return allocate_memory(what, type, n);
+    });
     if constexpr (requires(Backend & b, buffer & x) { b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0}); })
       plan_arena();
     else  // a backend without view(): every value has its own allocation
@@ -1569,360 +1577,44 @@ class rank_program {
     }
   }
 
-  // ---- gradient buckets ----
-  // A bucket all-reduces its members' gradients (packed one after another), or under ZeRO-2
-  // reduce-scatters them: then it holds `parts` sections of `elements` each, section r holding
-  // chunk r (`elements` of a member: ceil(gradient / parts)) of every member at the member's
-  // offset, so that rank r receives its chunk of each. A chunk's place past the gradient's end is
-  // left as it is: what it reduces to is never copied out (the chunk buffers stay zero there).
-  struct bucket_member {
-    int node = -1;  // the all_reduce, or (ZeRO-2, 3) the param_grad
-    std::int64_t layer = 0, elements = 0, offset = 0;
-    std::int64_t gradient = 0;  // the gradient's elements (all_reduce: `elements`)
-  };
-  struct gradient_bucket {
-    int axis = -1;
-    dtype type = dtype::f32;
-    std::int64_t elements = 0;  // of one section
-    bool scatter = false;
-    int parts = 1;  // ranks on the axis (sections): reduce-scatter buckets
-    std::int64_t packed_elements() const { return scatter ? elements * parts : elements; }
-    std::vector<bucket_member> members;
-    std::size_t arrived = 0;
-    int staging = 0;           // which staging buffer of its dtype it packs into (several members)
-    int previous_user = -1;    // the bucket that used that buffer before it (-1: none)
-    bool in_flight = false;    // reduced or being reduced; its gradients not yet written
-    std::uint64_t ticket = 0;  // its job on the communication thread
-  };
-  struct bucket_staging {
-    dtype type;
-    int slot;
-    buffer memory;
-    buffer received;  // reduce-scatter buckets: this rank's section
-  };
-
-  // Which all_reduces are bucketed (those whose value only a param_grad reads, on an axis of more
-  // than one rank), and the buckets, filled in the order the steps produce them.
-  void plan_buckets() {
-    const graph& g = program_.nodes;
-    bucketed_grad_.assign(index(g.size()), -1);
-    written_by_bucket_.assign(index(g.size()), false);
-    scattered_grad_.assign(index(g.size()), false);
-    scattered_chunks_.clear();  // move-only buffers: no assign()
-    scattered_chunks_.resize(index(g.size()));
-    bucket_slot_.assign(index(g.size()), {});
-    constexpr bool can_pack = requires(Backend & b, buffer & x) {
-      b.copy_range(x, 0, x, 0, 0);
-      b.fill_zero(x);
-    };
-    if (!can_pack || !program_.is_training() || program_.bucket_bytes <= 0 || pipelined()) return;
-    std::vector<int> readers(index(g.size()), 0);
-    for (int i = 0; i < g.size(); ++i)
-      for (int k = 0; k < g[i].input_count; ++k) ++readers[index(g[i].inputs[k])];
-    for (int i = 0; i < g.size(); ++i) {
-      const node& n = g[i];
-      if (n.kind != op::param_grad) continue;
-      // all_reduces over an axis of one rank are copies: look through them (a LayerNorm bias
-      // gradient is reduced on dp, then on tp; with tp = 1 the dp one is the real reduction)
-      int source = n.inputs[0];
-      while (g[source].kind == op::all_reduce && readers[index(source)] == 1 &&
-             axis_sizes_[index(g[source].axis)] == 1)
-        source = g[source].inputs[0];
-      if (g[source].kind == op::all_reduce && readers[index(source)] == 1 &&
-          axis_sizes_[index(g[source].axis)] > 1) {
-        bucketed_grad_[index(source)] = i;
-        written_by_bucket_[index(i)] = true;
-      }
-    }
-    // ZeRO-2 and 3: gradients stay Partial on the zero axis through backward (autodiff's deferred
-    // axis). Each is reduce-scattered there once its param_grad holds it; one that a bucket on
-    // another axis writes (a tensor-parallel all_reduce) is left to the trainer.
-    const int scatter_parts = program_.zero_stage >= 2 ? axis_sizes_[index(program_.zero_axis)] : 1;
-    if (scatter_parts > 1)
-      for (int i = 0; i < g.size(); ++i)
-        if (g[i].kind == op::param_grad && !written_by_bucket_[index(i)] && layout_.of(i).numel() > 0)
-          scattered_grad_[index(i)] = true;
-    // Walk the steps as forward() runs them (blocks once per layer) and pack in that order.
-    std::size_t loop_start = 0;
-    std::int64_t layer = 0;
-    const auto& steps = program_.steps;
-    for (std::size_t s = 0; s < steps.size(); ++s) {
-      const node& n = g[steps[s].node];
-      if (steps[s].kind == step_kind::loop_begin) {
-        loop_start = s;
-        layer = n.reverse ? layers_ - 1 : 0;
-        continue;
-      }
-      if (steps[s].kind == step_kind::loop_end) {
-        const bool reverse = g[n.region].reverse;
-        if (reverse ? layer > 0 : layer + 1 < layers_) {
-          layer += reverse ? -1 : 1;
-          s = loop_start;
-        }
-        continue;
-      }
-      const bool reduces =
-          steps[s].kind == step_kind::communicate && bucketed_grad_[index(steps[s].node)] >= 0;
-      const bool scatters = steps[s].kind == step_kind::copy && scattered_grad_[index(steps[s].node)];
-      if (!reduces && !scatters) continue;
-      const int axis = scatters ? program_.zero_axis : n.axis;
-      const int parts = scatters ? scatter_parts : 1;
-      const std::int64_t gradient = layout_.of(steps[s].node).numel();
-      const std::int64_t elements = (gradient + parts - 1) / parts;
-      const bool fits =
-          !buckets_.empty() && buckets_.back().axis == axis && buckets_.back().type == n.type &&
-          buckets_.back().scatter == scatters &&
-          (buckets_.back().elements + elements) * parts * static_cast<std::int64_t>(dtype_size(n.type)) <=
-              program_.bucket_bytes;
-      if (!fits) {
-        buckets_.emplace_back();
-        buckets_.back().axis = axis;
-        buckets_.back().type = n.type;
-        buckets_.back().scatter = scatters;
-        buckets_.back().parts = parts;
-      }
-      gradient_bucket& b = buckets_.back();
-      const std::int64_t slot_layer = n.body() >= 0 ? layer : 0;
-      std::vector<std::pair<int, int>>& slots = bucket_slot_[index(steps[s].node)];
-      if (slots.size() <= static_cast<std::size_t>(slot_layer))
-        slots.resize(static_cast<std::size_t>(slot_layer) + 1);
-      slots[static_cast<std::size_t>(slot_layer)] = {static_cast<int>(buckets_.size()) - 1,
-                                                     static_cast<int>(b.members.size())};
-      b.members.push_back({steps[s].node, slot_layer, elements, b.elements, gradient});
-      b.elements += elements;
-    }
-    for (int i = 0; i < g.size(); ++i)  // a param_grad no step copies is not scattered
-      if (scattered_grad_[index(i)] && bucket_slot_[index(i)].empty()) scattered_grad_[index(i)] = false;
-    // The chunks reduce-scattered buckets write, per param_grad and layer; zero past the gradient.
-    if constexpr (can_pack)
-      for (const gradient_bucket& b : buckets_)
-        for (const bucket_member& m : b.members) {
-          if (!b.scatter) continue;
-          std::vector<buffer>& chunks = scattered_chunks_[index(m.node)];
-          while (chunks.size() <= static_cast<std::size_t>(m.layer)) {
-            chunks.push_back(allocate_for(m.node, b.type, m.elements));
-            backend_.fill_zero(chunks.back());
-          }
-        }
+  // ---- gradient buckets and ZeRO-3 gathers (runtime/gradient_buckets.hpp, zero3_gathers.hpp) ----
+  // Every node's elements on this rank, as the planning passes read them.
+  std::vector<std::int64_t> local_elements() const {
+    std::vector<std::int64_t> elements;
+    for (int i = 0; i < program_.nodes.size(); ++i) elements.push_back(layout_.of(i).numel());
+    return elements;
   }
-
-  // Staging buffers per dtype, as large as its largest bucket of several gradients: one, which
-  // buckets fill one after another; or, overlapped, two that they take in turn, so that one
-  // fills while the other is reduced. A bucket that all-reduces one gradient does so in its
-  // param_grad's own buffer; reduce-scatter buckets are always packed (their chunks interleave).
-  void allocate_bucket_staging() {
-    const int turns = overlapping_ ? 2 : 1;
-    std::vector<std::pair<dtype, int>> packed;  // per dtype: buckets of several gradients so far
-    std::vector<std::pair<std::int64_t, std::int64_t>> largest;  // per staging buffer: elements, received
-    for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) {
-      gradient_bucket& b = buckets_[index(k)];
-      if (!staged(b)) continue;
-      auto count =
-          std::find_if(packed.begin(), packed.end(), [&](const auto& e) { return e.first == b.type; });
-      if (count == packed.end()) count = packed.insert(packed.end(), std::pair<dtype, int>{b.type, 0});
-      b.staging = count->second++ % turns;
-      for (int before = k - 1; before >= 0 && b.previous_user < 0; --before) {
-        const gradient_bucket& earlier = buckets_[index(before)];
-        if (staged(earlier) && earlier.type == b.type && earlier.staging == b.staging)
-          b.previous_user = before;
-      }
-      auto it = std::find_if(bucket_buffers_.begin(), bucket_buffers_.end(), [&](const bucket_staging& e) {
-        return e.type == b.type && e.slot == b.staging;
-      });
-      if (it == bucket_buffers_.end()) {
-        it = bucket_buffers_.insert(bucket_buffers_.end(), {b.type, b.staging, backend_.allocate(b.type, 0),
-                                                            backend_.allocate(b.type, 0)});
-        largest.emplace_back(0, 0);
-      }
-      auto& [memory, received] = largest[static_cast<std::size_t>(it - bucket_buffers_.begin())];
-      memory = std::max(memory, b.packed_elements());
-      if (b.scatter) received = std::max(received, b.elements);
-    }
-    for (std::size_t e = 0; e < bucket_buffers_.size(); ++e) {  // each staging buffer once, at its largest
-      bucket_staging& staging = bucket_buffers_[e];
-      if (largest[e].first > 0)
-        staging.memory =
-            allocate_memory("a gradient bucket's staging buffer", staging.type, largest[e].first);
-      if (largest[e].second > 0)
-        staging.received =
-            allocate_memory("a gradient bucket's received chunk", staging.type, largest[e].second);
-    }
-  }
-  static bool staged(const gradient_bucket& b) { return b.scatter || b.members.size() > 1; }
-
-  // A communication thread per mesh axis that has buckets or ZeRO-3's gathers, each with a
-  // communicator of its own (split from the axis's: collective over its ranks, which plan the same).
-  void start_comm_workers() {
+  // Whether buckets and ZeRO-3's prefetch may run on communication threads: the program asks for
+  // it and the communicator lets two groups of a rank be called at once.
+  bool communication_threads() const {
     bool concurrent = false;
     if constexpr (comm::ConcurrentGroups<Comm>)
       concurrent = !axis_comms_.empty() && axis_comms_.front().allows_concurrent_groups();
-    if (!concurrent || !program_.overlap_communication) return;
+    return concurrent && program_.overlap_communication;
+  }
+  // A communication thread per mesh axis that has buckets or ZeRO-3's gathers, each with a
+  // communicator of its own (split from the axis's: collective over its ranks, which plan the same).
+  void start_comm_workers() {
+    if (!communication_threads()) return;
     comm_workers_.resize(axis_comms_.size());
+    const std::vector<plan::gradient_bucket>& buckets = buckets_.plan().buckets;
     for (int a = 0; a < static_cast<int>(axis_comms_.size()); ++a) {
-      const bool gathers = zero3_ && a == program_.zero_axis && zero_parts_ > 1;
-      const bool used = gathers || std::any_of(buckets_.begin(), buckets_.end(),
-                                               [&](const auto& b) { return b.axis == a; });
+      const bool gathers = zero3_ && a == zero3_.plan().axis && zero3_.plan().parts > 1;
+      const bool used =
+          gathers || std::any_of(buckets.begin(), buckets.end(), [&](const auto& b) { return b.axis == a; });
       if (!used) continue;
       Comm& axis = axis_comms_[index(a)];
       comm_workers_[index(a)] = std::make_unique<comm::comm_worker<Comm>>(axis.split(0, axis.rank()));
       overlapping_ = true;
     }
   }
-  comm::comm_worker<Comm>* worker_for(int axis) {
-    return comm_workers_.empty() ? nullptr : comm_workers_[index(axis)].get();
+  axis_channels<Comm> channels() { return {axis_comms_, comm_workers_}; }
+  // A param_grad's buffer in a layer, where a bucket writes it.
+  auto gradient_at() {
+    return [this](int param_grad, std::int64_t layer) -> buffer& { return value_at(param_grad, layer); };
   }
-
-  bucket_staging& staging_of(const gradient_bucket& b) {
-    for (bucket_staging& e : bucket_buffers_)
-      if (e.type == b.type && e.slot == b.staging) return e;
-    fail("executor", "no gradient bucket buffer for this dtype",
-         "this is a bug in plan_buckets; please report it");
-  }
-
-  // Node `i` of layer_ joins its bucket: the all_reduce's input, or (ZeRO-2, 3) the param_grad's
-  // value, chunk r into section r. The bucket is reduced when it is complete.
-  void add_to_bucket(int i) {
-    if constexpr (requires(Backend & b, buffer & x) { b.copy_range(x, 0, x, 0, 0); }) {
-      const graph& g = program_.nodes;
-      const auto [which, member] =
-          bucket_slot_[index(i)][static_cast<std::size_t>(g[i].body() >= 0 ? layer_ : 0)];
-      gradient_bucket& b = buckets_[index(which)];
-      const bucket_member& m = b.members[index(member)];
-      if (!staged(b)) {
-        buffer& grad = value_at(bucketed_grad_[index(i)], m.layer);
-        backend_.copy_range(value(g[i].inputs[0]), 0, grad, 0, m.elements);
-        return reduce_bucket(which, grad);
-      }
-      if (b.arrived == 0 && b.previous_user >= 0) finish_bucket(b.previous_user);  // its staging is ours now
-      bucket_staging& staging = staging_of(b);
-      if (!b.scatter) {
-        backend_.copy_range(value(g[i].inputs[0]), 0, staging.memory, m.offset, m.elements);
-      } else {
-        for (std::int64_t r = 0; r < b.parts; ++r)
-          if (const std::int64_t count = chunk_elements(m, r); count > 0)
-            backend_.copy_range(value(i), r * m.elements, staging.memory, r * b.elements + m.offset, count);
-      }
-      if (++b.arrived < b.members.size()) return;
-      b.arrived = 0;
-      reduce_bucket(which, staging.memory);
-    }
-  }
-
-  // All-reduces bucket `which` in `data` (ZeRO-2, 3: reduce-scatters it into its staging's received
-  // section): posted to the axis's communication thread, or run here and finished at once.
-  void reduce_bucket(int which, buffer& data) {
-    gradient_bucket& b = buckets_[index(which)];
-    comm::comm_worker<Comm>* worker = worker_for(b.axis);
-    detail::with_element_type(b.type, [&](auto zero) {
-      using T = decltype(zero);
-      const std::span<T> elements =
-          span_of<T>(data, b.packed_elements());  // the packing copies have finished
-      std::function<void(Comm&)> job = [elements](Comm& c) { c.all_reduce(elements); };
-      if (b.scatter) {
-        const std::span<T> mine = span_of<T>(staging_of(b).received, b.elements);
-        job = [elements, mine](Comm& c) { c.reduce_scatter(std::span<const T>(elements), mine); };
-      }
-      if (worker != nullptr)
-        b.ticket = worker->post(std::move(job));
-      else
-        job(axis_comms_[index(b.axis)]);
-    });
-    b.in_flight = true;
-    if (worker == nullptr) finish_bucket(which);
-  }
-
-  // Waits for bucket `which`'s reduction and writes its gradients: from its staging buffer (a
-  // bucket that all-reduces one gradient did so in the gradient's memory), or (ZeRO-2) this rank's
-  // chunks from the received section.
-  void finish_bucket(int which) {
-    if constexpr (requires(Backend & b, buffer & x) { b.copy_range(x, 0, x, 0, 0); }) {
-      gradient_bucket& b = buckets_[index(which)];
-      if (!b.in_flight) return;
-      b.in_flight = false;
-      if (comm::comm_worker<Comm>* worker = worker_for(b.axis)) worker->wait(b.ticket);
-      if (!staged(b)) return;
-      bucket_staging& staging = staging_of(b);
-      const std::int64_t rank = b.scatter ? layout_.coordinate(b.axis) : 0;
-      for (const bucket_member& done : b.members) {
-        if (!b.scatter)
-          backend_.copy_range(staging.memory, done.offset,
-                              value_at(bucketed_grad_[index(done.node)], done.layer), 0, done.elements);
-        else if (const std::int64_t count = chunk_elements(done, rank); count > 0)
-          backend_.copy_range(staging.received, done.offset,
-                              scattered_chunks_[index(done.node)][static_cast<std::size_t>(done.layer)], 0,
-                              count);
-      }
-    }
-  }
-  // Elements of a reduce-scatter member's chunk r that lie within its gradient.
-  static std::int64_t chunk_elements(const bucket_member& m, std::int64_t r) {
-    return std::clamp<std::int64_t>(m.gradient - r * m.elements, 0, m.elements);
-  }
-  void finish_buckets() {
-    for (int k = 0; k < static_cast<int>(buckets_.size()); ++k) finish_bucket(k);
-  }
-
-  // ---- ZeRO-3 parameter gathering ----
-  void gather_chunk(int i, buffer& chunk, buffer& whole) {
-    detail::with_element_type(program_.nodes[i].type, [&](auto zero) {
-      using T = decltype(zero);
-      axis_comms_[index(program_.zero_axis)].all_gather(
-          std::span<const T>(span_of<T>(chunk, chunk_[index(i)])),
-          span_of<T>(whole, chunk_[index(i)] * zero_parts_));
-    });
-  }
-  // Layer `layer` of the block's weights into its buffer, and the next layer's (the prefetch).
-  void gather_block_parameters(int block, std::int64_t layer, bool reverse) {
-    prefetch_block_parameters(block, layer);
-    prefetch_block_parameters(block, layer + (reverse ? -1 : 1));
-    wait_for_layer_parameters(layer);
-  }
-  // Overlapped: one job on the zero axis's communication thread gathers every weight of the
-  // layer into the buffer that the layer before the running one used (it has finished: span_of
-  // waits for the backend); wait_for_layer_parameters waits for it before the layer runs.
-  void prefetch_block_parameters(int block, std::int64_t layer) {
-    if (layer < segment_first_ || layer >= segment_end_) return;  // the layers this segment runs
-    const graph& g = program_.nodes;
-    const int forward_block = g[block].reverse ? g[block].origin : block;
-    comm::comm_worker<Comm>* worker = worker_for(program_.zero_axis);
-    std::vector<std::function<void(Comm&)>> gathers;
-    for (int i = 0; i < g.size(); ++i) {
-      if (g[i].kind != op::parameter || g[i].region != forward_block) continue;
-      buffer& chunk = shards_[index(i)][index(static_cast<int>(layer))];
-      buffer& whole = slots_[index(i)][index(static_cast<int>(layer % 2))];
-      if (worker == nullptr) {
-        gather_chunk(i, chunk, whole);
-        continue;
-      }
-      detail::with_element_type(g[i].type, [&](auto zero) {
-        using T = decltype(zero);
-        const std::span<const T> in = span_of<T>(chunk, chunk_[index(i)]);
-        const std::span<T> out = span_of<T>(whole, chunk_[index(i)] * zero_parts_);
-        gathers.push_back([in, out](Comm& c) { c.all_gather(in, out); });
-      });
-    }
-    if (worker != nullptr)
-      gather_ticket_[static_cast<std::size_t>(layer % 2)] = worker->post([gathers](Comm& c) {
-        for (const auto& gather : gathers) gather(c);
-      });
-  }
-  void wait_for_layer_parameters(std::int64_t layer) {
-    if (comm::comm_worker<Comm>* worker = worker_for(program_.zero_axis))
-      worker->wait(gather_ticket_[static_cast<std::size_t>(layer % 2)]);
-  }
-  void gather_unlayered_parameters() {
-    const graph& g = program_.nodes;
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::parameter && g[i].region < 0 && holds(i, 0)) {
-        values_[index(i)] = backend_.allocate(g[i].type, chunk_[index(i)] * zero_parts_);
-        gather_chunk(i, shards_[index(i)][0], values_[index(i)]);
-      }
-  }
-  void release_unlayered_parameters() {
-    const graph& g = program_.nodes;
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::parameter && g[i].region < 0) values_[index(i)] = backend_.allocate(g[i].type, 0);
-  }
+  void gather_unlayered_parameters() { zero3_.gather_unlayered(backend_, channels(), values_); }
+  void release_unlayered_parameters() { zero3_.release_unlayered(backend_, values_); }
 
   // Fills every parameter this rank holds from `weights`: its slice (a pipeline stage's layers
   // only), or under ZeRO-3 its chunk of the slice. Rank 0 shows progress for large loads.
@@ -1956,14 +1648,8 @@ class rank_program {
           l >= 0 ? detail::layer_name(n.name.view(), g[n.region].name.view(), l) : std::string(n.name.view()),
           slice, host);
       const std::size_t layer = static_cast<std::size_t>(std::max<std::int64_t>(l, 0));
-      if (zero3_) {  // keep chunk r of the slice, zero-padded to chunk elements
-        const std::size_t e = dtype_size(n.type);
-        const std::int64_t chunk = chunk_[index(i)], begin = std::min(d.numel(), zero_coordinate_ * chunk);
-        const std::int64_t count = std::min(d.numel(), begin + chunk) - begin;
-        std::vector<std::byte> bytes(static_cast<std::size_t>(chunk) * e);
-        std::memcpy(bytes.data(), host.bytes().data() + static_cast<std::size_t>(begin) * e,
-                    static_cast<std::size_t>(count) * e);
-        backend_.upload(shards_[index(i)][layer], bytes.data());
+      if (zero3_) {  // keep chunk r of the slice
+        zero3_.upload(backend_, i, static_cast<std::int64_t>(layer), host.bytes(), d.numel());
       } else {
         backend_.upload(l >= 0 ? per_layer_[index(i)][layer] : values_[index(i)], host.bytes().data());
       }
@@ -2013,8 +1699,7 @@ class rank_program {
       if (layer + 1 < layers_) return per_layer_[index(block)][index(static_cast<int>(layer + 1))];
     }
     if (carry_partner_[index(i)] >= 0) return carried_input_at(i, layer);
-    if (!slots_[index(i)].empty())
-      return slots_[index(i)][index(static_cast<int>(layer % 2))];  // ZeRO-3 block weights
+    if (buffer* gathered = zero3_.gathered_layer(i, layer)) return *gathered;  // ZeRO-3 block weights
     std::vector<buffer>& layered = per_layer_[index(i)];
     if (!layered.empty()) return layered[index(static_cast<int>(layer))];
     return values_[index(i)];
@@ -2413,22 +2098,8 @@ class rank_program {
   std::int64_t arena_values_bytes_ = 0;  // what those values would take apart
   memory_budget budget_;                 // what bind has allocated, against what the device has
 
-  std::vector<int> bucketed_grad_;       // all_reduce node -> the param_grad it feeds (-1: not bucketed)
-  std::vector<bool> written_by_bucket_;  // param_grad node -> its value comes from a bucket
-  std::vector<bool> scattered_grad_;     // param_grad node -> ZeRO-2, 3: reduce-scattered in a bucket
-  std::vector<std::vector<buffer>> scattered_chunks_;  // param_grad node -> per layer: this rank's chunk
-  std::vector<std::vector<std::pair<int, int>>>
-      bucket_slot_;  // all_reduce node -> per layer (bucket, member)
-  std::vector<gradient_bucket> buckets_;
-  std::vector<bucket_staging> bucket_buffers_;
-
-  bool zero3_ = false;
-  int zero_parts_ = 1;
-  std::int64_t zero_coordinate_ = 0;
-  std::vector<std::int64_t> chunk_;          // ZeRO-3: parameter node -> elements of its chunk
-  std::vector<std::vector<buffer>> shards_;  // ZeRO-3: parameter node -> per layer, this rank's chunk
-  std::vector<std::vector<buffer>> slots_;   // ZeRO-3: block parameter node -> two gathered layers
-  std::int64_t segment_first_ = 0, segment_end_ = 0;  // the block layers the running segment covers
+  bucket_reductions<Backend, Comm> buckets_;  // the bucket plan, its staging buffers and chunks
+  zero3_parameters<Backend, Comm> zero3_;    // ZeRO-3: the stored chunks, gathered weights and their plan
 
   // Pipeline stages (pipeline_options): this rank's layers, its slots.
   int pipeline_axis_ = -1;  // -1: one stage
@@ -2447,7 +2118,6 @@ class rank_program {
   std::vector<buffer> inbox_;  // activations received before their forward runs
   int observed_in_flight_ = 0;
   bool overlapping_ = false;                 // some axis has a communication thread
-  std::uint64_t gather_ticket_[2] = {0, 0};  // ZeRO-3: the job gathering the layer of each buffer
   // Last, so that they stop before the buffers their jobs read are freed: per mesh axis, the
   // communication thread of its buckets and ZeRO-3 gathers (null: none).
   std::vector<std::unique_ptr<comm::comm_worker<Comm>>> comm_workers_;
