@@ -1,32 +1,17 @@
 // plan::index_steps: producers, readers and the five phases of a training program's steps, on a
-// two-layer residual MLP written here (embedding-free: its `pre` phase is the input's product).
+// two-layer residual MLP (residual_blocks.hpp; embedding-free: its `pre` phase is the input's product).
 #include <shardgraph/passes/compile.hpp>
 #include <shardgraph/plan/step_index.hpp>
 #include <shardgraph/shardgraph.hpp>
 
 #include "catch.hpp"
+#include "residual_blocks.hpp"
 
 namespace sg = shardgraph;
 
 namespace {
 
-using Mesh = sg::mesh<"dp", "tp">;
-
-// x -> linear(w_in) -> repeat "h" { h + gelu(linear(h, w)) } -> linear(w_out) -> cross_entropy
-constexpr sg::graph residual_blocks() {
-  using namespace sg::dim;
-  sg::builder<Mesh> g;
-  auto x = g.input("x", {batch, seq, model}, sg::dtype::f32);
-  auto targets = g.input("targets", {batch, seq}, sg::dtype::i32);
-  auto w_in = g.param("w_in", {model, model});
-  auto w_out = g.param("w_out", {model, vocab});
-  auto h = sg::repeat("h", sg::linear(x, w_in), [](sg::graph_builder& b, sg::tensor t) {
-    auto w = b.param("w", {model, model});
-    return t + sg::gelu(sg::linear(t, w));
-  });
-  sg::output(sg::cross_entropy(sg::linear(h, w_out), targets), "loss");
-  return g.finish();
-}
+using plan_programs::residual_blocks;
 
 constexpr sg::program training_program = sg::compile<residual_blocks, sg::training{}>();
 constexpr sg::program inference_program = sg::compile<residual_blocks, sg::inference{}>();

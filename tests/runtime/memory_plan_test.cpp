@@ -12,7 +12,7 @@
 #include "catch.hpp"
 #include "tiny_gpt2_training.hpp"
 
-#include <shardgraph/runtime/memory_plan.hpp>
+#include <shardgraph/plan/memory_plan.hpp>
 
 namespace sg = shardgraph;
 namespace mp = shardgraph::memory_plan;

@@ -3,7 +3,7 @@
 // A backend owns memory (`buffer`), runs one kernel per descriptor, and moves blocks for the
 // collectives. All sizes in a descriptor are LOCAL to the rank. Optional: `view(arena, byte_offset,
 // dtype, numel)`, a buffer naming part of another's memory without owning it; with it bind places
-// values that are not live at once in one arena (runtime/memory_plan.hpp), without it each value
+// values that are not live at once in one arena (plan/memory_plan.hpp), without it each value
 // gets its own allocation. Optional: `free_bytes()`, the bytes it can still allocate (host memory
 // available, a GPU's free memory); bind checks its plan against it before allocating
 // (runtime/memory_budget.hpp). `allocate` reports memory it cannot give as a shardgraph::error

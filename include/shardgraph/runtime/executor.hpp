@@ -53,6 +53,7 @@
 #include "shardgraph/pipeline/partition.hpp"
 #include "shardgraph/plan/backend_traits.hpp"
 #include "shardgraph/plan/gradient_buckets.hpp"
+#include "shardgraph/plan/memory_layout.hpp"
 #include "shardgraph/plan/plan_step_fusion.hpp"
 #include "shardgraph/plan/step_index.hpp"
 #include "shardgraph/plan/zero3_gathers.hpp"
@@ -63,7 +64,6 @@
 #include "shardgraph/runtime/local_layout.hpp"
 #include "shardgraph/runtime/memory_budget.hpp"
 #include "shardgraph/runtime/memory_options.hpp"
-#include "shardgraph/runtime/memory_plan.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
 #include "shardgraph/runtime/rope_plan.hpp"
 #include "shardgraph/runtime/step_recording.hpp"
@@ -263,13 +263,12 @@ class rank_program {
     memory_report m;
     const graph& g = program_.nodes;
     m.arena = static_cast<std::int64_t>(arena_.size_bytes());
-    m.arena_values = arena_values_bytes_;
+    m.arena_values = memory_.arena_values_bytes;
     m.activations += m.arena;
-    m.gradients_in_place = static_cast<int>(
-        std::count_if(written_into_.begin(), written_into_.end(), [](int p) { return p >= 0; }));
+    m.gradients_in_place = memory_.gradients_in_place;
     for (int i = 0; i < g.size(); ++i) {
       std::int64_t bytes =
-          in_arena_[index(i)] ? 0 : static_cast<std::int64_t>(values_[index(i)].size_bytes());
+          in_arena(i) ? 0 : static_cast<std::int64_t>(values_[index(i)].size_bytes());
       for (const buffer& b : per_layer_[index(i)]) bytes += static_cast<std::int64_t>(b.size_bytes());
       for (const buffer& b : staging_[index(i)]) m.communication += static_cast<std::int64_t>(b.size_bytes());
       if (g[i].kind == op::parameter && zero3_) {
@@ -592,7 +591,7 @@ class rank_program {
     tensor_map result;
     for (int i = 0; i < g.size(); ++i) {
       if (g[i].kind != op::output || (!only.empty() && g[i].name.view() != only)) continue;
-      if (!kept_output(i)) {
+      if (memory_.unread[index(i)]) {  // memory_options::outputs leaves it out
         if (only.empty()) continue;
         fail("forward: output '" + std::string(only) + "'", "bind's memory_options.outputs leaves it out",
              "add \"" + std::string(only) +
@@ -871,7 +870,7 @@ class rank_program {
   bool loss_writes_gradient() const { return loss_scale_ == 1.0; }
   void run_step_here(const step& st) {
     const node& n = program_.nodes[st.node];
-    if (unread_[index(st.node)]) return;  // only outputs forward() does not return read it
+    if (memory_.unread[index(st.node)]) return;  // only outputs forward() does not return read it
     switch (st.kind) {
       case step_kind::compute:
         if (!fused_.runs(st.node, loss_writes_gradient())) return;  // another node's call wrote it
@@ -890,13 +889,13 @@ class rank_program {
       case step_kind::slice:
         return run_slice(st.node);
       case step_kind::copy:
-        if (buckets_.plan().written_by_bucket[index(st.node)]) return;        // its gradient bucket writes it
-        if (written_into_[index(n.inputs[0])] != st.node) run_copy(st.node);  // else its producer wrote it
-        if (buckets_.plan().scattered_grad[index(st.node)])                   // ZeRO-2, 3
+        if (buckets_.plan().written_by_bucket[index(st.node)]) return;  // its gradient bucket writes it
+        if (memory_.values[index(n.inputs[0])].written_into != st.node)
+          run_copy(st.node);  // else its producer wrote it
+        if (buckets_.plan().scattered_grad[index(st.node)])  // ZeRO-2, 3
           buckets_.add(backend_, channels(), st.node, layer_, value(st.node), gradient_at());
         return;
-      case step_kind::output:
-        if (!kept_output(st.node)) return;  // memory_options::outputs leaves it out
+      case step_kind::output:  // one that memory_options::outputs leaves out is unread (above)
         return backend_.copy(value(n.inputs[0]), value(st.node));
       case step_kind::loop_begin:
       case step_kind::loop_end:
@@ -918,14 +917,7 @@ class rank_program {
 
   // Activation recomputation (training{.recompute}): forward block values that are not kept per
   // layer are computed again, for layer_, at the start of each backward block iteration.
-  bool recomputed(int i) const {
-    const graph& g = program_.nodes;
-    const node& n = g[i];
-    if (program_.recompute == recompute::none || n.kind == op::parameter || n.body() < 0 ||
-        g[n.body()].reverse)
-      return false;
-    return program_.recompute == recompute::full || n.kind == op::attention;
-  }
+  bool recomputed(int i) const { return plan::recomputed(program_, i); }
   void recompute_layer() {
     for (std::size_t s : recompute_steps_) run_step(program_.steps[s]);
   }
@@ -969,477 +961,61 @@ class rank_program {
     }
   }
 
-  // Values that exist once per layer: the weights of a repeat block, and, in a training program,
-  // the values of the forward block that a later phase reads (the backward block reads layer l's:
-  // the kept activations) and the gradients of the block's weights. A forward block value read
-  // only within its layer (the plain product before its bias, a GELU's input when nothing keeps it)
-  // exists once.
+  // ---- the memory plan (plan/memory_layout.hpp) ----
+  // Values kept once per layer (plan/per_layer.hpp): step fusion asks before the buckets are planned.
   bool per_layer(int i) const {
-    const graph& g = program_.nodes;
-    const node& n = g[i];
-    if (n.kind == op::parameter) return n.region >= 0 && !zero3_;
-    if (!program_.is_training()) return false;
-    if (n.kind == op::param_grad) return g[n.origin].region >= 0 && !buckets_.plan().scattered_grad[index(i)];
-    if (n.kind == op::repeat_begin) return !n.reverse;
-    return n.body() >= 0 && !g[n.body()].reverse && !recomputed(i) && read_after_its_layer(i);
+    return plan::per_layer(program_, step_index_, buckets_.plan().scattered_grad, i);
   }
-  // Whether forward block value i is read outside its block (the backward, the head) or by a step
-  // that activation recomputation runs again inside the backward.
-  bool read_after_its_layer(int i) const {
-    const graph& g = program_.nodes;
-    for (int r : step_index_.readers[index(i)])
-      if (g[r].region != g[i].region || recomputed(r)) return true;
-    return false;
+  // Where every value lives, planned once the buckets have decided which gradients they scatter.
+  void plan_memory() {
+    memory_ = plan::plan_memory({.program = program_,
+                                 .steps = step_index_,
+                                 .layout = layout_,
+                                 .fused = fused_,
+                                 .options = memory_options_,
+                                 .scattered_grad = buckets_.plan().scattered_grad,
+                                 .pipelined = pipelined(),
+                                 .views = plan::traits_of<Backend>().views});
   }
-
-  // Whether some step writes value i. A fused chain writes only its last node (the others stay in
-  // registers), and a product whose bias is added in its epilogue writes the add_bias's value.
-  // A value that only outputs left out of forward() read, directly or through other such values,
-  // is not computed at all (unread_): a training step that returns the loss does not gather the
-  // logits over dp and tp.
-  void plan_materialized() {
-    const graph& g = program_.nodes;
-    unread_.assign(index(g.size()), false);
-    for (int i = g.size() - 1; i >= 0; --i) {  // a node's readers come after it
-      const op kind = g[i].kind;
-      if (kind == op::output) {
-        unread_[index(i)] = !kept_output(i);
-        continue;
-      }
-      if (kind == op::parameter || kind == op::input || kind == op::param_grad || kind == op::repeat_begin ||
-          kind == op::repeat_end || step_index_.readers[index(i)].empty())
-        continue;
-      const std::vector<int>& readers = step_index_.readers[index(i)];
-      unread_[index(i)] =
-          std::all_of(readers.begin(), readers.end(), [&](int r) { return unread_[index(r)]; });
-    }
-    materialized_.assign(index(g.size()), true);
-    for (const step& st : program_.steps)
-      if (st.kind == step_kind::fused)
-        for (int j = st.first; j < st.node; ++j)
-          if (!(j == st.first && fused_.bias_done_by_product[index(j)])) materialized_[index(j)] = false;
-    for (int i = 0; i < g.size(); ++i)
-      if (fused_.bias_epilogue_of[index(i)] >= 0 || fused_.held_in_epilogue[index(i)] || unread_[index(i)] ||
-          fused_.stored_in[index(i)] >= 0)
-        materialized_[index(i)] = false;
-  }
-  // Whether forward() returns output i (memory_options::outputs; empty: every output).
-  bool kept_output(int i) const {
-    const std::vector<std::string>& names = memory_options_.outputs;
-    return names.empty() ||
-           std::find(names.begin(), names.end(), program_.nodes[i].name.view()) != names.end();
-  }
-  void check_output_names() const {
-    const graph& g = program_.nodes;
-    std::string all;
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::output) all += (all.empty() ? "" : ", ") + std::string(g[i].name.view());
-    for (const std::string& name : memory_options_.outputs) {
-      bool found = false;
-      for (int i = 0; i < g.size(); ++i)
-        found = found || (g[i].kind == op::output && g[i].name.view() == name);
-      if (!found)
-        fail("bind: memory_options.outputs",
-             "'" + name + "' is not an output of the program (its outputs: " + all + ")",
-             "name outputs of the program, or leave .outputs empty to keep all");
-    }
-  }
-
-  // A block's result (the value its repeat_end carries to the next layer) is written where the
-  // next layer reads its input, so that the copy between layers goes. A training forward block's
-  // inputs are kept per layer for the backward: layer l writes into layer l + 1's. Any other
-  // block's input (a backward block's gradient, running from the last layer down; an inference
-  // forward's activations) alternates between two buffers, its own and the result's, both live
-  // through the whole loop: layer l reads one and writes the other (carried_input_at). Only where
-  // nothing but the block reads the result and nothing reads it after its layer (not kept per
-  // layer, not recomputed), outside pipelines (their stages receive inputs). The last layer
-  // writes its result into the loop's own value (carried_out_), so that the loop's end copies
-  // nothing either.
-  void plan_carried_results() {
-    const graph& g = program_.nodes;
-    carried_into_.assign(index(g.size()), -1);
-    carry_partner_.assign(index(g.size()), -1);
-    carried_out_.assign(index(g.size()), -1);
-    if (pipelined()) return;
-    for (int e = 0; e < g.size(); ++e) {
-      if (g[e].kind != op::repeat_end) continue;
-      const int block = g[e].region, result = g[e].inputs[0];
-      const bool alternating = !per_layer(block);
-      if (result == block || g[result].region != block) continue;
-      if (alternating && fused_.stored_in[index(block)] >= 0) continue;
-      if (g[result].kind == op::parameter || per_layer(result) || recomputed(result) ||
-          !materialized_[index(result)] || fused_.stored_in[index(result)] >= 0 ||
-          written_into_[index(result)] >= 0 || g[result].type != g[block].type ||
-          layout_.of(result).numel() != layout_.of(block).numel())
-        continue;
-      bool read_in_block = true;
-      for (int r : step_index_.readers[index(result)]) read_in_block = read_in_block && g[r].region == block;
-      if (!read_in_block) continue;
-      carried_into_[index(result)] = block;
-      if (alternating) carry_partner_[index(block)] = result;
-      if (materialized_[index(e)] && !unread_[index(e)] && fused_.stored_in[index(e)] < 0 && !per_layer(e) &&
-          g[e].type == g[result].type && layout_.of(e).numel() == layout_.of(result).numel())
-        carried_out_[index(result)] = e;
-    }
-  }
-  // A block's input that only the block reads is written where the block's first layer reads it
-  // (layer 0's kept input or the first carry buffer forward, the last layer's carry buffer
-  // backward), so that the loop's start copies nothing: outside pipelines (their stages receive
-  // inputs), where a step other than a collective writes it and it is one plain value.
-  void plan_block_inputs() {
-    const graph& g = program_.nodes;
-    block_input_of_.assign(index(g.size()), -1);
-    if (pipelined()) return;
-    for (int block = 0; block < g.size(); ++block) {
-      if (g[block].kind != op::repeat_begin || fused_.stored_in[index(block)] >= 0) continue;
-      const int x = g[block].inputs[0];
-      const std::size_t s = step_index_.producer_step[index(x)];
-      const std::vector<int>& readers = step_index_.readers[index(x)];
-      if (keeps_own_memory(g[x].kind) || s == no_step || program_.steps[s].kind == step_kind::communicate ||
-          readers.size() != 1 || readers.front() != block || !materialized_[index(x)] || unread_[index(x)] ||
-          fused_.stored_in[index(x)] >= 0 || written_into_[index(x)] >= 0 || carried_into_[index(x)] >= 0 ||
-          per_layer(x) || g[x].type != g[block].type || layout_.of(x).numel() != layout_.of(block).numel())
-        continue;
-      block_input_of_[index(x)] = block;
-    }
-  }
-  // Whether value i is held in another value's memory by plan_carried_results (the result of a
-  // block that keeps its inputs per layer: the next layer's input, at the last the loop's value)
-  // or plan_block_inputs: it needs none of its own.
-  bool held_elsewhere(int i) const {
-    const int block = carried_into_[index(i)];
-    return block_input_of_[index(i)] >= 0 ||
-           (block >= 0 && carry_partner_[index(block)] < 0 && carried_out_[index(i)] >= 0);
-  }
-  // The buffer an alternating block reads its input from at layer `layer`: its own at its first
-  // layer (the last for a backward block) and every second one after, the result's at the others
-  // (plan_carried_results).
-  buffer& carried_input_at(int block, std::int64_t layer) {
-    const int partner = carry_partner_[index(block)];
-    const std::int64_t run = program_.nodes[block].reverse ? layers_ - 1 - layer : layer;
-    return run % 2 == 0 ? values_[index(block)] : values_[index(partner)];
-  }
-
-  // A parameter gradient computed by one step and read only by its param_grad (the weight product
-  // of a linear, alone or batched, a bias's column sum, a norm weight's gradient) is written by that step
-  // straight into the param_grad's memory, for the layer running, instead of into a value of its own that a
-  // copy step then moves: one copy fewer per gradient and layer. Gradients that a collective, a
-  // bucket or a pipeline's micro-batch sum delivers keep their copy or sum step.
-  void plan_gradients_in_place() {
-    const graph& g = program_.nodes;
-    written_into_.assign(index(g.size()), -1);
-    if (!memory_options_.reuse || !program_.is_training() || pipelined()) return;
-    for (int p = 0; p < g.size(); ++p) {
-      if (g[p].kind != op::param_grad) continue;
-      const int from = g[p].inputs[0];
-      const std::size_t s = step_index_.producer_step[index(from)];
-      if (s == no_step) continue;
-      // The step's node: `from` itself, or the weight product that writes `from`, its bias gradient,
-      // or the norm's input gradient that writes `from`, its weight gradient (or that one's bias's).
-      const int writer = program_.steps[s].node, weight = fused_.weight_grad_of[index(writer)];
-      const bool by_input_grad =
-          weight >= 0 && (weight == from || fused_.bias_grad_of[index(weight)] == from);
-      bool in_batch = false;  // or a product batched with the step's, or that one's bias gradient
-      for (int j : fused_.batched_with[index(writer)])
-        in_batch = in_batch || j == from || fused_.bias_grad_of[index(j)] == from;
-      if (writer != from && fused_.bias_grad_of[index(writer)] != from && !by_input_grad && !in_batch)
-        continue;
-      const step_kind kind = program_.steps[s].kind;
-      if (kind != step_kind::compute && kind != step_kind::fused) continue;
-      if (step_index_.readers[index(from)].size() != 1 || g[from].region != g[p].region || g[from].type != g[p].type ||
-          layout_.of(from).numel() != layout_.of(p).numel() || !materialized_[index(from)] || per_layer(from))
-        continue;
-      written_into_[index(from)] = p;
-    }
-  }
-
-  // ---- the memory plan (memory_plan.hpp) ----
-  // The values that live across steps or calls in memory of their own: parameters and their
-  // gradients, the program's inputs and outputs, the repeat blocks' values.
-  static bool keeps_own_memory(op kind) {
-    switch (kind) {
-      case op::parameter:
-      case op::param_grad:
-      case op::input:
-      case op::output:
-      case op::repeat_begin:
-      case op::repeat_end:
-        return true;
-      default:
-        return false;
-    }
-  }
-  // Whether value i may share the arena: one buffer written by its step and read only by steps.
-  // Pipelines (micro-batch slots), what collectives touch (their streams may run on) and what a
-  // step keeps across calls are left out.
-  bool shares_arena(int i) const {
-    if constexpr (!requires(Backend & b, buffer & x) {
-                    b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0});
-                  })
-      return false;
-    const graph& g = program_.nodes;
-    const node& n = g[i];
-    if (!memory_options_.reuse || pipelined() || per_layer(i) || !materialized_[index(i)] ||
-        written_into_[index(i)] >= 0 || held_elsewhere(i))
-      return false;
-    if (n.kind == op::param_grad && buckets_.plan().scattered_grad[index(i)])
-      return layout_.of(i).numel() > 0;
-    if (keeps_own_memory(n.kind)) return false;
-    const auto communicates = [&](int j) {
-      const std::size_t s = step_index_.producer_step[index(j)];
-      return s == no_step || program_.steps[s].kind == step_kind::communicate;
-    };
-    if (communicates(i) || layout_.of(i).numel() == 0) return false;
-    for (int r : step_index_.readers[index(i)]) {
-      if (unread_[index(r)]) continue;  // its step does not run
-      if (communicates(r)) return false;
-      const int loop = g[r].region;
-      if (loop >= 0 && g[loop].region >= 0) return false;  // nested repeats: not planned
-    }
-    return true;
-  }
-  // The steps over which value i is live: from the step writing it to the last reading it; a read
-  // inside a repeat block that i is outside of lasts to the block's end (every layer reads it), and
-  // an output reading it (the output is a view of it) keeps it to the end. Recomputation runs
-  // forward steps again at the start of each backward iteration (the backward block's loop_begin
-  // step): a recomputed value is live again from there to its last backward reader, and a value a
-  // recomputed step reads is live through the whole backward block.
-  memory_plan::value lifetime(int i) const {
-    const graph& g = program_.nodes;
-    memory_plan::value v;
-    v.bytes = checked_bytes(layout_.of(i).numel(), dtype_size(g[i].type), "bind: memory plan");
-    const int writer = fused_.writer_of(g, i);
-    memory_plan::steps first{step_index_.producer_step[index(writer)], step_index_.producer_step[index(writer)]};
-    if (g[i].kind == op::param_grad && written_into_[index(g[i].inputs[0])] == i)
-      first.first = step_index_.producer_step[index(g[i].inputs[0])];  // its producer writes it in place
-    const bool rerun = recomputed(i);
-    for (int r : step_index_.readers[index(i)]) {
-      if (unread_[index(r)]) continue;  // its step does not run
-      const std::size_t s = step_index_.producer_step[index(r)];
-      const int loop = g[r].region;
-      if (rerun && loop >= 0 && g[loop].reverse) {
-        v.live.push_back({loop_begin_step(loop), s});
-        continue;
-      }
-      first.last = std::max(first.last, s);
-      if (g[r].kind == op::output) first.last = program_.steps.size() - 1;
-      if (loop >= 0 && g[i].region != loop) first.last = std::max(first.last, loop_end_step(loop));
-      if (recomputed(r) && !rerun)  // read at each backward iteration's start, written long before
-        for (int b = 0; b < g.size(); ++b)
-          if (g[b].kind == op::repeat_begin && g[b].reverse)
-            v.live.push_back({loop_begin_step(b), loop_end_step(b)});
-    }
-    // An alternating block's input and its result are the loop's carry: live through the loop.
-    if (const int block = carry_partner_[index(i)] >= 0 ? i : carried_into_[index(i)];
-        block >= 0 && carry_partner_[index(block)] >= 0)
-      v.live.push_back({loop_begin_step(block), loop_end_step(block)});
-    if (rerun)  // written and read by the recomputation at each backward iteration's start
-      for (int b = 0; b < g.size(); ++b)
-        if (g[b].kind == op::repeat_begin && g[b].reverse)
-          v.live.push_back({loop_begin_step(b), loop_begin_step(b)});
-    v.live.push_back(first);
-    v.live = merged_ranges(std::move(v.live));
-    return v;
-  }
-  // Sorted and merged, so that no two ranges of one value meet.
-  static std::vector<memory_plan::steps> merged_ranges(std::vector<memory_plan::steps> live) {
-    std::sort(live.begin(), live.end(), [](auto a, auto b) { return a.first < b.first; });
-    std::vector<memory_plan::steps> merged;
-    for (const memory_plan::steps& r : live)
-      if (!merged.empty() && r.first <= merged.back().last + 1)
-        merged.back().last = std::max(merged.back().last, r.last);
-      else
-        merged.push_back(r);
-    return merged;
-  }
-  std::size_t loop_begin_step(int repeat_begin) const { return plan::loop_begin_step(program_, repeat_begin); }
-  std::size_t loop_end_step(int repeat_begin) const { return plan::loop_end_step(program_, repeat_begin); }
-  // Places the values that share the arena, allocates it, and makes each of them (and each output
-  // of one) a view into it.
-  void plan_arena() {
-    const graph& g = program_.nodes;
-    std::vector<int> shared;
-    std::vector<memory_plan::value> lifetimes;
-    for (int i = 0; i < g.size(); ++i)
-      if (shares_arena(i)) shared.push_back(i), lifetimes.push_back(lifetime(i));
-    in_arena_.assign(index(g.size()), false);
-    if (shared.empty()) return;
-    // In place: the cross-entropy gradient takes its logits' bytes when its step is the logits' last
-    // reader (each kernel reads a logit before it writes that element's gradient). The two are
-    // placed as one value live over both lifetimes.
-    std::vector<std::size_t> slot(shared.size());
-    for (std::size_t k = 0; k < shared.size(); ++k) slot[k] = k;
-    for (std::size_t k = 0; k < shared.size(); ++k) {
-      const int i = shared[k];
-      if (g[i].kind != op::cross_entropy_grad) continue;
-      const auto from = std::find(shared.begin(), shared.end(), g[i].inputs[0]);
-      if (from == shared.end()) continue;
-      const std::size_t f = static_cast<std::size_t>(from - shared.begin());
-      const int x = shared[f];
-      const memory_plan::value& logits = lifetimes[f];
-      if (g[x].type != g[i].type || layout_.of(x).numel() != layout_.of(i).numel() ||
-          logits.live.size() != 1 || lifetimes[k].live.size() != 1 ||
-          logits.live.back().last != step_index_.producer_step[index(i)] || slot[f] != f)
-        continue;
-      lifetimes[f].live.back().last = lifetimes[k].live.back().last;
-      lifetimes[k].live.clear();
-      slot[k] = f;
-    }
-    // The operands of batched products that share the arena: one value live over the members'
-    // lifetimes, each member at its place in it.
-    std::vector<std::size_t> shift(shared.size(), 0);
-    for (const std::vector<int>& group : batch_operand_groups()) {
-      std::vector<std::size_t> at;
-      for (int v : group)
-        if (const auto it = std::find(shared.begin(), shared.end(), v); it != shared.end())
-          at.push_back(static_cast<std::size_t>(it - shared.begin()));
-      bool alone = at.size() == group.size();
-      for (std::size_t k : at)
-        alone = alone && slot[k] == k && !lifetimes[k].live.empty() &&
-                std::count(slot.begin(), slot.end(), k) == 1;
-      if (!alone) continue;
-      const std::size_t stride = memory_plan::aligned(lifetimes[at[0]].bytes);
-      memory_plan::value& block = lifetimes[at[0]];
-      for (std::size_t m = 1; m < at.size(); ++m) {
-        block.live.insert(block.live.end(), lifetimes[at[m]].live.begin(), lifetimes[at[m]].live.end());
-        lifetimes[at[m]].live.clear();
-        slot[at[m]] = at[0];
-        shift[at[m]] = m * stride;
-      }
-      block.bytes = stride * at.size();
-      block.live = merged_ranges(std::move(block.live));
-    }
-    std::vector<memory_plan::value> placed_values;
-    std::vector<std::size_t> placed_index(shared.size());
-    for (std::size_t k = 0; k < shared.size(); ++k)
-      if (slot[k] == k) placed_index[k] = placed_values.size(), placed_values.push_back(lifetimes[k]);
-    const memory_plan::placement placement = memory_plan::place(placed_values);
-    memory_plan::verify(placed_values, placement);
-    memory_plan::placement placed{.offsets = {}, .arena_bytes = placement.arena_bytes};
-    for (std::size_t k = 0; k < shared.size(); ++k)
-      placed.offsets.push_back(placement.offsets[placed_index[slot[k]]] + shift[k]);
-    const std::string arena_what =
-        "the activation arena (" + std::to_string(shared.size()) + " values that share it by lifetime)";
-    if (!budget_.admit(placed.arena_bytes, arena_what)) return;  // bind fails at allocate()'s end
-    try {
-      arena_ = backend_.allocate(dtype::f32, static_cast<std::int64_t>((placed.arena_bytes + 3) / 4));
-    } catch (const error& e) {
-      fail("bind: the activation arena (" + std::to_string(placed.arena_bytes >> 20) + " MiB for " +
-               std::to_string(shared.size()) + " values that share it by lifetime)",
-           std::string(e.what()).substr(std::string("shardgraph: ").size()),
-           "use more ranks (tp, pp, ZeRO-3), a smaller batch or recomputation; memory() of a smaller "
-           "configuration shows what each kind of value takes");
-    }
-    arena_values_bytes_ = 0;
-    std::vector<std::size_t> offset_of(index(g.size()), 0);
-    for (std::size_t k = 0; k < shared.size(); ++k) {
-      const int i = shared[k];
-      offset_of[index(i)] = placed.offsets[k];
-      values_[index(i)] = backend_.view(arena_, placed.offsets[k], g[i].type, layout_.of(i).numel());
-      in_arena_[index(i)] = true;
-      arena_values_bytes_ +=
-          static_cast<std::int64_t>(layout_.of(i).numel()) * static_cast<std::int64_t>(dtype_size(g[i].type));
-    }
-    for (int i = 0; i < g.size(); ++i) {
-      if (g[i].kind != op::output || !in_arena_[index(g[i].inputs[0])]) continue;
-      const int from = g[i].inputs[0];
-      if (g[from].type != g[i].type || layout_.of(from).numel() != layout_.of(i).numel()) continue;
-      values_[index(i)] = backend_.view(arena_, offset_of[index(from)], g[i].type, layout_.of(i).numel());
-      in_arena_[index(i)] = true;  // the output step's copy is then a no-op
-    }
-  }
-
-  // ---- the operands of batched products (plan_products_batched), placed at equal strides ----
-  // The node whose memory holds value v (a split or merge of heads' buffer, a parameter's gradient).
-  int memory_of(int v) const {
-    for (;;) {
-      if (fused_.stored_in[index(v)] >= 0)
-        v = fused_.stored_in[index(v)];
-      else if (written_into_[index(v)] >= 0)
-        v = written_into_[index(v)];
-      else
-        return v;
-    }
-  }
-  // Per batched product and operand (the weight or dy, the result, the bias or its gradient): the
-  // nodes holding that operand of each product, in the batch's order, where they are distinct
-  // values of one dtype and size that could be placed together.
-  std::vector<std::vector<int>> batch_operand_groups() const {
-    const graph& g = program_.nodes;
-    std::vector<std::vector<int>> groups;
-    for (int i = 0; i < g.size(); ++i) {
-      if (fused_.batched_with[index(i)].empty()) continue;
-      std::vector<int> products{i};
-      products.insert(products.end(), fused_.batched_with[index(i)].begin(),
-                      fused_.batched_with[index(i)].end());
-      for (int k = 0; k < 3; ++k) {
-        std::vector<int> group;
-        for (int p : products) {
-          const bool forward = g[p].kind == op::linear;
-          const int bias = forward ? fused_.bias_epilogue_of[index(p)] : fused_.bias_grad_of[index(p)];
-          const int v = k == 0     ? g[p].inputs[1]
-                        : k == 1   ? (forward && bias >= 0 ? bias : p)
-                        : bias < 0 ? -1
-                        : forward  ? g[bias].inputs[1]
-                                   : bias;
-          if (v >= 0) group.push_back(memory_of(v));
-        }
-        bool together = group.size() == products.size();
-        for (std::size_t m = 0; m < group.size() && together; ++m) {
-          const int v = group[m];
-          together = g[v].type == g[group[0]].type && layout_.of(v).numel() == layout_.of(group[0]).numel() &&
-                     carried_into_[index(v)] < 0 && carry_partner_[index(v)] < 0 &&
-                     std::count(group.begin(), group.end(), v) == 1;
-        }
-        if (together) groups.push_back(std::move(group));
-      }
-    }
-    return groups;
-  }
-  // Whether node i's per-layer memory is part of a block that allocate_layer_blocks() makes.
-  bool in_layer_block(int i) const {
-    for (const std::vector<int>& group : layer_blocks_)
-      if (std::find(group.begin(), group.end(), i) != group.end()) return true;
-    return false;
-  }
-  // The groups whose values are kept per layer (block weights, their gradients, kept activations).
-  void plan_layer_blocks() {
-    layer_blocks_.clear();
-    if constexpr (requires(Backend & b, buffer & x) {
-                    b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0});
-                  }) {
-      for (std::vector<int>& group : batch_operand_groups()) {
-        bool layered = true;
-        for (int v : group) layered = layered && per_layer(v) && materialized_[index(v)];
-        if (layered) layer_blocks_.push_back(std::move(group));
-      }
-    }
-  }
-  // One allocation per layer for each group, each value a view at its place in it.
+  // One allocation per layer for each layer block, each member a view at its place in it.
   void allocate_layer_blocks() {
-    if constexpr (requires(Backend & b, buffer & x) {
-                    b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0});
-                  }) {
-      const graph& g = program_.nodes;
-      for (const std::vector<int>& group : layer_blocks_) {
-        const dtype type = g[group[0]].type;
-        const std::int64_t numel = layout_.of(group[0]).numel();
-        const std::size_t stride =
-            memory_plan::aligned(checked_bytes(numel, dtype_size(type), "bind: layer blocks"));
-        const std::int64_t block_numel = static_cast<std::int64_t>(
-            (checked_multiply_bytes(stride, group.size(), "bind: layer blocks") + dtype_size(type) - 1) /
-            dtype_size(type));
+    if constexpr (plan::traits_of<Backend>().views) {
+      for (const plan::layer_block& group : memory_.layer_blocks)
         for (std::int64_t l = 0; l < layers_; ++l) {
-          if (!held_layer_[static_cast<std::size_t>(l)] || numel == 0) continue;
-          buffer& block = layer_block_memory_.emplace_back(allocate_for(group[0], type, block_numel));
+          if (!held_layer_[static_cast<std::size_t>(l)] || group.numel == 0) continue;
+          buffer& block =
+              layer_block_memory_.emplace_back(allocate_for(group.members[0], group.type, group.block_numel));
           if (budget_.exceeded()) continue;  // an empty block: bind fails at allocate()'s end
-          for (std::size_t m = 0; m < group.size(); ++m)
-            per_layer_[index(group[m])][index(static_cast<int>(l))] =
-                backend_.view(block, m * stride, type, numel);
+          for (std::size_t m = 0; m < group.members.size(); ++m)
+            per_layer_[index(group.members[m])][index(static_cast<int>(l))] =
+                backend_.view(block, m * group.stride, group.type, group.numel);
         }
-      }
     }
   }
+  // The arena, and every value placed in it (and each output of one) a view into it.
+  void allocate_arena() {
+    if constexpr (plan::traits_of<Backend>().views) {
+      if (memory_.arena_bytes == 0) return;
+      const std::string values = std::to_string(memory_.arena_shared) + " values that share it by lifetime";
+      if (!budget_.admit(memory_.arena_bytes, "the activation arena (" + values + ")"))
+        return;  // bind fails at allocate()'s end
+      try {
+        arena_ = backend_.allocate(dtype::f32, static_cast<std::int64_t>((memory_.arena_bytes + 3) / 4));
+      } catch (const error& e) {
+        fail("bind: the activation arena (" + std::to_string(memory_.arena_bytes >> 20) + " MiB for " + values +
+                 ")",
+             std::string(e.what()).substr(std::string("shardgraph: ").size()),
+             "use more ranks (tp, pp, ZeRO-3), a smaller batch or recomputation; memory() of a smaller "
+             "configuration shows what each kind of value takes");
+      }
+      const graph& g = program_.nodes;
+      for (int i = 0; i < g.size(); ++i)
+        if (in_arena(i))
+          values_[index(i)] =
+              backend_.view(arena_, memory_.values[index(i)].offset, g[i].type, layout_.of(i).numel());
+    }
+  }
+  bool in_arena(int i) const { return memory_.values[index(i)].kind == plan::storage::arena; }
 
   // A value's memory; a backend that cannot give it (a GPU out of memory) is reported with the
   // value's name, before the first step.
@@ -1467,10 +1043,7 @@ class rank_program {
   void allocate() {
     const graph& g = program_.nodes;
     budget_ = memory_budget_for(backend_, memory_options_.available_bytes);
-    for (std::size_t s = 0; s < program_.steps.size(); ++s)
-      if (program_.is_training() && program_.steps[s].kind != step_kind::loop_begin &&
-          program_.steps[s].kind != step_kind::loop_end && recomputed(program_.steps[s].node))
-        recompute_steps_.push_back(s);
+    recompute_steps_ = plan::recomputed_steps(program_);
     grad_of_.assign(index(g.size()), -1);
     for (int i = 0; i < g.size(); ++i)
       if (g[i].kind == op::param_grad) grad_of_[index(g[i].origin)] = i;
@@ -1483,11 +1056,6 @@ class rank_program {
         .zero_coordinate = zero_coordinate,
         .holds = [&](int i, std::int64_t l) { return holds(i, l); },
     }));
-    check_output_names();
-    plan_materialized();
-    plan_gradients_in_place();
-    plan_carried_results();
-    plan_block_inputs();
     // Before the allocations: a reduce-scattered gradient needs one buffer, not one per layer.
     buckets_ = bucket_reductions<Backend, Comm>(plan::plan_gradient_buckets({
         .compiled = program_,
@@ -1504,14 +1072,15 @@ class rank_program {
     }));
     buckets_.allocate_chunks(backend_,
                              [&](int i, dtype type, std::int64_t n) { return allocate_for(i, type, n); });
-    plan_layer_blocks();
+    plan_memory();
     values_.reserve(index(g.size()));
     staging_.resize(index(g.size()));
     per_layer_.resize(index(g.size()));
     for (int i = 0; i < g.size(); ++i) {
       const node& n = g[i];
       const std::int64_t numel = layout_.of(i).numel();
-      const bool layered = per_layer(i);
+      const plan::value_memory& memory = memory_.values[index(i)];
+      const bool layered = memory.per_layer;
       if (zero3_ && n.kind == op::parameter) {
         values_.push_back(allocate_for(i, n.type, 0));  // unlayered: gathered by forward()
         zero3_.allocate(
@@ -1521,19 +1090,17 @@ class rank_program {
       }
       const bool unheld_weight = n.kind == op::parameter && n.region < 0 && !holds(i, 0);
       const bool never_run = !needed_here(i);  // another pipeline stage's phase computes and reads it
-      const bool unused = !materialized_[index(i)] || shares_arena(i) ||  // shared: a view, made below
-                          written_into_[index(i)] >= 0 ||                 // a param_grad's memory
-                          held_elsewhere(i);                              // a block's input or result
+      const bool unused = memory.kind != plan::storage::own;  // arena, layer block: views made below
       values_.push_back(allocate_for(i, n.type, layered || unheld_weight || never_run || unused ? 0 : numel));
       if (layered) {
-        const bool own = !in_layer_block(i);  // else a view into its group's block, made below
+        const bool own = memory.kind != plan::storage::layer_block;  // else a view made below
         for (std::int64_t l = 0; l < layers_; ++l)
           per_layer_[index(i)].push_back(
               allocate_for(i, n.type, own && held_layer_[static_cast<std::size_t>(l)] ? numel : 0));
       }
       if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
         std::int64_t in = layout_.of(n.inputs[0]).numel();
-        std::int64_t staged = never_run || unread_[index(i)] ? 0
+        std::int64_t staged = never_run || memory_.unread[index(i)] ? 0
                               : n.kind == op::all_gather     ? in * axis_sizes_[index(n.axis)]
                                                              : in;
         staging_[index(i)].push_back(allocate_for(i, n.type, staged));
@@ -1541,17 +1108,15 @@ class rank_program {
       }
     }
     for (int i = 0; i < g.size(); ++i)  // read here, computed on another stage: zero (needed_here)
-      if (g[i].kind != op::parameter && !computed_here(i) && needed_here(i) && !per_layer(i))
+      if (g[i].kind != op::parameter && !computed_here(i) && needed_here(i) &&
+          !memory_.values[index(i)].per_layer)
         fill_zero_value(i);
     start_comm_workers();
     allocate_layer_blocks();
     buckets_.allocate_staging(backend_, [&](const std::string& what, dtype type, std::int64_t n) {
       return allocate_memory(what, type, n);
     });
-    if constexpr (requires(Backend & b, buffer & x) { b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0}); })
-      plan_arena();
-    else  // a backend without view(): every value has its own allocation
-      in_arena_.assign(index(program_.nodes.size()), false);
+    allocate_arena();
     if (pipelined()) allocate_banks();
     budget_.check(world_rank_);
   }
@@ -1685,24 +1250,14 @@ class rank_program {
   }
 
   buffer& value(int i) { return value_at(i, layer_); }
+  // Node i's buffer for layer `layer` (where the memory plan puts it), then the node's own: a
+  // ZeRO-3 block weight's gathered layer, a per-layer value's layer, or its one value.
   buffer& value_at(int i, std::int64_t layer) {
-    if (fused_.stored_in[index(i)] >= 0) return value_at(fused_.stored_in[index(i)], layer);
-    if (written_into_[index(i)] >= 0) return value_at(written_into_[index(i)], layer);
-    if (const int block = block_input_of_[index(i)]; block >= 0)  // plan_block_inputs
-      return value_at(block, program_.nodes[block].reverse ? layers_ - 1 : 0);
-    if (const int block = carried_into_[index(i)];
-        block >= 0) {  // the next layer's input (plan_carried_results)
-      const bool reverse = program_.nodes[block].reverse;
-      if (carried_out_[index(i)] >= 0 && layer == (reverse ? 0 : layers_ - 1))
-        return value_at(carried_out_[index(i)], layer);  // the last layer's: the loop's value
-      if (carry_partner_[index(block)] >= 0) return carried_input_at(block, reverse ? layer - 1 : layer + 1);
-      if (layer + 1 < layers_) return per_layer_[index(block)][index(static_cast<int>(layer + 1))];
-    }
-    if (carry_partner_[index(i)] >= 0) return carried_input_at(i, layer);
-    if (buffer* gathered = zero3_.gathered_layer(i, layer)) return *gathered;  // ZeRO-3 block weights
-    std::vector<buffer>& layered = per_layer_[index(i)];
-    if (!layered.empty()) return layered[index(static_cast<int>(layer))];
-    return values_[index(i)];
+    const plan::value_place at = memory_.place_of(i, layer);
+    if (buffer* gathered = zero3_.gathered_layer(at.node, at.layer)) return *gathered;  // ZeRO-3 block weights
+    std::vector<buffer>& layered = per_layer_[index(at.node)];
+    if (!layered.empty()) return layered[index(static_cast<int>(at.layer))];
+    return values_[index(at.node)];
   }
 
   static std::int64_t product(const std::vector<std::int64_t>& v, std::size_t from, std::size_t to) {
@@ -2084,18 +1639,9 @@ class rank_program {
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
   plan::step_fusion fused_;                   // the steps the backend's calls take over (plan_step_fusion)
 
-  std::vector<bool> materialized_;       // per node: some step writes its value (plan_materialized)
-  std::vector<bool> unread_;             // per node: only outputs left out read it (plan_materialized)
-  std::vector<bool> in_arena_;           // per node: its value is a view into arena_ (plan_arena)
-  std::vector<int> carried_into_;        // per node: the block whose next layer's input it is (-1)
-  std::vector<int> carry_partner_;       // per alternating block: the result it alternates with (-1)
-  std::vector<int> carried_out_;         // per carried result: the loop value its last layer writes (-1)
-  std::vector<int> block_input_of_;      // per node: the block whose first layer's input memory it is (-1)
-  std::vector<int> written_into_;        // per node: the param_grad whose memory it is (-1: its own)
-  buffer arena_;                         // the values that share memory by lifetime
-  std::vector<std::vector<int>> layer_blocks_;  // per-layer values placed together (plan_layer_blocks)
-  std::deque<buffer> layer_block_memory_;       // their blocks, one per group and layer
-  std::int64_t arena_values_bytes_ = 0;  // what those values would take apart
+  plan::memory_layout memory_;             // where every value lives (plan/memory_layout.hpp)
+  buffer arena_;                           // the values that share memory by lifetime
+  std::deque<buffer> layer_block_memory_;  // the layer blocks, one per group and layer
   memory_budget budget_;                 // what bind has allocated, against what the device has
 
   bucket_reductions<Backend, Comm> buckets_;  // the bucket plan, its staging buffers and chunks

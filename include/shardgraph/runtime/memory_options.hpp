@@ -4,7 +4,7 @@
 //   auto rank = shardgraph::bind(program, sizes, comm, backend, mesh, weights, {}, {.outputs = {"loss"}});
 //
 // With `reuse` (the default) the values whose lifetimes do not overlap share the bytes of one arena
-// (memory_plan.hpp): a block's temporaries, the backward's gradients of activations, the head's
+// (plan/memory_layout.hpp): a block's temporaries, the backward's gradients of activations, the head's
 // logits and their gradient. Values a step keeps across calls are never shared: parameters, their
 // gradients, inputs, the activations the backward reads per layer, and whatever a collective reads
 // or writes; an output is a view of the arena value it copies, kept to the step's end.

@@ -80,13 +80,13 @@ inline placement place(const std::vector<value>& values) {
   for (const value& v : values) {
     if (v.live.empty())
       fail("memory_plan::place", "a value is live at no step",
-           "this is a bug in the executor's lifetimes; please report it");
+           "this is a bug in the memory plan's lifetimes (plan/arena.hpp); please report it");
     for (const steps& r : v.live)
       if (r.first > r.last)
         fail("memory_plan::place",
              "a value's last step " + std::to_string(r.last) + " is before its first " +
                  std::to_string(r.first),
-             "this is a bug in the executor's lifetimes; please report it");
+             "this is a bug in the memory plan's lifetimes (plan/arena.hpp); please report it");
   }
   std::vector<std::size_t> order(values.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -124,7 +124,7 @@ inline placement place(const std::vector<value>& values) {
 }
 
 // Fails, naming the two values, if values live at the same time overlap in the arena or a value
-// leaves it. The executor calls it on every plan it makes.
+// leaves it. plan_arena (plan/arena.hpp) calls it on every placement it makes.
 inline void verify(const std::vector<value>& values, const placement& p) {
   constexpr auto where = "memory_plan::verify";
   const auto bug =
