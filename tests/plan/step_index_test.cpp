@@ -1,42 +1,16 @@
-// plan::index_steps: producers, readers and the five phases of a training program's steps, on a
-// two-layer residual MLP written here (embedding-free: its `pre` phase is the input's product).
-#include <shardgraph/passes/compile.hpp>
+// plan::index_steps: producers, readers and the five phases of a training program's steps, on the
+// residual MLP blocks of test_programs.hpp (embedding-free: its `pre` phase is the input's product).
 #include <shardgraph/plan/step_index.hpp>
-#include <shardgraph/shardgraph.hpp>
 
 #include "catch.hpp"
-
-namespace sg = shardgraph;
+#include "test_programs.hpp"
 
 namespace {
 
-using Mesh = sg::mesh<"dp", "tp">;
-
-// x -> linear(w_in) -> repeat "h" { h + gelu(linear(h, w)) } -> linear(w_out) -> cross_entropy
-constexpr sg::graph residual_blocks() {
-  using namespace sg::dim;
-  sg::builder<Mesh> g;
-  auto x = g.input("x", {batch, seq, model}, sg::dtype::f32);
-  auto targets = g.input("targets", {batch, seq}, sg::dtype::i32);
-  auto w_in = g.param("w_in", {model, model});
-  auto w_out = g.param("w_out", {model, vocab});
-  auto h = sg::repeat("h", sg::linear(x, w_in), [](sg::graph_builder& b, sg::tensor t) {
-    auto w = b.param("w", {model, model});
-    return t + sg::gelu(sg::linear(t, w));
-  });
-  sg::output(sg::cross_entropy(sg::linear(h, w_out), targets), "loss");
-  return g.finish();
-}
-
-constexpr sg::program training_program = sg::compile<residual_blocks, sg::training{}>();
-constexpr sg::program inference_program = sg::compile<residual_blocks, sg::inference{}>();
-
-int node_named(const sg::graph& g, std::string_view name, sg::op kind) {
-  for (int i = 0; i < g.size(); ++i)
-    if (g[i].name.view() == name && g[i].kind == kind) return i;
-  FAIL("no node " << name);
-  return -1;
-}
+namespace sg = shardgraph;
+using plan_test_programs::node_named;
+const sg::program& training_program = plan_test_programs::untied;
+const sg::program& inference_program = plan_test_programs::untied_inference;
 
 }  // namespace
 
