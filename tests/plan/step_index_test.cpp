@@ -1,27 +1,16 @@
-// plan::index_steps: producers, readers and the five phases of a training program's steps, on a
-// two-layer residual MLP (residual_blocks.hpp; embedding-free: its `pre` phase is the input's product).
-#include <shardgraph/passes/compile.hpp>
+// plan::index_steps: producers, readers and the five phases of a training program's steps, on the
+// residual MLP blocks of test_programs.hpp (embedding-free: its `pre` phase is the input's product).
 #include <shardgraph/plan/step_index.hpp>
-#include <shardgraph/shardgraph.hpp>
 
 #include "catch.hpp"
-#include "residual_blocks.hpp"
-
-namespace sg = shardgraph;
+#include "test_programs.hpp"
 
 namespace {
 
-using plan_programs::residual_blocks;
-
-constexpr sg::program training_program = sg::compile<residual_blocks, sg::training{}>();
-constexpr sg::program inference_program = sg::compile<residual_blocks, sg::inference{}>();
-
-int node_named(const sg::graph& g, std::string_view name, sg::op kind) {
-  for (int i = 0; i < g.size(); ++i)
-    if (g[i].name.view() == name && g[i].kind == kind) return i;
-  FAIL("no node " << name);
-  return -1;
-}
+namespace sg = shardgraph;
+using plan_test_programs::node_named;
+const sg::program& training_program = plan_test_programs::untied;
+const sg::program& inference_program = plan_test_programs::untied_inference;
 
 }  // namespace
 

@@ -54,6 +54,8 @@
 #include "shardgraph/plan/backend_traits.hpp"
 #include "shardgraph/plan/gradient_buckets.hpp"
 #include "shardgraph/plan/memory_layout.hpp"
+#include "shardgraph/plan/micro_batch_banks.hpp"
+#include "shardgraph/plan/pipeline_stages.hpp"
 #include "shardgraph/plan/plan_step_fusion.hpp"
 #include "shardgraph/plan/step_index.hpp"
 #include "shardgraph/plan/zero3_gathers.hpp"
@@ -65,6 +67,7 @@
 #include "shardgraph/runtime/memory_budget.hpp"
 #include "shardgraph/runtime/memory_options.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
+#include "shardgraph/runtime/pipeline_runner.hpp"
 #include "shardgraph/runtime/rope_plan.hpp"
 #include "shardgraph/runtime/step_recording.hpp"
 #include "shardgraph/runtime/token_inputs.hpp"
@@ -97,7 +100,7 @@ class rank_program {
         world_rank_(world.rank()) {
     const graph& g = program_.nodes;
     for (int a = 0; a < g.axes.size(); ++a) axis_sizes_.push_back(mesh.size(g.axes.name(a)));
-    plan_pipeline(pipe);
+    plan_stages(pipe);
     split_axes(world);
     if (pipelined()) split_tied_group();
     fused_ = plan::plan_step_fusion(fusion_inputs(), plan::traits_of<Backend>());
@@ -295,8 +298,8 @@ class rank_program {
         for (const buffer& v : layers) m.activations += static_cast<std::int64_t>(v.size_bytes());
     }
     m.micro_batches_in_flight = std::max<int>(1, static_cast<int>(banks_.size()));
-    for (int i = 0; i < static_cast<int>(banked_.size()); ++i) {
-      if (!banked_[index(i)]) continue;
+    for (int i = 0; i < static_cast<int>(banked_.per_node.size()); ++i) {
+      if (!banked(i)) continue;
       m.activations_per_micro_batch += static_cast<std::int64_t>(values_[index(i)].size_bytes());
       for (const buffer& v : per_layer_[index(i)])
         m.activations_per_micro_batch += static_cast<std::int64_t>(v.size_bytes());
@@ -350,11 +353,11 @@ class rank_program {
   int recordings() const { return recorder_.recordings(); }
 
   // ---- pipeline stages (pipeline_options at bind) ----
-  bool pipelined() const { return pipeline_axis_ >= 0; }
-  const pipeline::schedule& pipeline_schedule() const { return schedule_; }
-  const pipeline::stage_partition& pipeline_partition() const { return partition_; }
+  bool pipelined() const { return stages_.pipelined(); }
+  const pipeline::schedule& pipeline_schedule() const { return stages_.schedule; }
+  const pipeline::stage_partition& pipeline_partition() const { return stages_.partition; }
   // The layers this rank runs, per model chunk: [first, end).
-  std::vector<std::pair<std::int64_t, std::int64_t>> pipeline_chunks() const { return chunks_; }
+  std::vector<std::pair<std::int64_t, std::int64_t>> pipeline_chunks() const { return stages_.chunks; }
   // The most micro-batches whose activations were alive at once in the steps run so far (the
   // schedule's count, memory().micro_batches_in_flight, is what bind allocated for).
   int observed_micro_batches_in_flight() const { return observed_in_flight_; }
@@ -364,10 +367,10 @@ class rank_program {
   // parameter gradients this rank holds end as the sum over micro-batches (the caller zeroes them
   // first with zero_gradients()). Returns each micro-batch's loss, on every rank.
   std::vector<double> run_pipeline(std::span<const tensor_map> micro_batches) {
-    if (static_cast<int>(micro_batches.size()) != schedule_.micro_batches)
+    if (static_cast<int>(micro_batches.size()) != stages_.schedule.micro_batches)
       fail("trainer::step",
            std::to_string(micro_batches.size()) + " micro-batches for a pipeline bound for " +
-               std::to_string(schedule_.micro_batches),
+               std::to_string(stages_.schedule.micro_batches),
            "pass as many micro-batches as pipeline_options::micro_batches, or bind again");
     std::vector<std::int64_t> counts;  // every micro-batch checked on every rank before any compute
     for (const tensor_map& batch : micro_batches) {
@@ -376,136 +379,18 @@ class rank_program {
       for (std::size_t k = 0; k < c.size(); ++k) counts[k] += c[k];
     }
     loss_divisors_ = divisors(counts);
-    const int p = schedule_.ranks, r = layout_.coordinate(pipeline_axis_);
-    const int total = p * schedule_.virtual_stages;
-    std::vector<double> losses(micro_batches.size(), 0.0);
-    std::vector<int> slot_of(micro_batches.size(), -1);
-    std::vector<int> free_slots;
-    for (int k = static_cast<int>(banks_.size()) - 1; k >= 0; --k) free_slots.push_back(k);
-    std::vector<int> backwards_left(micro_batches.size(), schedule_.virtual_stages);
-    auto enter = [&](int m) {
-      if (slot_of[index(m)] < 0) {
-        if (free_slots.empty())
-          fail("executor: pipeline", "micro-batch " + std::to_string(m) + " found no free activation slot",
-               "this is a bug in the slot count of the schedule; please report it");
-        slot_of[index(m)] = free_slots.back();
-        free_slots.pop_back();
-        observed_in_flight_ =
-            std::max(observed_in_flight_, static_cast<int>(banks_.size() - free_slots.size()));
-      }
-      select_bank(slot_of[index(m)]);
-    };
-    // Activations received ahead of their forward wait in the inbox (keyed by micro-batch and
-    // chunk): the receiving rank may still be running an earlier micro-batch in that slot.
-    std::map<std::pair<int, int>, int> waiting;  // (micro-batch, chunk) -> inbox buffer
-    std::vector<int> free_inbox;
-    for (int k = static_cast<int>(inbox_.size()) - 1; k >= 0; --k) free_inbox.push_back(k);
-    Comm& pp = axis_comms_[index(pipeline_axis_)];
-    if (zero3_) gather_unlayered_parameters();  // the weights outside the block this stage holds
-    for (const pipeline::action& a : schedule_.per_rank[index(r)]) {
-      const int j = schedule_.virtual_stage(r, a.chunk);
-      const auto [first, end] = chunks_[index(a.chunk)];
-      const int tag_base = (a.micro_batch * total + j) * 2;
-      switch (a.kind) {
-        case pipeline::action_kind::recv_activation: {
-          if (free_inbox.empty())
-            fail("executor: pipeline",
-                 "no free buffer to receive micro-batch " + std::to_string(a.micro_batch),
-                 "this is a bug in the inbox count of the schedule; please report it");
-          const int k = free_inbox.back();
-          free_inbox.pop_back();
-          waiting[{a.micro_batch, a.chunk}] = k;
-          transfer(pp, inbox_[index(k)], a.peer, tag_base, false);
-          break;
-        }
-        case pipeline::action_kind::forward: {
-          enter(a.micro_batch);
-          if (j > 0) {
-            const auto w = waiting.find({a.micro_batch, a.chunk});
-            if (w == waiting.end())
-              fail(
-                  "executor: pipeline",
-                  "forward of micro-batch " + std::to_string(a.micro_batch) + " before its input arrived",
-                  "this is a bug in the schedule; please report it (pipeline::verify should have caught it)");
-            backend_.copy(inbox_[index(w->second)], value_at(step_index_.forward_begin_node, first));
-            free_inbox.push_back(w->second);
-            waiting.erase(w);
-          }
-          upload_inputs(micro_batches[index(a.micro_batch)]);
-          run_segment(forward_segment(j, total, first, end));
-          if (j == total - 1) losses[index(a.micro_batch)] = outputs("loss").at("loss").at(0);
-          if (j == total - 1 && j != 0 && tied_) {
-            // The last stage's tail, from a zero gradient, adds the head's part of a weight tied
-            // to the embedding (the tied group sums it with the first stage's). It needs nothing
-            // from the backward, so it runs here, and the head's weight-sized gradient is not
-            // kept per micro-batch in flight.
-            segment tail;
-            tail.pre = tail.forward_block = tail.post = tail.backward_block = false;
-            tail.zero_tail_input = true;
-            run_segment(tail);
-          }
-          break;
-        }
-        case pipeline::action_kind::send_activation:
-          enter(a.micro_batch);
-          transfer(pp, value(step_index_.forward_end_node), a.peer, tag_base + 2, true);  // to virtual stage j + 1
-          break;
-        case pipeline::action_kind::recv_gradient:
-          enter(a.micro_batch);
-          transfer(pp, value(step_index_.backward_begin_node), a.peer, tag_base + 1, false);
-          break;
-        case pipeline::action_kind::backward: {
-          enter(a.micro_batch);
-          segment sg;
-          sg.pre = sg.forward_block = sg.post = false;
-          sg.receive_backward_input = j < total - 1;
-          sg.tail = j == 0;  // the first stage's tail takes the embedding's gradients
-          sg.first_layer = first;
-          sg.end_layer = end;
-          run_segment(sg);
-          break;
-        }
-        case pipeline::action_kind::send_gradient:
-          enter(a.micro_batch);
-          transfer(pp, value(step_index_.backward_end_node), a.peer, tag_base - 1, true);  // to virtual stage j - 1
-          break;
-      }
-      if (a.kind == pipeline::action_kind::backward && --backwards_left[index(a.micro_batch)] == 0) {
-        free_slots.push_back(slot_of[index(a.micro_batch)]);
-      }
-    }
-    if (zero3_) release_unlayered_parameters();
-    // The loss is computed on the last stage: every pipeline rank gets it.
-    pp.broadcast(std::span<double>(losses), p - 1);
-    return losses;
+    pipeline_calls stage{*this};
+    return run_pipeline_step(stage, axis_comms_[index(stages_.axis)], stages_, step_index_, micro_batches, inbox_,
+                             observed_in_flight_);
   }
 
   // forward() of a pipeline: one batch through the stages in order (no schedule, no overlap), for
   // evaluation; the outputs are sent from the last stage to every rank. It also runs the head's
   // backward, which the last stage's phase holds; the next training step starts its sums afresh.
   tensor_map forward_through_stages(const tensor_map& inputs, std::string_view only) {
-    const int p = schedule_.ranks, r = layout_.coordinate(pipeline_axis_);
-    const int total = p * schedule_.virtual_stages;
-    Comm& pp = axis_comms_[index(pipeline_axis_)];
     loss_divisors_ = divisors(counted_targets(inputs));
-    select_bank(0);
-    upload_inputs(inputs);
-    if (zero3_) gather_unlayered_parameters();
-    for (int j = 0; j < total; ++j) {
-      if (j % p != r) continue;
-      const auto [first, end] = chunks_[index(j / p)];
-      if (j > 0) transfer(pp, value_at(step_index_.forward_begin_node, first), (j - 1) % p, j, false);
-      run_segment(forward_segment(j, total, first, end));
-      if (j < total - 1) transfer(pp, value(step_index_.forward_end_node), (j + 1) % p, j + 1, true);
-    }
-    if (zero3_) release_unlayered_parameters();
-    const graph& g = program_.nodes;
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::output)
-        detail::with_element_type(g[i].type, [&](auto zero) {
-          using T = decltype(zero);
-          pp.broadcast(span_of<T>(values_[index(i)], values_[index(i)].numel()), p - 1);
-        });
+    pipeline_calls stage{*this};
+    forward_stage_by_stage(stage, axis_comms_[index(stages_.axis)], stages_, step_index_, program_.nodes, inputs);
     return outputs(only);
   }
 
@@ -520,41 +405,20 @@ class rank_program {
   // stages (tied to the embedding) is counted by the first.
   bool counts_on_pipeline(const node& p) const {
     const int i = index_of(p);
-    return !pipelined() || p.region >= 0 || !reads_pre_[index(i)] || holds_first_;
+    return !pipelined() || p.region >= 0 || !stages_.reads_pre[index(i)] || stages_.holds_first;
   }
   // Parameters held by the first and the last stage at once (GPT-2's wte): their gradient sums
   // must be added over this group.
   bool tied(const node& p) const {
-    return tied_ && p.region < 0 && reads_pre_[index(index_of(p))] && reads_post_[index(index_of(p))];
+    const int i = index_of(p);
+    return stages_.tied && p.region < 0 && stages_.reads_pre[index(i)] && stages_.reads_post[index(i)];
   }
   Comm& tied_communicator() { return tied_comm_.front(); }
 
  private:
   static std::size_t index(int i) { return static_cast<std::size_t>(i); }
 
-  // What one run over the steps executes. The program's steps fall into five phases: `pre` (before
-  // the forward block: embeddings), the forward block, `post` (after it: head, loss, the seed and
-  // the head's backward), the backward block, and `tail` (after it: the embeddings' gradients).
-  struct segment {
-    bool pre = true, forward_block = true, post = true, backward_block = true, tail = true;
-    std::int64_t first_layer = 0, end_layer = -1;  // block layers run, [first, end); -1: every layer
-    bool receive_forward_input = false;            // the forward block's input was received: do not copy it
-    bool receive_backward_input = false;           // the same for the backward block
-    bool zero_tail_input = false;                  // the tail starts from a zero gradient (no backward block)
-  };
-  // Virtual stage j's forward over layers [first, end) of `total` stages: the embeddings on the
-  // first stage, the head, loss and the head's backward on the last; the block's input received
-  // from stage j - 1 on the others.
-  static segment forward_segment(int j, int total, std::int64_t first, std::int64_t end) {
-    segment sg;
-    sg.pre = j == 0;
-    sg.receive_forward_input = j > 0;
-    sg.post = j == total - 1;
-    sg.backward_block = sg.tail = false;
-    sg.first_layer = first;
-    sg.end_layer = end;
-    return sg;
-  }
+  using segment = step_segment;  // what one run over the steps executes
 
   using phase = plan::phase;
   phase phase_of(std::size_t s) const { return step_index_.phase_of(s); }
@@ -668,58 +532,13 @@ class rank_program {
            "use a TrainingBackend (compute/compute_backend.hpp) for pipeline stages");
   }
 
-  // One boundary value to or from the neighbouring stage on the pipeline axis.
-  void transfer(Comm& pp, buffer& b, int peer, int tag, bool send) {
-    detail::with_element_type(b.type(), [&](auto zero) {
-      using T = decltype(zero);
-      if (send)
-        pp.send(std::span<const T>(span_of<T>(b, b.numel())), peer, tag);
-      else
-        pp.recv(span_of<T>(b, b.numel()), peer, tag);
-    });
-  }
-
   // Micro-batch slots: every value but the parameters and their gradients exists once per
   // micro-batch in flight; the active slot's values are the executor's, the others wait here.
   struct bank {
     std::vector<buffer> values;
     std::vector<std::vector<buffer>> per_layer;
   };
-  bool banked(int i) const { return banked_[index(i)]; }
-
-  // Which values need a copy per micro-batch in flight: those a forward action computes and a later
-  // backward action of the same micro-batch reads (the block's kept activations, the inputs), and
-  // the four values that cross stages. A value computed and
-  // read within one action (the blocks' temporaries, the weight-sized gradients of the head and the
-  // embedding) lives once. Recomputed steps run again inside the backward action: what they read
-  // counts as read there, what they write as written there.
-  void plan_banks() {
-    const graph& g = program_.nodes;
-    // The last stage runs its tail in the forward action (run_pipeline), the first in the backward.
-    const auto is_backward = [&](phase ph) {
-      return ph == phase::backward_block || (ph == phase::tail && holds_first_);
-    };
-    std::vector<bool> made_forward(index(g.size()), false), read_backward(index(g.size()), false);
-    std::vector<bool> rerun(program_.steps.size(), false);
-    for (std::size_t s : recompute_steps_) rerun[s] = true;
-    for (int i = 0; i < g.size(); ++i) made_forward[index(i)] = g[i].kind == op::input;
-    for (std::size_t s = 0; s < program_.steps.size(); ++s) {
-      const step& st = program_.steps[s];
-      const bool backward = is_backward(phase_of(s)) || rerun[s];
-      for (int j = st.first >= 0 ? st.first : st.node; j <= st.node; ++j) {
-        if (!backward) made_forward[index(j)] = true;
-        if (!backward) continue;
-        for (int k = 0; k < g[j].input_count; ++k) read_backward[index(g[j].inputs[k])] = true;
-      }
-    }
-    for (std::size_t s : recompute_steps_) made_forward[index(program_.steps[s].node)] = false;
-    banked_.assign(index(g.size()), false);
-    for (int i = 0; i < g.size(); ++i)
-      banked_[index(i)] = g[i].kind != op::parameter && g[i].kind != op::param_grad &&
-                          made_forward[index(i)] && read_backward[index(i)] && computed_here(i);
-    for (int i : {step_index_.forward_begin_node, step_index_.forward_end_node, step_index_.backward_begin_node, step_index_.backward_end_node})
-      if (i >= 0) banked_[index(i)] = true;  // an inference program has no backward block
-  }
+  bool banked(int i) const { return banked_.banked(i); }
   void select_bank(int k) {
     if (k == active_bank_) return;
     const graph& g = program_.nodes;
@@ -733,115 +552,58 @@ class rank_program {
     active_bank_ = k;
   }
 
-  // Splits the layers over the pipeline axis, makes and checks the schedule (identically on every
-  // rank, before any communication), and finds which phases read each parameter.
-  void plan_pipeline(const pipeline_options& pipe) {
+  // Indexes the steps and splits the layers over the pipeline axis (plan/pipeline_stages.hpp),
+  // identically on every rank, before any communication.
+  void plan_stages(const pipeline_options& pipe) {
     const graph& g = program_.nodes;
     std::int64_t layers = 1;
     for (int i = 0; i < g.size(); ++i)
       if (g[i].kind == op::repeat_begin) layers = sizes_.get(size_symbol::layers);
     step_index_ = plan::index_steps(program_, layers);
     layers_ = step_index_.layers;
-    held_layer_.assign(static_cast<std::size_t>(layers_), true);
-    reads_pre_.assign(index(g.size()), false);
-    reads_post_.assign(index(g.size()), false);
     const int axis = program_.pipeline_axis;
-    if (axis < 0 || axis_sizes_[index(axis)] == 1) return;
-    constexpr auto where = "bind: pipeline";
-    if (step_index_.forward_blocks != 1)
-      fail(where, "the program has " + std::to_string(step_index_.forward_blocks) + " repeat blocks",
-           "pipeline stages split one repeat block's layers: build the model with one repeat");
-    const int p = axis_sizes_[index(axis)];
-    partition_ = pipeline::partition_layers(layers_, p * pipe.virtual_stages, pipe.stage_layers);
-    schedule_ = pipeline::make_schedule(pipe.schedule, p, pipe.micro_batches, pipe.virtual_stages);
-    pipeline::verify(schedule_);
-    pipeline_axis_ = axis;
-    const int r = layout_.coordinate(axis);
-    held_layer_.assign(static_cast<std::size_t>(layers_), false);
-    for (int c = 0; c < pipe.virtual_stages; ++c) {
-      const int j = schedule_.virtual_stage(r, c);
-      chunks_.emplace_back(partition_.first_layer[index(j)], partition_.first_layer[index(j) + 1]);
-      for (std::int64_t l = chunks_.back().first; l < chunks_.back().second; ++l)
-        held_layer_[static_cast<std::size_t>(l)] = true;
-    }
-    holds_first_ = schedule_.virtual_stage(r, 0) == 0;
-    holds_last_ = schedule_.virtual_stage(r, pipe.virtual_stages - 1) == p * pipe.virtual_stages - 1;
-    // Which forward phase reads each weight outside the block: pre (first stage) or post (last).
-    int seed = g.size();
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::ones) seed = std::min(seed, i);
-    for (int i = 0; i < seed; ++i)
-      for (int k = 0; k < g[i].input_count; ++k) {
-        const int x = g[i].inputs[k];
-        if (g[x].kind != op::parameter || g[x].region >= 0 || g[i].region >= 0) continue;
-        (i < step_index_.forward_begin_node ? reads_pre_ : reads_post_)[index(x)] = true;
-      }
-    for (int i = 0; i < g.size(); ++i) tied_ = tied_ || (reads_pre_[index(i)] && reads_post_[index(i)]);
-    // Micro-batch slots: the most micro-batches alive at once (first forward to last backward).
-    std::vector<int> forwards(index(pipe.micro_batches), 0), backwards(index(pipe.micro_batches), 0);
-    int alive = 0, most = 1;
-    for (const pipeline::action& a : schedule_.per_rank[index(r)]) {
-      if (a.kind == pipeline::action_kind::forward && forwards[index(a.micro_batch)]++ == 0)
-        most = std::max(most, ++alive);
-      if (a.kind == pipeline::action_kind::backward &&
-          ++backwards[index(a.micro_batch)] == pipe.virtual_stages)
-        --alive;
-    }
-    banks_.resize(index(most));
-    // Receive buffers: the most activations received and not yet consumed by their forward.
-    int pending = 0, most_pending = 0;
-    for (const pipeline::action& a : schedule_.per_rank[index(r)]) {
-      if (a.kind == pipeline::action_kind::recv_activation) most_pending = std::max(most_pending, ++pending);
-      if (a.kind == pipeline::action_kind::forward && schedule_.virtual_stage(r, a.chunk) > 0) --pending;
-    }
-    inbox_.resize(index(most_pending));
+    stages_ = plan::plan_pipeline_stages(program_, step_index_, pipe, axis < 0 ? 1 : axis_sizes_[index(axis)],
+                                         axis < 0 ? 0 : layout_.coordinate(axis));
   }
-
-  // Whether this rank runs the step that computes node i: every rank runs the blocks' phases, the
-  // first stage the embeddings and the embeddings' gradients, the last the head and loss (and,
-  // with a tied weight, the embeddings' gradient phase from a zero input).
-  bool computed_here(int i) const {
-    if (!pipelined()) return true;
-    const std::size_t s = step_index_.producer_step[index(i)];
-    if (s == no_step) return true;  // inputs, parameters
-    switch (phase_of(s)) {
-      case phase::pre:
-        return holds_first_;
-      case phase::post:
-        return holds_last_;
-      case phase::tail:
-        return holds_first_ || (holds_last_ && tied_);
-      case phase::forward_block:
-      case phase::backward_block:
-        return true;
-    }
-    return true;
-  }
-
-  // Whether this rank computes node i or runs a step reading it. A value read but computed on
-  // another stage stays zero here: the first stage's tail adds the head's part of a tied weight's
-  // gradient, which the last stage computes (the tied group's all-reduce sums the two).
-  bool needed_here(int i) const {
-    if (computed_here(i) || program_.nodes[i].kind == op::output) return true;  // outputs: broadcast
-    for (int reader : step_index_.readers[index(i)])
-      if (computed_here(reader)) return true;
-    return false;
-  }
+  bool computed_here(int i) const { return stages_.computed_here(i); }
+  bool needed_here(int i) const { return stages_.needed_here(i); }
+  bool holds(int i, std::int64_t layer) const { return stages_.holds(i, layer); }
 
   // The ranks of the first and the last stage, which both hold the weights tied to the embedding.
   void split_tied_group() {
-    const int p = axis_sizes_[index(pipeline_axis_)], r = layout_.coordinate(pipeline_axis_);
+    const int p = axis_sizes_[index(stages_.axis)], r = stages_.coordinate;
     const bool member = r == 0 || r == p - 1;
-    tied_comm_.push_back(axis_comms_[index(pipeline_axis_)].split(member ? 0 : 1, r));
+    tied_comm_.push_back(axis_comms_[index(stages_.axis)].split(member ? 0 : 1, r));
   }
 
-  // Whether this rank holds parameter i (layer `layer` for block weights).
-  bool holds(int i, std::int64_t layer) const {
-    const node& n = program_.nodes[i];
-    if (!pipelined()) return true;
-    if (n.region >= 0) return held_layer_[static_cast<std::size_t>(layer)];
-    return (reads_pre_[index(i)] && holds_first_) || (reads_post_[index(i)] && holds_last_);
-  }
+  // What the pipeline runner (runtime/pipeline_runner.hpp) asks of this rank.
+  struct pipeline_calls {
+    using buffer = typename Backend::buffer;
+    rank_program& rank;
+
+    void select_bank(int k) { rank.select_bank(k); }
+    buffer& value(int i) { return rank.value(i); }
+    buffer& value_at(int i, std::int64_t layer) { return rank.value_at(i, layer); }
+    buffer& output_value(int i) { return rank.values_[index(i)]; }
+    void upload_inputs(const tensor_map& inputs) { rank.upload_inputs(inputs); }
+    tensor_map outputs(std::string_view only) { return rank.outputs(only); }
+    void run_segment(const segment& sg) { rank.run_segment(sg); }
+    void copy(buffer& from, buffer& to) { rank.backend_.copy(from, to); }
+    template <class Fn>
+    void with_span(buffer& b, Fn&& fn) {
+      detail::with_element_type(b.type(), [&](auto zero) {
+        using T = decltype(zero);
+        fn(rank.template span_of<T>(b, b.numel()));
+      });
+    }
+    void gather_unlayered_parameters() {
+      if (rank.zero3_) rank.gather_unlayered_parameters();
+    }
+    void release_unlayered_parameters() {
+      if (rank.zero3_) rank.release_unlayered_parameters();
+    }
+  };
+
   int index_of(const node& n) const { return static_cast<int>(&n - &program_.nodes[0]); }
 
   // Every step but the loop markers. An error from the backend or the communicator (a failed
@@ -982,7 +744,7 @@ class rank_program {
     if constexpr (plan::traits_of<Backend>().views) {
       for (const plan::layer_block& group : memory_.layer_blocks)
         for (std::int64_t l = 0; l < layers_; ++l) {
-          if (!held_layer_[static_cast<std::size_t>(l)] || group.numel == 0) continue;
+          if (!stages_.holds_layer(l) || group.numel == 0) continue;
           buffer& block =
               layer_block_memory_.emplace_back(allocate_for(group.members[0], group.type, group.block_numel));
           if (budget_.exceeded()) continue;  // an empty block: bind fails at allocate()'s end
@@ -1096,7 +858,7 @@ class rank_program {
         const bool own = memory.kind != plan::storage::layer_block;  // else a view made below
         for (std::int64_t l = 0; l < layers_; ++l)
           per_layer_[index(i)].push_back(
-              allocate_for(i, n.type, own && held_layer_[static_cast<std::size_t>(l)] ? numel : 0));
+              allocate_for(i, n.type, own && stages_.holds_layer(l) ? numel : 0));
       }
       if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
         std::int64_t in = layout_.of(n.inputs[0]).numel();
@@ -1123,10 +885,12 @@ class rank_program {
 
   void allocate_banks() {
     const graph& g = program_.nodes;
-    plan_banks();
+    banked_ = plan::plan_micro_batch_banks(program_, step_index_, stages_, recompute_steps_);
+    banks_.resize(index(stages_.banks));
+    inbox_.resize(index(stages_.inbox));
     for (buffer& b : inbox_)
       b = allocate_for(step_index_.forward_begin_node, g[step_index_.forward_begin_node].type,
-                       value_at(step_index_.forward_begin_node, chunks_.front().first).numel());
+                       value_at(step_index_.forward_begin_node, stages_.chunks.front().first).numel());
     active_bank_ = 0;
     for (std::size_t k = 0; k < banks_.size(); ++k) {
       bank& b = banks_[k];
@@ -1648,16 +1412,10 @@ class rank_program {
   zero3_parameters<Backend, Comm> zero3_;    // ZeRO-3: the stored chunks, gathered weights and their plan
 
   // Pipeline stages (pipeline_options): this rank's layers, its slots.
-  int pipeline_axis_ = -1;  // -1: one stage
-  pipeline::stage_partition partition_;
-  pipeline::schedule schedule_;
-  std::vector<std::pair<std::int64_t, std::int64_t>> chunks_;  // per model chunk, layers [first, end)
-  std::vector<bool> held_layer_;                               // per layer: its weights are on this rank
-  std::vector<bool> reads_pre_, reads_post_;  // per parameter outside the block: read before / after it
-  bool holds_first_ = true, holds_last_ = true, tied_ = false;
+  plan::pipeline_stages stages_;  // plan/pipeline_stages.hpp
   std::vector<Comm> tied_comm_;  // the first and last stage (empty: none)
   std::vector<bank> banks_;
-  std::vector<bool> banked_;  // per node: one copy per micro-batch in flight (plan_banks)
+  plan::micro_batch_banks banked_;  // the values with one copy per micro-batch in flight
   static constexpr std::size_t no_step = plan::step_index::no_step;
   plan::step_index step_index_;  // producers, readers and phases of the steps (plan/step_index.hpp)
   int active_bank_ = 0;
