@@ -9,9 +9,9 @@
 
 #include <shardgraph/io/hf_config.hpp>
 #include <shardgraph/io/hf_model.hpp>
-#include <shardgraph/io/hf_random_checkpoint.hpp>
 
 #include "catch.hpp"
+#include "random_hf_checkpoint.hpp"
 
 namespace sg = shardgraph;
 namespace io = shardgraph::io;

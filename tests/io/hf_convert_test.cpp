@@ -13,7 +13,6 @@
 #include <shardgraph/cpu.hpp>
 #include <shardgraph/io/hf_export.hpp>
 #include <shardgraph/io/hf_model.hpp>
-#include <shardgraph/io/hf_random_checkpoint.hpp>
 #include <shardgraph/io/safetensors_checkpoint.hpp>
 #include <shardgraph/io/sharded_weights.hpp>
 #include <shardgraph/runtime/executor.hpp>
@@ -21,6 +20,7 @@
 #include <shardgraph/threads.hpp>
 
 #include "catch.hpp"
+#include "random_hf_checkpoint.hpp"
 
 namespace sg = shardgraph;
 using shardgraph::testing::contains;
