@@ -2,7 +2,20 @@
 // Small graphs shared by the pass tests: Megatron's MLP on a (dp, tp) mesh, and variants.
 #include <string_view>
 
-#include <shardgraph/shardgraph.hpp>
+// The compile-time layers only, not the whole of <shardgraph/shardgraph.hpp>: these tests run no
+// program, and the passes' tests stay cheap to compile.
+#include <shardgraph/core/dtype.hpp>
+#include <shardgraph/core/error.hpp>
+#include <shardgraph/core/model_sizes.hpp>
+#include <shardgraph/dsl/ops.hpp>
+#include <shardgraph/dsl/repeat.hpp>
+#include <shardgraph/mesh/mesh.hpp>
+#include <shardgraph/mesh/mesh_shape.hpp>
+#include <shardgraph/mesh/shard_spec.hpp>
+#include <shardgraph/models/gpt2.hpp>
+#include <shardgraph/models/llama.hpp>
+#include <shardgraph/passes/compile.hpp>
+#include <shardgraph/program/program.hpp>
 
 namespace test_models {
 
