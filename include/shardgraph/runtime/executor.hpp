@@ -729,15 +729,16 @@ class rank_program {
     return plan::per_layer(program_, step_index_, buckets_.plan().scattered_grad, i);
   }
   // Where every value lives, planned once the buckets have decided which gradients they scatter.
-  void plan_memory() {
-    memory_ = plan::plan_memory({.program = program_,
+  void plan_value_memory() {
+    const plan::memory_inputs in{.program = program_,
                                  .steps = step_index_,
                                  .layout = layout_,
                                  .fused = fused_,
                                  .options = memory_options_,
                                  .scattered_grad = buckets_.plan().scattered_grad,
                                  .pipelined = pipelined(),
-                                 .views = plan::traits_of<Backend>().views});
+                                 .views = plan::traits_of<Backend>().views};
+    memory_ = plan::plan_memory(in);
   }
   // One allocation per layer for each layer block, each member a view at its place in it.
   void allocate_layer_blocks() {
@@ -834,7 +835,7 @@ class rank_program {
     }));
     buckets_.allocate_chunks(backend_,
                              [&](int i, dtype type, std::int64_t n) { return allocate_for(i, type, n); });
-    plan_memory();
+    plan_value_memory();
     values_.reserve(index(g.size()));
     staging_.resize(index(g.size()));
     per_layer_.resize(index(g.size()));
