@@ -95,3 +95,16 @@ function(shardgraph_disabled_backends out)
   endforeach()
   set(${out} ${disabled} PARENT_SCOPE)
 endfunction()
+
+# shardgraph_skip_without_backends(<out> <what> <targets...>): <out> is TRUE, with the configure
+# message "shardgraph: <what> skipped: backend '<b>' is not built", when a backend among <targets>
+# is not built (shardgraph_disabled_backends); FALSE when all are. The caller then adds nothing.
+function(shardgraph_skip_without_backends out what)
+  shardgraph_disabled_backends(disabled ${ARGN})
+  set(${out} FALSE PARENT_SCOPE)
+  if(disabled)
+    string(REPLACE ";" "', '" disabled "${disabled}")
+    message(STATUS "shardgraph: ${what} skipped: backend '${disabled}' is not built")
+    set(${out} TRUE PARENT_SCOPE)
+  endif()
+endfunction()
