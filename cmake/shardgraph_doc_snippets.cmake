@@ -12,8 +12,11 @@
 #     line. A snippet links the backends whose headers it includes (<shardgraph/cpu.hpp>,
 #     <shardgraph/threads/...>, ...); one that includes a backend not built here is skipped with a
 #     message, and one that includes the cuda backend is compiled as CUDA (<file>_<n>.cu). The
-#     examples' headers (examples/common) are on the include path.
+#     examples' headers (examples/common) are on the include path. A snippet is a check, never
+#     timed: it is built without optimization and its device code lowered to PTX only
+#     (cmake/shardgraph_compile_check.cmake).
 #     Editing a doc reruns the configure step.
+include(shardgraph_compile_check)
 include(shardgraph_warnings)
 
 # Writes one snippet and adds its target (and test, for `run`).
@@ -47,6 +50,8 @@ function(_shardgraph_add_doc_snippet doc_path stem first_line code mode)
   # include as a reader of it would.
   target_link_libraries(${target} PRIVATE shardgraph::core shardgraph_examples_common ${backends})
   shardgraph_target_warnings(${target})
+  shardgraph_without_optimization(${target})
+  shardgraph_cuda_ptx_only(${target})
   if(mode STREQUAL "run" AND SHARDGRAPH_BUILD_TESTS)
     add_test(NAME doc_snippet.${stem} COMMAND ${target})
     set_tests_properties(doc_snippet.${stem} PROPERTIES LABELS docs TIMEOUT 120)

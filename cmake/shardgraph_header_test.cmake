@@ -8,7 +8,9 @@
 #     with <target>'s include directories and definitions and the project's warnings (-Werror).
 #     A header that declares device code (__global__, __device__, a kernel launch, a .cuh kernel
 #     file) only nvcc can compile: its TU is a .cu, compiled as CUDA; every other header, cuda's
-#     and nccl's host headers included, is compiled as C++.
+#     and nccl's host headers included, is compiled as C++; device code is lowered to PTX only
+#     (cmake/shardgraph_compile_check.cmake).
+include(shardgraph_compile_check)
 include(shardgraph_warnings)
 
 function(shardgraph_add_header_test name)
@@ -36,12 +38,5 @@ function(shardgraph_add_header_test name)
   add_library(header_test_${name} OBJECT ${sources})
   target_link_libraries(header_test_${name} PRIVATE ${arg_LINK})
   shardgraph_target_warnings(header_test_${name})
-  # Device code is checked by nvcc's front end and lowered to PTX for the first architecture only:
-  # no machine code (ptxas), which would add a third to the time and nothing to the check.
-  if(CMAKE_CUDA_ARCHITECTURES)
-    list(GET CMAKE_CUDA_ARCHITECTURES 0 arch)
-    if(arch MATCHES "^([0-9]+[a-z]?)(-real|-virtual)?$")
-      set_target_properties(header_test_${name} PROPERTIES CUDA_ARCHITECTURES "${CMAKE_MATCH_1}-virtual")
-    endif()
-  endif()
+  shardgraph_cuda_ptx_only(header_test_${name})
 endfunction()
