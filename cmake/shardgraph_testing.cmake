@@ -19,8 +19,9 @@ include(shardgraph_warnings)
 set(SHARDGRAPH_TESTS_DIR "${PROJECT_SOURCE_DIR}/tests")
 set(SHARDGRAPH_DEFAULT_TEST_TIMEOUT 300)
 
-# ---- Catch2: 3.x links Catch2WithMain; 2.x is one header, whose main() is compiled once here from
-# tests/catch_main.cpp. Tests include "catch.hpp" (tests/catch.hpp), which picks the right header.
+# ---- Catch2: 3.x links Catch2WithMain; 2.x is one header, whose implementation is compiled once here
+# (tests/catch_session.cpp, the library shardgraph_catch) under the main() of tests/catch_main.cpp
+# and of tests/gpu_main.cpp. Tests include "catch.hpp" (tests/catch.hpp), which picks the right header.
 set(SHARDGRAPH_CATCH2_FOUND FALSE)
 find_package(Catch2 3 CONFIG QUIET)
 if(TARGET Catch2::Catch2WithMain AND Catch2_VERSION VERSION_GREATER_EQUAL 3)
@@ -41,11 +42,17 @@ else()
   endif()
   if(TARGET Catch2::Catch2)
     add_library(shardgraph_test_main STATIC "${SHARDGRAPH_TESTS_DIR}/catch_main.cpp")
-    target_link_libraries(shardgraph_test_main PUBLIC Catch2::Catch2)
-    target_include_directories(shardgraph_test_main PUBLIC "${SHARDGRAPH_TESTS_DIR}")
-    target_compile_features(shardgraph_test_main PUBLIC cxx_std_20)
+    target_link_libraries(shardgraph_test_main PUBLIC shardgraph_catch)
     set(SHARDGRAPH_CATCH2_FOUND TRUE)
   endif()
+endif()
+# shardgraph_catch: Catch2 without main() (3.x's Catch2::Catch2, or 2.x's header) and
+# shardgraph::testing::run_catch_session (tests/catch_session.hpp).
+if(SHARDGRAPH_CATCH2_FOUND)
+  add_library(shardgraph_catch STATIC "${SHARDGRAPH_TESTS_DIR}/catch_session.cpp")
+  target_link_libraries(shardgraph_catch PUBLIC Catch2::Catch2)
+  target_include_directories(shardgraph_catch PUBLIC "${SHARDGRAPH_TESTS_DIR}")
+  target_compile_features(shardgraph_catch PUBLIC cxx_std_20)
 endif()
 if(NOT SHARDGRAPH_CATCH2_FOUND)
   message(NOTICE "shardgraph: tests skipped: Catch2 (3.x, or 2.x with catch2/catch.hpp) not found. "
@@ -66,10 +73,7 @@ function(_shardgraph_gpu_test_main)
     return()
   endif()
   add_library(shardgraph_gpu_test_main STATIC "${SHARDGRAPH_GPU_TEST_MAIN}")
-  # Catch2::Catch2 is Catch2 3's library without main(), or Catch2 2's header.
-  target_link_libraries(shardgraph_gpu_test_main PUBLIC Catch2::Catch2 CUDA::cudart)
-  target_include_directories(shardgraph_gpu_test_main PUBLIC "${SHARDGRAPH_TESTS_DIR}")
-  target_compile_features(shardgraph_gpu_test_main PUBLIC cxx_std_20)
+  target_link_libraries(shardgraph_gpu_test_main PUBLIC shardgraph_catch CUDA::cudart)
 endfunction()
 
 # ---- MPI launcher: ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} <n> <preflags> <exe> ${MPIEXEC_POSTFLAGS}.

@@ -5,12 +5,7 @@
 
 #include <cstdio>
 
-#if __has_include(<catch2/catch_all.hpp>)
-#include <catch2/catch_session.hpp>
-#else
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-#endif
+#include "catch_session.hpp"
 
 namespace {
 constexpr int skip_return_code = 77;
@@ -24,5 +19,5 @@ int main(int argc, char* argv[]) {
                 status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
     return skip_return_code;
   }
-  return Catch::Session().run(argc, argv);
+  return shardgraph::testing::run_catch_session(argc, argv);
 }
