@@ -14,15 +14,15 @@
 #include <shardgraph/shardgraph.hpp>
 
 #include "catch.hpp"
-#include "residual_blocks.hpp"
+#include "test_programs.hpp"
 
 namespace sg = shardgraph;
 namespace mp = shardgraph::memory_plan;
 
 namespace {
 
-using plan_programs::Mesh;
-using plan_programs::residual_blocks;
+using plan_test_programs::Mesh;
+using plan_test_programs::residual_blocks;
 
 // x -> linear(w1) -> linear(w2) -> linear(w3) -> output "y": three values of one size in a row.
 constexpr sg::graph three_products() {
@@ -68,11 +68,11 @@ constexpr sg::graph three_branches() {
 
 constexpr sg::program products_program = sg::compile<three_products, sg::inference{}>();
 constexpr sg::program outputs_program = sg::compile<two_outputs, sg::inference{}>();
-constexpr sg::program residual_training = sg::compile<residual_blocks, sg::training{}>();
-constexpr sg::program residual_inference = sg::compile<residual_blocks, sg::inference{}>();
+const sg::program& residual_training = plan_test_programs::untied;
+const sg::program& residual_inference = plan_test_programs::untied_inference;
 constexpr sg::program branches_training = sg::compile<three_branches, sg::training{}>();
 constexpr sg::program residual_recomputed =
-    sg::compile<residual_blocks, sg::training{.recompute = sg::recompute::full}>();
+    sg::compile<residual_blocks<false>, sg::training{.recompute = sg::recompute::full}>();
 
 struct no_fused_calls {
   using buffer = int;
@@ -90,7 +90,7 @@ sg::local_layout layout_of(const sg::program& p) {
   sg::model_sizes sizes;
   sizes.set(sg::size_symbol::batch, 2).set(sg::size_symbol::seq, 4).set(sg::size_symbol::model, 16);
   sizes.set(sg::size_symbol::vocab, 32).set(sg::size_symbol::layers, layers);
-  const sg::mesh_shape mesh{{"dp", 1}, {"tp", 1}};
+  const sg::mesh_shape mesh{{"dp", 1}, {"pp", 1}};
   return sg::local_layout(p, sizes, mesh, mesh.coordinates(p.nodes.axes, 0));
 }
 
