@@ -129,12 +129,22 @@ std::map<int, std::string> errors_of_threads(const World& world, Fn&& fn) {
   return by_rank;
 }
 
-// The contract's hand-computed collectives in one element type, on p ranks.
+// Runs check(p, np) for each group size p that fixture F offers (np: p as a std::size_t), with p
+// in the message of every assertion that fails in it.
+template <class F, class Check>
+void for_each_group_size(Check&& check) {
+  for (const int p : F::rank_counts()) {
+    CAPTURE(p);
+    check(p, static_cast<std::size_t>(p));
+  }
+}
+
+// The contract's hand-computed collectives in one element type, on p ranks (called from
+// for_each_group_size, which names p in the failures).
 template <class F, class T>
 void check_collectives(int p) {
   const auto np = static_cast<std::size_t>(p);
   const std::size_t n = 5;  // elements per rank (per chunk where a collective splits)
-  CAPTURE(p);
   // 0 and 1 elements leave some ranks without a slice of an all_reduce; 7 does not divide among 2,
   // 3, 4 or 8 ranks. data[i] on rank r = 10 (r + 1) + i sums to 5 p (p + 1) + p i.
   for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{64}}) {

@@ -15,20 +15,19 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: every collective gives the hand-
                         communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
-  for (const int p : F::rank_counts()) {
+  for_each_group_size<F>([&](int p, std::size_t) {
     check_collectives<F, float>(p);
     check_collectives<F, double>(p);
     check_collectives<F, std::int32_t>(p);
     check_collectives<F, std::int64_t>(p);
-  }
+  });
 }
 
 TEMPLATE_LIST_TEST_CASE("communicator contract: 64-bit and 8-bit integers sum exactly, wrapping", "[comm]",
                         communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
-  for (const int p : F::rank_counts()) {
-    CAPTURE(p);
+  for_each_group_size<F>([&](int p, std::size_t) {
     const auto sums = F::run(p, [&](auto& c) {
       const int r = c.rank();
       auto big = F::make(std::vector<std::int64_t>{(std::int64_t{1} << 40) * r, -r});
@@ -55,15 +54,14 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: 64-bit and 8-bit integers sum ex
         CHECK(b[1] == static_cast<std::uint16_t>(0xffff * p));
       }
     }
-  }
+  });
 }
 
 TEMPLATE_LIST_TEST_CASE("communicator contract: an all_reduce gives every rank the same bits", "[comm]",
                         communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
-  for (const int p : F::rank_counts()) {
-    CAPTURE(p);
+  for_each_group_size<F>([&](int p, std::size_t) {
     // Irregular floats: where the order of summation is the communicator's own, every rank still
     // gets the same bits.
     const auto reduced = F::run(p, [&](auto& c) {
@@ -88,7 +86,7 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: an all_reduce gives every rank t
         CHECK(std::equal(mine.begin(), mine.end(), first));
       }
     }
-  }
+  });
 }
 
 TEMPLATE_LIST_TEST_CASE("communicator contract: sums in rank order, each addition rounded", "[comm]",
@@ -96,8 +94,7 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: sums in rank order, each additio
   using F = TestType;
   using namespace communicator_contract;
   if constexpr (F::sums_in_rank_order) {
-    for (const int p : F::rank_counts()) {
-      CAPTURE(p);
+    for_each_group_size<F>([&](int p, std::size_t) {
       // (n) all-reduced, and (p * m) reduce-scattered to (m), from awkward values: the sums in rank
       // order 0, 1, ..., p-1, bit for bit, in two runs.
       const std::size_t n = 29, m = 3;
@@ -175,7 +172,7 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: sums in rank order, each additio
         CHECK(got[2] == 2.0f * static_cast<float>(p));
         CHECK(got[3] == static_cast<float>(p * (p - 1) / 2));  // 0 + 1 + ... + (p - 1)
       }
-    }
+    });
   } else {
     SUCCEED("this communicator chooses its own order of summation");
   }
@@ -185,9 +182,7 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: gathers and reduces in place", "
                         communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
-  for (const int p : F::rank_counts()) {
-    CAPTURE(p);
-    const auto np = static_cast<std::size_t>(p);
+  for_each_group_size<F>([&](int p, std::size_t np) {
     const auto seen = F::run(p, [&](auto& c) {
       const auto r = static_cast<std::size_t>(c.rank());
       std::vector<double> values(2 * np, -1.0);
@@ -210,16 +205,14 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: gathers and reduces in place", "
       CHECK(got.first == expected_gather);
       CHECK(got.second == std::vector<double>{double(p * rank), 10.0 * double(p * rank)});
     }
-  }
+  });
 }
 
 TEMPLATE_LIST_TEST_CASE("communicator contract: all_to_all in place works or is refused as an overlap",
                         "[comm]", communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
-  for (const int p : F::rank_counts()) {
-    CAPTURE(p);
-    const auto np = static_cast<std::size_t>(p);
+  for_each_group_size<F>([&](int p, std::size_t np) {
     const std::size_t m = 2;
     const auto values_of = [&](int r) {
       std::vector<std::int32_t> v(np * m);
@@ -246,7 +239,7 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: all_to_all in place works or is 
            }))
         CHECK_THAT(message, ContainsSubstring("all_to_all") && ContainsSubstring("overlap"));
     }
-  }
+  });
 }
 
 TEMPLATE_LIST_TEST_CASE("communicator contract: bf16 bits and plain structs move unchanged", "[comm]",
@@ -258,9 +251,7 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: bf16 bits and plain structs move
     float weight;
     std::uint8_t flags[3];
   };
-  for (const int p : F::rank_counts()) {
-    CAPTURE(p);
-    const auto np = static_cast<std::size_t>(p);
+  for_each_group_size<F>([&](int p, std::size_t np) {
     const auto seen = F::run(p, [&](auto& c) {
       const int r = c.rank();
       // bf16 bit patterns around inf and NaN, and this rank's value
@@ -321,16 +312,14 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: bf16 bits and plain structs move
       expected_shared[0] = shardgraph::float_to_bf16(static_cast<float>(p - 1));
       CHECK(shared == expected_shared);
     }
-  }
+  });
 }
 
 TEMPLATE_LIST_TEST_CASE("communicator contract: comm's functions take any contiguous buffer", "[comm]",
                         communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
-  for (const int p : F::rank_counts()) {
-    CAPTURE(p);
-    const auto np = static_cast<std::size_t>(p);
+  for_each_group_size<F>([&](int p, std::size_t np) {
     // Spans of non-const elements where read-only ones are expected, through every function.
     const auto seen = F::run(p, [&](auto& c) {
       const int r = c.rank();
@@ -400,5 +389,5 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: comm's functions take any contig
         CHECK(chunk == std::vector<double>{static_cast<double>(p * (p - 1) / 2)});
       }
     }
-  }
+  });
 }

@@ -7,8 +7,7 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: split groups ranks by color and 
                         communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
-  for (const int p : F::rank_counts()) {
-    CAPTURE(p);
+  for_each_group_size<F>([&](int p, std::size_t) {
     // A rows x columns grid, rank = row * columns + column; pairs split each row in two where it can.
     const int rows = p % 2 == 0 ? 2 : 1, columns = p / rows;
     struct result {
@@ -90,15 +89,15 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: split groups ranks by color and 
       CHECK(got.parity_size == parity_size);
       CHECK(got.parity_rank == higher);
     }
-  }
+  });
 }
 
 TEMPLATE_LIST_TEST_CASE("communicator contract: send and recv", "[comm]", communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
-  for (const int p : F::rank_counts()) {
-    if (p == 1) continue;  // point to point needs a peer
-    CAPTURE(p);
+  for_each_group_size<F>([&](int p, std::size_t) {
+    if (p == 1) return;  // point to point needs a peer
+
     {  // a ring, each token passed on p - 1 times
       const auto totals = F::run(p, [&](auto& c) {
         const int r = c.rank(), next = (r + 1) % p, previous = (r + p - 1) % p;
@@ -189,16 +188,14 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: send and recv", "[comm]", commun
         if (got.count(0) != 0) CHECK(got.at(0) == std::vector<int>{2, 1, 10, 11, 12});
       }
     }
-  }
+  });
 }
 
 TEMPLATE_LIST_TEST_CASE("communicator contract: wrong sizes and ranks throw shardgraph::error on every rank",
                         "[comm]", communicator_fixtures) {
   using F = TestType;
   using namespace communicator_contract;
-  for (const int p : F::rank_counts()) {
-    CAPTURE(p);
-    const auto np = static_cast<std::size_t>(p);
+  for_each_group_size<F>([&](int p, std::size_t np) {
     const auto check_every_rank = [&](const std::map<int, std::string>& messages, const auto& matcher) {
       for (const auto& [rank, message] : messages) {
         CAPTURE(rank);
@@ -261,5 +258,5 @@ TEMPLATE_LIST_TEST_CASE("communicator contract: wrong sizes and ranks throw shar
                                  comm::recv(c, F::template view<double>(data), -1, 0);
                                }),
                      ContainsSubstring("recv") && ContainsSubstring("peer -1 is not a rank"));
-  }
+  });
 }
