@@ -54,6 +54,14 @@ if(SHARDGRAPH_CATCH2_FOUND)
   target_include_directories(shardgraph_catch PUBLIC "${SHARDGRAPH_TESTS_DIR}")
   target_compile_features(shardgraph_catch PUBLIC cxx_std_20)
 endif()
+# shardgraph_test_cpu_threads: rank_program<cpu::backend, threads::communicator> compiled once
+# (tests/support/cpu_threads_rank_program.hpp says how a test uses it).
+if(SHARDGRAPH_CATCH2_FOUND AND TARGET shardgraph::cpu AND TARGET shardgraph::threads)
+  add_library(shardgraph_test_cpu_threads STATIC "${SHARDGRAPH_TESTS_DIR}/support/cpu_threads_rank_program.cpp")
+  target_link_libraries(shardgraph_test_cpu_threads PUBLIC shardgraph::cpu shardgraph::threads)
+  target_include_directories(shardgraph_test_cpu_threads PUBLIC "${SHARDGRAPH_TESTS_DIR}")
+  shardgraph_target_warnings(shardgraph_test_cpu_threads)
+endif()
 if(NOT SHARDGRAPH_CATCH2_FOUND)
   message(NOTICE "shardgraph: tests skipped: Catch2 (3.x, or 2.x with catch2/catch.hpp) not found. "
                  "install catch2 (tools/install_deps.sh) or set Catch2_DIR; "
@@ -128,6 +136,9 @@ function(shardgraph_add_test name)
     target_link_libraries(${target} PRIVATE ${arg_LINK} shardgraph_gpu_test_main)
   else()
     target_link_libraries(${target} PRIVATE ${arg_LINK} shardgraph_test_main)
+  endif()
+  if("shardgraph::cpu" IN_LIST arg_LINK AND "shardgraph::threads" IN_LIST arg_LINK)
+    target_link_libraries(${target} PRIVATE shardgraph_test_cpu_threads)
   endif()
   target_compile_definitions(${target} PRIVATE
     SHARDGRAPH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
