@@ -7,11 +7,44 @@
 #     The object library header_test_<name>: a TU for every <dir>/shardgraph/**/*.hpp, compiled
 #     with <target>'s include directories and definitions and the project's warnings (-Werror).
 #     A header that declares device code (__global__, __device__, a kernel launch, a .cuh kernel
-#     file) only nvcc can compile: its TU is a .cu, compiled as CUDA; every other header, cuda's
-#     and nccl's host headers included, is compiled as C++; device code is lowered to PTX only
-#     (cmake/shardgraph_compile_check.cmake).
+#     file), or includes a header of <dir> that does, only nvcc can compile: its TU is a .cu,
+#     compiled as CUDA; every other header, cuda's and nccl's host headers included, is compiled
+#     as C++; device code is lowered to PTX only (cmake/shardgraph_compile_check.cmake).
 include(shardgraph_compile_check)
 include(shardgraph_warnings)
+
+# The headers (relative to <dir>) that only nvcc compiles: those declaring device code, and those
+# including one of them (#include <...> of a header of <dir>), to the end of the chain.
+function(_shardgraph_device_headers out dir)
+  set(device)
+  set(host)
+  foreach(header IN LISTS ARGN)
+    file(RELATIVE_PATH relative "${dir}" "${header}")
+    file(STRINGS "${header}" device_code REGEX "__global__|__device__|<<<|\\.cuh[\">]")
+    if(device_code)
+      list(APPEND device "${relative}")
+    else()
+      list(APPEND host "${relative}")
+      file(STRINGS "${header}" lines REGEX "^#include <shardgraph/[^>]*\\.hpp>")
+      string(REGEX REPLACE "#include <([^>]*)>[^;]*" "\\1" "includes_${relative}" "${lines}")
+    endif()
+  endforeach()
+  set(changed TRUE)
+  while(changed)
+    set(changed FALSE)
+    foreach(relative IN LISTS host)
+      foreach(included IN LISTS "includes_${relative}")
+        if(included IN_LIST device)
+          list(APPEND device "${relative}")
+          list(REMOVE_ITEM host "${relative}")
+          set(changed TRUE)
+          break()
+        endif()
+      endforeach()
+    endforeach()
+  endwhile()
+  set(${out} "${device}" PARENT_SCOPE)
+endfunction()
 
 function(shardgraph_add_header_test name)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "INCLUDE_DIR;LINK" "")
@@ -23,12 +56,12 @@ function(shardgraph_add_header_test name)
     return()
   endif()
   file(GLOB_RECURSE headers CONFIGURE_DEPENDS "${arg_INCLUDE_DIR}/shardgraph/*.hpp")
+  _shardgraph_device_headers(device_headers "${arg_INCLUDE_DIR}" ${headers})
   set(sources)
   foreach(header IN LISTS headers)
     file(RELATIVE_PATH relative "${arg_INCLUDE_DIR}" "${header}")
-    file(STRINGS "${header}" device_code REGEX "__global__|__device__|<<<|\\.cuh[\">]")
     set(extension cpp)
-    if(device_code)
+    if(relative IN_LIST device_headers)
       set(extension cu)
     endif()
     set(source "${CMAKE_CURRENT_BINARY_DIR}/header_test/${name}/${relative}.${extension}")

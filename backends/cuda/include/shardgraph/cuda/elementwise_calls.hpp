@@ -1,0 +1,123 @@
+#pragma once
+// cuda::backend's calls that map elements or rows to elements: the fused elementwise chains
+// (add, mul, add_bias, gelu, silu), the activations' gradients, the heads' permutes, rope, the
+// transpose, the row softmax and its gradient, and `ones`. The vector kernels
+// (kernels/vectorized.cuh) take them where every buffer is 16-byte aligned whole vectors.
+//
+//   chain                     {numel}                           operands -> (numel)
+//   gelu_grad, silu_grad      {numel}                           x, dy -> dx
+//   split_heads, merge_heads  {batch, seq, heads, head_dim}     (b, s, h, d) <-> (b, h, s, d)
+//   rope, rope_grad           {batch, heads, seq, head_dim}     x -> x rotated by kernel_call::rope
+//   transpose                 {batch, rows, cols}               (b, rows, cols) -> (b, cols, rows)
+//   softmax, softmax_grad     {rows, cols}                      x [, dy] -> (rows, cols)
+#include <shardgraph/core/error.hpp>
+#include <shardgraph/cuda/backend_state.hpp>
+#include <shardgraph/cuda/kernel_launch.hpp>
+#include <shardgraph/cuda/kernels/elementwise.cuh>
+#include <shardgraph/cuda/kernels/layout.cuh>
+#include <shardgraph/cuda/kernels/norms.cuh>
+#include <shardgraph/cuda/kernels/softmax.cuh>
+#include <shardgraph/cuda/kernels/vectorized.cuh>
+#include <shardgraph/cuda/tensor_buffer.hpp>
+#include <shardgraph/ir/op.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace shardgraph::cuda::detail {
+
+template <class C, class I>
+void run_chain(backend_state& s, const kernels::chain_args& a) {
+  const unsigned threads = 256;
+  if (!vector_ready(a))
+    return kernels::chain_kernel<C, I><<<kernels::blocks_for(a.numel, threads), threads, 0, s.stream>>>(a);
+  const unsigned grid = kernels::blocks_for(a.numel / vector_lanes(a.out.type), threads);
+  with_vector_types(a.out.type, [&]<class T, class V>() {
+    kernels::chain_vector_kernel<T, V, I><<<grid, threads, 0, s.stream>>>(a);
+  });
+}
+
+// A call's chain of elementwise steps (kernel_call::chain over kernel_call::operands).
+template <class C, class I>
+void elementwise_chain(backend_state& s, const kernel_call& c) {
+  kernels::chain_args a;
+  a.out = out(*c.out);
+  for (int k = 0; k < c.operand_count; ++k) a.operands[k] = in(*c.operands[k]);
+  for (int st = 0; st < c.chain_length; ++st) a.steps[st] = c.chain[st];
+  a.length = c.chain_length;
+  a.numel = c.dims[0];
+  run_chain<C, I>(s, a);
+}
+
+template <class C, bool Gelu, class I>
+void activation_grad(backend_state& s, const kernel_call& c) {
+  const unsigned threads = 256;
+  const kernels::ref x = in(c, 0), dy = in(c, 1);
+  const kernels::mut_ref o = out(*c.out);
+  const std::int64_t n = c.dims[0];
+  if (!vector_ready(o.type, n, {x, dy, o}))
+    return kernels::activation_grad_kernel<C, Gelu, I>
+        <<<kernels::blocks_for(n, threads), threads, 0, s.stream>>>(x, dy, o, n);
+  const unsigned grid = kernels::blocks_for(n / vector_lanes(o.type), threads);
+  with_vector_types(o.type, [&]<class T, class V>() {
+    kernels::activation_grad_vector_kernel<T, V, Gelu, I><<<grid, threads, 0, s.stream>>>(
+        static_cast<const T*>(x.data), static_cast<const T*>(dy.data), static_cast<T*>(o.data), n);
+  });
+}
+
+// split_heads / merge_heads: x (batch, seq, heads, head_dim) <-> (batch, heads, seq, head_dim).
+template <class C, bool Split, class I>
+void heads(backend_state& s, const kernel_call& c) {
+  const unsigned threads = 256;
+  const std::int64_t* d = c.dims;
+  const kernels::ref x = in(c, 0);
+  const kernels::mut_ref y = out(*c.out);
+  const std::int64_t numel = c.out->numel();
+  if (!vector_ready(y.type, d[3], {x, y}))
+    return kernels::heads_kernel<C, Split, I>
+        <<<kernels::blocks_for(numel, threads), threads, 0, s.stream>>>(x, y, d[1], d[2], d[3], numel);
+  const std::int64_t lanes = vector_lanes(y.type), vectors = numel / lanes;
+  kernels::heads_vector_kernel<Split, I><<<kernels::blocks_for(vectors, threads), threads, 0, s.stream>>>(
+      static_cast<const uint4*>(x.data), static_cast<uint4*>(y.data), d[1], d[2], d[3] / lanes, vectors);
+}
+
+template <class C, class I>
+void rope(backend_state& s, const kernel_call& c) {
+  const std::int64_t* d = c.dims;
+  tensor_buffer& o = *c.out;
+  if (c.rope == nullptr || c.rope->pairs != d[3] / 2)
+    fail("cuda::backend: " + std::string(op_name(c.kind)),
+         "the call carries no frequency table (kernel_call::rope) for head_dim " + std::to_string(d[3]),
+         "set it to a compute::make_rope_frequencies table, as the executor does at bind");
+  kernels::rope_kernel<C, I><<<kernels::blocks_for(o.numel() / 2, 256), 256, 0, s.stream>>>(
+      in(c, 0), out(o), d[2], d[3], *c.rope, c.kind == op::rope ? 1.0 : -1.0, o.numel() / 2);
+}
+
+template <class C, class I>
+void transpose(backend_state& s, const kernel_call& c) {
+  const std::int64_t* d = c.dims;
+  tensor_buffer& o = *c.out;
+  kernels::transpose_kernel<C, I><<<kernels::blocks_for(o.numel(), 256), 256, 0, s.stream>>>(
+      in(c, 0), out(o), d[1], d[2], d[0] * d[1] * d[2]);
+}
+
+template <class C>
+void softmax(backend_state& s, const kernel_call& c) {
+  kernels::softmax_kernel<C><<<static_cast<unsigned>(c.dims[0]), kernels::row_threads, 0, s.stream>>>(
+      in(c, 0), out(*c.out), c.dims[1], c.dims[1], false, C(1));
+}
+
+template <class C>
+void softmax_grad(backend_state& s, const kernel_call& c) {
+  kernels::softmax_grad_kernel<C><<<static_cast<unsigned>(c.dims[0]), kernels::row_threads, 0, s.stream>>>(
+      in(c, 0), in(c, 1), out(*c.out), c.dims[1], c.dims[1], false, C(1));
+}
+
+// ones {numel}: every element kernel_call::scalar (the loss scale), or 1 where it is 0.
+template <class C, class I>
+void ones(backend_state& s, const kernel_call& c) {
+  kernels::fill_kernel<C, I><<<kernels::blocks_for(c.dims[0], 256), 256, 0, s.stream>>>(
+      out(*c.out), c.dims[0], c.scalar != 0 ? C(c.scalar) : C(1));
+}
+
+}  // namespace shardgraph::cuda::detail
