@@ -23,9 +23,12 @@
 // The general form, matmul_problem, is what the compute backend runs: a batch of row-major products
 //   C[i] (m, n) = alpha op(A[i]) op(B[i]) + beta C[i]   [+ bias]   op(X) = X or X^T (stored transposed)
 // with A, B and C of their own element types (bf16 inputs into an f32 C, for attention's scores).
+// The types are in gemm_problem.hpp, the cuBLASLt plumbing in cublaslt.hpp.
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/check.hpp>
+#include <shardgraph/cuda/cublaslt.hpp>
 #include <shardgraph/cuda/device_buffer.hpp>
+#include <shardgraph/cuda/gemm_problem.hpp>
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -40,245 +43,6 @@
 #include <vector>
 
 namespace shardgraph::cuda {
-
-enum class element { f32, bf16, f16, f64 };
-// bias_grad_of_b / bias_grad_of_a: besides C, the column sums of op(B) over k (n values) / of op(A)
-// over k (m values) into the `bias` pointer, in C's type: a linear's bias gradient, summed over the
-// tokens as its weight gradient reads them (cuBLASLt's BGRADA / BGRADB on its swapped operands).
-// gelu_aux / bias_gelu_aux: gelu and bias_gelu that also write the pre-activation (C's shape and
-// type) to epilogue_operands::aux; gelu_grad: C = (alpha op(A) op(B)) * gelu'(aux), aux the
-// activation's input (cuBLASLt's GELU_AUX, GELU_AUX_BIAS, DGELU); gelu_grad_bias_grad: gelu_grad
-// that also writes C's column sums (n values: over the m rows, the tokens) to the `bias` pointer,
-// the bias gradient of the layer before the GELU (cuBLASLt's DGELU_BGRAD).
-enum class epilogue {
-  none,
-  bias,
-  gelu,
-  bias_gelu,
-  bias_grad_of_b,
-  bias_grad_of_a,
-  gelu_aux,
-  bias_gelu_aux,
-  gelu_grad,
-  gelu_grad_bias_grad
-};
-
-// What an epilogue reads or writes besides C: the bias (read, or written by bias_grad_*), aux (see
-// epilogue), and the addend: the matrix beta scales when it is not C itself (C = ... + beta addend).
-struct epilogue_operands {
-  const void* bias = nullptr;
-  const void* aux = nullptr;
-  const void* addend = nullptr;
-};
-
-// How a plan's algorithm is chosen (see the header comment).
-enum class gemm_choice { heuristic, timed };
-
-// A gemm_runner's timed choices: each timed plan (named as its first call named it) with the
-// median milliseconds of the heuristic's first answer and of the chosen one (equal: kept).
-struct gemm_timed_plan {
-  std::string what;
-  double first_ms = 0, chosen_ms = 0;
-};
-struct gemm_choice_report {
-  std::vector<gemm_timed_plan> plans;
-  int changed() const {
-    int n = 0;
-    for (const gemm_timed_plan& p : plans) n += p.chosen_ms < p.first_ms ? 1 : 0;
-    return n;
-  }
-  double first_ms() const {
-    double ms = 0;
-    for (const gemm_timed_plan& p : plans) ms += p.first_ms;
-    return ms;
-  }
-  double chosen_ms() const {
-    double ms = 0;
-    for (const gemm_timed_plan& p : plans) ms += p.chosen_ms;
-    return ms;
-  }
-};
-
-struct gemm_shape {
-  std::int64_t m = 0, n = 0, k = 0;
-  element type = element::f32;
-  epilogue post = epilogue::none;
-};
-
-// C[i] = alpha op(A[i]) op(B[i]) + beta C[i] (+ bias (n) per row), i < batch, all row-major:
-// op(A) is (m, k): A is stored (m, k), or (k, m) when transpose_a; op(B) is (k, n): B is stored
-// (k, n), or (n, k) when transpose_b. Strides are in elements between consecutive A[i], B[i], C[i]
-// (0: one matrix for every i, as q's, k's and v's products share their input), and between the
-// products' biases (bias gradients).
-struct matmul_problem {
-  std::int64_t m = 0, n = 0, k = 0;
-  bool transpose_a = false, transpose_b = false;
-  element a_type = element::f32, b_type = element::f32, c_type = element::f32;
-  epilogue post = epilogue::none;
-  std::int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
-  std::int64_t stride_bias = 0;
-  double alpha = 1, beta = 0;
-};
-
-namespace detail {
-
-inline std::string gemm_text(const gemm_shape& s) {
-  const char* t = s.type == element::f32    ? "f32"
-                  : s.type == element::bf16 ? "bf16"
-                  : s.type == element::f16  ? "f16"
-                                            : "f64";
-  return "gemm (" + std::to_string(s.m) + " x " + std::to_string(s.k) + ") . (" + std::to_string(s.k) +
-         " x " + std::to_string(s.n) + ") " + t;
-}
-
-// cuBLASLt's status names (cublasGetStatusName lives in libcublas, which the backend does not link).
-inline const char* cublas_status_name(cublasStatus_t status) {
-  switch (status) {
-    case CUBLAS_STATUS_SUCCESS:
-      return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED:
-      return "CUBLAS_STATUS_NOT_INITIALIZED (no handle)";
-    case CUBLAS_STATUS_ALLOC_FAILED:
-      return "CUBLAS_STATUS_ALLOC_FAILED (out of memory)";
-    case CUBLAS_STATUS_INVALID_VALUE:
-      return "CUBLAS_STATUS_INVALID_VALUE (a bad argument)";
-    case CUBLAS_STATUS_ARCH_MISMATCH:
-      return "CUBLAS_STATUS_ARCH_MISMATCH (not on this GPU)";
-    case CUBLAS_STATUS_MAPPING_ERROR:
-      return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED:
-      return "CUBLAS_STATUS_EXECUTION_FAILED (the kernel failed)";
-    case CUBLAS_STATUS_INTERNAL_ERROR:
-      return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED:
-      return "CUBLAS_STATUS_NOT_SUPPORTED (this combination)";
-    default:
-      return "an unknown cuBLAS status";
-  }
-}
-
-inline void check_cublas(cublasStatus_t status, const std::string& what) {
-  if (status == CUBLAS_STATUS_SUCCESS) return;
-  fail("cuda: " + what, std::string("cuBLASLt returned ") + cublas_status_name(status),
-       "check the sizes and that the pointers are device memory of this GPU");
-}
-
-// The largest power of two up to 256 dividing the address (cuBLASLt's alignment preference).
-inline std::uint32_t alignment_of(const void* p) {
-  const auto address = reinterpret_cast<std::uintptr_t>(p);
-  std::uint32_t a = 256;
-  while (a > 1 && address % a != 0) a /= 2;
-  return a;
-}
-
-inline cudaDataType_t data_type(element e) {
-  switch (e) {
-    case element::f32:
-      return CUDA_R_32F;
-    case element::bf16:
-      return CUDA_R_16BF;
-    case element::f16:
-      return CUDA_R_16F;
-    case element::f64:
-      return CUDA_R_64F;
-  }
-  return CUDA_R_32F;
-}
-
-inline cublasLtEpilogue_t lt_epilogue(epilogue e) {
-  switch (e) {
-    case epilogue::none:
-      return CUBLASLT_EPILOGUE_DEFAULT;
-    case epilogue::bias:
-      return CUBLASLT_EPILOGUE_BIAS;
-    case epilogue::gelu:
-      return CUBLASLT_EPILOGUE_GELU;
-    case epilogue::bias_gelu:
-      return CUBLASLT_EPILOGUE_GELU_BIAS;
-    case epilogue::bias_grad_of_b:  // cuBLASLt's first operand is our B (see gemm_runner::run)
-      return CUBLASLT_EPILOGUE_BGRADA;
-    case epilogue::bias_grad_of_a:
-      return CUBLASLT_EPILOGUE_BGRADB;
-    case epilogue::gelu_aux:
-      return CUBLASLT_EPILOGUE_GELU_AUX;
-    case epilogue::bias_gelu_aux:
-      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    case epilogue::gelu_grad:
-      return CUBLASLT_EPILOGUE_DGELU;
-    case epilogue::gelu_grad_bias_grad:
-      return CUBLASLT_EPILOGUE_DGELU_BGRAD;
-  }
-  return CUBLASLT_EPILOGUE_DEFAULT;
-}
-
-inline bool uses_bias_pointer(epilogue e) {
-  return e == epilogue::bias || e == epilogue::bias_gelu || e == epilogue::bias_grad_of_b ||
-         e == epilogue::bias_grad_of_a || e == epilogue::bias_gelu_aux || e == epilogue::gelu_grad_bias_grad;
-}
-inline bool uses_aux_pointer(epilogue e) {
-  return e == epilogue::gelu_aux || e == epilogue::bias_gelu_aux || e == epilogue::gelu_grad ||
-         e == epilogue::gelu_grad_bias_grad;
-}
-
-// Owns one cuBLASLt descriptor of type T, destroyed by Destroy.
-template <class T, cublasStatus_t (*Destroy)(T)>
-struct lt_handle {
-  T value = nullptr;
-  lt_handle() = default;
-  lt_handle(const lt_handle&) = delete;
-  lt_handle& operator=(const lt_handle&) = delete;
-  ~lt_handle() {
-    if (value != nullptr) Destroy(value);
-  }
-};
-
-// Two CUDA events, made for one timing and destroyed with it.
-struct event_pair {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  event_pair() {
-    check_cuda(cudaEventCreate(&start), "gemm_runner timing (cudaEventCreate)");
-    check_cuda(cudaEventCreate(&stop), "gemm_runner timing (cudaEventCreate)");
-  }
-  event_pair(const event_pair&) = delete;
-  event_pair& operator=(const event_pair&) = delete;
-  ~event_pair() {
-    static_cast<void>(cudaEventDestroy(start));
-    static_cast<void>(cudaEventDestroy(stop));
-  }
-};
-
-// Memory twice the size of the L2 cache, overwritten before a timed run so that the run reads its
-// operands from memory. Where the memory cannot be had, nothing is overwritten (and timings read
-// what the cache holds).
-class cache_flush {
- public:
-  cache_flush() {
-    int device = 0, l2 = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess || l2 <= 0)
-      return;
-    bytes_ = 2 * static_cast<std::size_t>(l2);
-    if (cudaMalloc(&data_, bytes_) != cudaSuccess) {
-      static_cast<void>(cudaGetLastError());  // out of memory is not sticky: clear it
-      data_ = nullptr;
-    }
-  }
-  cache_flush(const cache_flush&) = delete;
-  cache_flush& operator=(const cache_flush&) = delete;
-  ~cache_flush() {
-    if (data_ != nullptr) static_cast<void>(cudaFree(data_));
-  }
-  void overwrite(cudaStream_t stream) {
-    if (data_ != nullptr)
-      check_cuda(cudaMemsetAsync(data_, 0, bytes_, stream), "gemm_runner timing (cache flush)");
-  }
-
- private:
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
-};
-
-}  // namespace detail
 
 class gemm_runner {
  public:
@@ -472,84 +236,11 @@ class gemm_runner {
     if (const auto it = plans_.find(key); it != plans_.end())
       return it->second->declined ? nullptr : it->second.get();
     auto p = std::make_unique<plan>();
-    const bool f64 = s.c_type == element::f64;
-    if (f64 && (s.a_type != element::f64 || s.b_type != element::f64))
-      fail("cuda: " + what, "an f64 product needs f64 inputs", "convert the inputs to f64 first");
-    detail::check_cublas(cublasLtMatmulDescCreate(&p->op.value, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
-                                                  f64 ? CUDA_R_64F : CUDA_R_32F),
-                         what + " (cublasLtMatmulDescCreate)");
-    // cuBLASLt's first operand is our B, its second our A (see run).
-    const cublasOperation_t first = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t second = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    detail::check_cublas(
-        cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof first),
-        what + " (transpose of B)");
-    detail::check_cublas(
-        cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_TRANSB, &second, sizeof second),
-        what + " (transpose of A)");
-    const cublasLtEpilogue_t e = detail::lt_epilogue(s.post);
-    detail::check_cublas(
-        cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e),
-        what + " (epilogue)");
-    const cudaDataType_t c_type = detail::data_type(s.c_type);
-    if (detail::uses_bias_pointer(s.post))
-      detail::check_cublas(cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                          &c_type, sizeof c_type),
-                           what + " (bias type)");
-    if (detail::uses_bias_pointer(s.post) && s.batch > 1)
-      detail::check_cublas(cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
-                                                          &s.stride_bias, sizeof s.stride_bias),
-                           what + " (bias batch stride)");
-    if (detail::uses_aux_pointer(s.post)) {  // aux has C's column-major shape (n, m): leading dimension n
-      const std::int64_t aux_ld = s.n;
-      detail::check_cublas(cublasLtMatmulDescSetAttribute(p->op.value, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                          &aux_ld, sizeof aux_ld),
-                           what + " (aux leading dimension)");
-    }
-    // Column-major views: B as stored is (n, k) ld n, or (k, n) ld k when transposed; A is (k, m)
-    // ld k, or (m, k) ld m; C is (n, m) ld n.
-    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    if (s.transpose_b)
-      detail::check_cublas(
-          cublasLtMatrixLayoutCreate(&p->a.value, detail::data_type(s.b_type), u(s.k), u(s.n), s.k),
-          what + " (layout of B)");
-    else
-      detail::check_cublas(
-          cublasLtMatrixLayoutCreate(&p->a.value, detail::data_type(s.b_type), u(s.n), u(s.k), s.n),
-          what + " (layout of B)");
-    if (s.transpose_a)
-      detail::check_cublas(
-          cublasLtMatrixLayoutCreate(&p->b.value, detail::data_type(s.a_type), u(s.m), u(s.k), s.m),
-          what + " (layout of A)");
-    else
-      detail::check_cublas(
-          cublasLtMatrixLayoutCreate(&p->b.value, detail::data_type(s.a_type), u(s.k), u(s.m), s.k),
-          what + " (layout of A)");
-    detail::check_cublas(cublasLtMatrixLayoutCreate(&p->c.value, c_type, u(s.n), u(s.m), s.n),
-                         what + " (layout of C)");
-    set_batch(p->a.value, s.batch, s.stride_b, what);
-    set_batch(p->b.value, s.batch, s.stride_a, what);
-    set_batch(p->c.value, s.batch, s.stride_c, what);
-    detail::lt_handle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
-    detail::check_cublas(cublasLtMatmulPreferenceCreate(&preference.value), what + " (preference)");
-    const std::uint64_t bytes = workspace_.size_bytes();
-    detail::check_cublas(
-        cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &bytes, sizeof bytes),
-        what + " (workspace)");
-    // The algorithm must suit every call with this key, so it is chosen for the pointers' alignment.
-    for (const auto attribute :
-         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      detail::check_cublas(
-          cublasLtMatmulPreferenceSetAttribute(preference.value, attribute, &alignment, sizeof alignment),
-          what + " (alignment)");
+    describe_operation(*p, s, what);
+    describe_layouts(*p, s, what);
     cublasLtMatmulHeuristicResult_t answers[candidates_most]{};
     int found = 0;
-    const int wanted = choice_ == gemm_choice::timed ? candidates_ : 1;
-    const cublasStatus_t status =
-        cublasLtMatmulAlgoGetHeuristic(handle_.value, p->op.value, p->a.value, p->b.value, p->c.value,
-                                       p->c.value, preference.value, wanted, answers, &found);
+    const cublasStatus_t status = ask_heuristic(*p, alignment, answers, found, what);
     if (may_decline && (found == 0 || status == CUBLAS_STATUS_NOT_SUPPORTED)) {
       p->declined = true;
       plans_.emplace(key, std::move(p));
@@ -566,6 +257,97 @@ class gemm_runner {
     if (p->candidate_count == 0) p->candidates[p->candidate_count++] = answers[0].algo;
     p->algo = p->candidates[0];
     return plans_.emplace(key, std::move(p)).first->second.get();
+  }
+
+  // The plan's operation: its compute type, the transposes, the epilogue and what it reads.
+  static void describe_operation(plan& p, const matmul_problem& s, const std::string& what) {
+    const bool f64 = s.c_type == element::f64;
+    if (f64 && (s.a_type != element::f64 || s.b_type != element::f64))
+      fail("cuda: " + what, "an f64 product needs f64 inputs", "convert the inputs to f64 first");
+    detail::check_cublas(cublasLtMatmulDescCreate(&p.op.value, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                                  f64 ? CUDA_R_64F : CUDA_R_32F),
+                         what + " (cublasLtMatmulDescCreate)");
+    // cuBLASLt's first operand is our B, its second our A (see run).
+    const cublasOperation_t first = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t second = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    detail::check_cublas(
+        cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof first),
+        what + " (transpose of B)");
+    detail::check_cublas(
+        cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_TRANSB, &second, sizeof second),
+        what + " (transpose of A)");
+    const cublasLtEpilogue_t e = detail::lt_epilogue(s.post);
+    detail::check_cublas(
+        cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e),
+        what + " (epilogue)");
+    const cudaDataType_t c_type = detail::data_type(s.c_type);
+    if (detail::uses_bias_pointer(s.post))
+      detail::check_cublas(cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                          &c_type, sizeof c_type),
+                           what + " (bias type)");
+    if (detail::uses_bias_pointer(s.post) && s.batch > 1)
+      detail::check_cublas(cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                                          &s.stride_bias, sizeof s.stride_bias),
+                           what + " (bias batch stride)");
+    if (detail::uses_aux_pointer(s.post)) {  // aux has C's column-major shape (n, m): leading dimension n
+      const std::int64_t aux_ld = s.n;
+      detail::check_cublas(cublasLtMatmulDescSetAttribute(p.op.value, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                          &aux_ld, sizeof aux_ld),
+                           what + " (aux leading dimension)");
+    }
+  }
+
+  // The plan's matrix layouts, batched at the problem's strides.
+  static void describe_layouts(plan& p, const matmul_problem& s, const std::string& what) {
+    const cudaDataType_t c_type = detail::data_type(s.c_type);
+    // Column-major views: B as stored is (n, k) ld n, or (k, n) ld k when transposed; A is (k, m)
+    // ld k, or (m, k) ld m; C is (n, m) ld n.
+    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    if (s.transpose_b)
+      detail::check_cublas(
+          cublasLtMatrixLayoutCreate(&p.a.value, detail::data_type(s.b_type), u(s.k), u(s.n), s.k),
+          what + " (layout of B)");
+    else
+      detail::check_cublas(
+          cublasLtMatrixLayoutCreate(&p.a.value, detail::data_type(s.b_type), u(s.n), u(s.k), s.n),
+          what + " (layout of B)");
+    if (s.transpose_a)
+      detail::check_cublas(
+          cublasLtMatrixLayoutCreate(&p.b.value, detail::data_type(s.a_type), u(s.m), u(s.k), s.m),
+          what + " (layout of A)");
+    else
+      detail::check_cublas(
+          cublasLtMatrixLayoutCreate(&p.b.value, detail::data_type(s.a_type), u(s.k), u(s.m), s.k),
+          what + " (layout of A)");
+    detail::check_cublas(cublasLtMatrixLayoutCreate(&p.c.value, c_type, u(s.n), u(s.m), s.n),
+                         what + " (layout of C)");
+    set_batch(p.a.value, s.batch, s.stride_b, what);
+    set_batch(p.b.value, s.batch, s.stride_a, what);
+    set_batch(p.c.value, s.batch, s.stride_c, what);
+  }
+
+  // cuBLASLt's heuristic answers for the plan (as many as gemm_choice asks), for the workspace and
+  // the pointers' alignment; `found` of them are in `answers`.
+  cublasStatus_t ask_heuristic(const plan& p, std::uint32_t alignment,
+                               cublasLtMatmulHeuristicResult_t (&answers)[candidates_most], int& found,
+                               const std::string& what) {
+    detail::lt_handle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
+    detail::check_cublas(cublasLtMatmulPreferenceCreate(&preference.value), what + " (preference)");
+    const std::uint64_t bytes = workspace_.size_bytes();
+    detail::check_cublas(
+        cublasLtMatmulPreferenceSetAttribute(preference.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &bytes, sizeof bytes),
+        what + " (workspace)");
+    // The algorithm must suit every call with this key, so it is chosen for the pointers' alignment.
+    for (const auto attribute :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      detail::check_cublas(
+          cublasLtMatmulPreferenceSetAttribute(preference.value, attribute, &alignment, sizeof alignment),
+          what + " (alignment)");
+    const int wanted = choice_ == gemm_choice::timed ? candidates_ : 1;
+    return cublasLtMatmulAlgoGetHeuristic(handle_.value, p.op.value, p.a.value, p.b.value, p.c.value,
+                                          p.c.value, preference.value, wanted, answers, &found);
   }
 
   // 0: candidates_timed, or SHARDGRAPH_CUDA_GEMM_CANDIDATES where set
