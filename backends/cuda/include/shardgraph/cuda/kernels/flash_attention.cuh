@@ -247,6 +247,25 @@ __device__ __forceinline__ float quad_sum(float x) {
 
 // ---- forward: grid (query blocks, heads, batch) -------------------------------------------------
 
+// The online softmax's step to a key tile's row maxima (tile_max, this thread's part of its two
+// rows): the rows' maxima become the tile's (of the quad), the row sums and o are rescaled to them,
+// and offset[r] is the new maximum times scale_log2, for the tile's exponents.
+__device__ __forceinline__ void raise_row_maxima(const float (&tile_max)[2], float scale_log2,
+                                                 float (&row_max)[2], float (&row_sum)[2], float (&o)[8][4],
+                                                 float (&offset)[2]) {
+  for (int r = 0; r < 2; ++r) {
+    const float m = quad_max(tile_max[r]);
+    offset[r] = (m == -INFINITY ? 0.f : m) * scale_log2;  // a row with nothing visible yet keeps zeros
+    const float rescale = fast_exp2(row_max[r] * scale_log2 - offset[r]);
+    row_max[r] = m;
+    row_sum[r] *= rescale;
+    for (int dt = 0; dt < 8; ++dt) {
+      o[dt][2 * r] *= rescale;
+      o[dt][2 * r + 1] *= rescale;
+    }
+  }
+}
+
 // Four blocks an SM (128 registers a thread): 16 warps to hide the latency of each one's chain of
 // products, softmax and products (three blocks at 136 registers are slower: bench/RESULTS.md).
 template <class T>
@@ -305,17 +324,7 @@ __global__ void __launch_bounds__(threads, 4)
         tile_max[e / 2] = fmaxf(tile_max[e / 2], x[nt][e]);
       }
     float offset[2];
-    for (int r = 0; r < 2; ++r) {
-      const float m = quad_max(tile_max[r]);
-      offset[r] = (m == -INFINITY ? 0.f : m) * s.scale_log2;  // a row with nothing visible yet keeps zeros
-      const float rescale = fast_exp2(row_max[r] * s.scale_log2 - offset[r]);
-      row_max[r] = m;
-      row_sum[r] *= rescale;
-      for (int dt = 0; dt < 8; ++dt) {
-        o[dt][2 * r] *= rescale;
-        o[dt][2 * r + 1] *= rescale;
-      }
-    }
+    raise_row_maxima(tile_max, s.scale_log2, row_max, row_sum, o, offset);
     for (int nt = 0; nt < 8; ++nt)
       for (int e = 0; e < 4; ++e) {
         x[nt][e] = fast_exp2(fmaf(x[nt][e], s.scale_log2, -offset[e / 2]));

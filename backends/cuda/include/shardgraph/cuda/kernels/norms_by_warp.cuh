@@ -212,6 +212,22 @@ constexpr std::size_t norm_gradients_shared_bytes =
     gradient_sums_in_registers<Vectors>
         ? std::max(norm_gradient_sums_bytes<T, C, Vectors, Bias>, norm_gradient_slots_bytes<T, C, Vectors>)
         : norm_gradient_sums_bytes<T, C, Vectors, Bias> + norm_gradient_slots_bytes<T, C, Vectors>;
+// partial[total][blockIdx.x][c] = the sum, in warp order, of the block's warps' column sums
+// sums[total][warp][(c % L) * Vectors * 32 + c / L] (element-major rows of Width), for each of
+// Totals sums (the weight gradient's; with a bias, the bias gradient's).
+template <class T, class C, int Vectors, int Totals>
+__device__ __forceinline__ void write_block_partials(const C* sums, C* partial, int cols) {
+  constexpr int L = lanes<T>, Width = Vectors * 32 * L;
+  for (int total = 0; total < Totals; ++total)
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+      const int from = (c % L) * Vectors * 32 + c / L;
+      C block_sum = 0;
+      for (unsigned v = 0; v < warp_rows_per_block; ++v)
+        block_sum += sums[(total * warp_rows_per_block + v) * Width + from];
+      partial[(static_cast<std::int64_t>(total) * gridDim.x + blockIdx.x) * cols + c] = block_sum;
+    }
+}
+
 template <class T, class C, int Vectors, bool Layer, bool Bias>
 __global__ void __launch_bounds__(256, 2)
     norm_gradients_warp_kernel(const T* x, const T* w, const T* dy, const T* addend, T* dx, C* partial,
@@ -292,14 +308,7 @@ __global__ void __launch_bounds__(256, 2)
       }
     __syncthreads();
   }
-  for (int total = 0; total < Totals; ++total)
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-      const int from = (c % L) * Vectors * 32 + c / L;
-      C block_sum = 0;
-      for (unsigned v = 0; v < warp_rows_per_block; ++v)
-        block_sum += sums[(total * warp_rows_per_block + v) * Width + from];
-      partial[(static_cast<std::int64_t>(total) * gridDim.x + blockIdx.x) * cols + c] = block_sum;
-    }
+  write_block_partials<T, C, Vectors, Totals>(sums, partial, cols);
 }
 
 // stats (rows, 2): (mean, 1/std) for layer norm, (0, 1/rms) for rms norm.
