@@ -17,6 +17,7 @@
 
 #include "shardgraph/comm/communicator.hpp"
 #include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/plan/backend_traits.hpp"
 #include "shardgraph/plan/bound_call.hpp"
 #include "shardgraph/runtime/axis_channels.hpp"
 #include "shardgraph/runtime/rope_plan.hpp"
@@ -46,7 +47,7 @@ struct call_runner {
   void kernel(const plan::bound_call& c, ValueOf&& value_of) {
     if (c.kind == plan::call_kind::elementwise) return backend.run(elementwise_call(c, value_of));
     kernel_call call = resolved(c, value_of);
-    if constexpr (requires { requires Backend::products_batched; }) {
+    if constexpr (plan::traits_of<Backend>().products_batched) {
       if (c.kind == plan::call_kind::batched) return batched(c, call, value_of);
     }
     backend.run(call);
