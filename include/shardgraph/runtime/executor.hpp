@@ -52,6 +52,8 @@
 #include "shardgraph/core/weight_source.hpp"
 #include "shardgraph/pipeline/partition.hpp"
 #include "shardgraph/plan/backend_traits.hpp"
+#include "shardgraph/plan/call_count.hpp"
+#include "shardgraph/plan/call_list.hpp"
 #include "shardgraph/plan/gradient_buckets.hpp"
 #include "shardgraph/plan/memory_layout.hpp"
 #include "shardgraph/plan/micro_batch_banks.hpp"
@@ -61,6 +63,7 @@
 #include "shardgraph/plan/zero3_gathers.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/axis_channels.hpp"
+#include "shardgraph/runtime/call_runner.hpp"
 #include "shardgraph/runtime/gradient_buckets.hpp"
 #include "shardgraph/runtime/load_progress.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
@@ -107,6 +110,7 @@ class rank_program {
     plan::apply_producer_moves(fused_, step_index_);
     plan_token_inputs();
     allocate();
+    plan_step_calls();
     load_weights(weights, world.rank() == 0);
   }
 
@@ -229,7 +233,9 @@ class rank_program {
     if (!(scale > 0 && std::isfinite(scale)))
       fail("set_loss_scale", "scale " + std::to_string(scale) + " is not a positive finite number",
            "give a positive scale, or 1 for none");
+    const bool seed_changes = (scale == 1.0) != (loss_scale_ == 1.0);
     loss_scale_ = scale;
+    if (seed_changes) plan_step_calls();  // a loss's call writes its gradient for a seed of 1 only
   }
   double loss_scale() const { return loss_scale_; }
 
@@ -351,6 +357,15 @@ class rank_program {
   // (runtime/step_recording.hpp; 0 on a backend that does not record).
   int replayed_runs() const { return recorder_.replays(); }
   int recordings() const { return recorder_.recordings(); }
+
+  // The calls each step makes (plan/call_list.hpp), for the backward seed of the loss scale set.
+  const plan::call_list& calls() const { return calls_; }
+  // The compute-backend calls one forward() makes, read from the call list (plan/call_count.hpp):
+  // for a rank that runs the whole program (not a pipeline stage), without ZeRO-3's gathers and
+  // the buckets' packing.
+  std::int64_t planned_backend_calls() const {
+    return plan::count_backend_calls(program_, calls_, step_index_, memory_, recompute_steps_);
+  }
 
   // ---- pipeline stages (pipeline_options at bind) ----
   bool pipelined() const { return stages_.pipelined(); }
@@ -517,7 +532,7 @@ class rank_program {
           break;
         }
         default:
-          run_step(st);
+          run_step(s);
       }
     }
     if (zero3_ && !pipelined()) release_unlayered_parameters();
@@ -606,16 +621,16 @@ class rank_program {
 
   int index_of(const node& n) const { return static_cast<int>(&n - &program_.nodes[0]); }
 
-  // Every step but the loop markers. An error from the backend or the communicator (a failed
-  // kernel, a collective's timeout) leaves naming the op, its node, the layer and the rank; the
-  // trainer adds the step.
-  void run_step(const step& st) {
+  // Every step but the loop markers: the calls planned for it (plan/call_list.hpp). An error from
+  // the backend or the communicator (a failed kernel, a collective's timeout) leaves naming the op,
+  // its node, the layer and the rank; the trainer adds the step.
+  void run_step(std::size_t s) {
     try {
-      run_step_here(st);
+      for (const plan::bound_call& c : calls_.of_step(s)) run_call(c);
     } catch (const error& e) {
       const std::string_view prefix = "shardgraph: ", message = e.what();
       if (message.starts_with(std::string(prefix) + "forward: ")) throw;  // located already
-      throw error(std::string(prefix) + located(st.node) + ": " +
+      throw error(std::string(prefix) + located(program_.steps[s].node) + ": " +
                   std::string(message.starts_with(prefix) ? message.substr(prefix.size()) : message));
     }
   }
@@ -627,61 +642,49 @@ class rank_program {
     if (n.body() >= 0) where += " in layer " + std::to_string(layer_);
     return where + " on rank " + std::to_string(world_rank_);
   }
-  // Whether the loss's calls write the logits' gradients planned with them
-  // (plan_cross_entropy_gradient_with_loss): for a seed of 1; under a loss scale the two run apart.
-  bool loss_writes_gradient() const { return loss_scale_ == 1.0; }
-  void run_step_here(const step& st) {
-    const node& n = program_.nodes[st.node];
-    if (memory_.unread[index(st.node)]) return;  // only outputs forward() does not return read it
-    switch (st.kind) {
-      case step_kind::compute:
-        if (!fused_.runs(st.node, loss_writes_gradient())) return;  // another node's call wrote it
-        run_compute(st.node);
-        for (const plan::step_fusion::written_value& w : fused_.written_by(st.node, loss_writes_gradient()))
-          check_finite(w.node, w.reported);
-        return check_finite(st.node);
-      case step_kind::fused:
-        if (!fused_.runs(st.node, loss_writes_gradient())) return;  // a product's epilogue wrote it
-        run_fused(st.first, st.node);
-        return check_finite(st.node);
-      case step_kind::communicate:
-        if (buckets_.plan().bucketed_grad[index(st.node)] >= 0)
-          return buckets_.add(backend_, channels(), st.node, layer_, value(n.inputs[0]), gradient_at());
-        return run_collective(st.node);
-      case step_kind::slice:
-        return run_slice(st.node);
-      case step_kind::copy:
-        if (buckets_.plan().written_by_bucket[index(st.node)]) return;  // its gradient bucket writes it
-        if (memory_.values[index(n.inputs[0])].written_into != st.node)
-          run_copy(st.node);  // else its producer wrote it
-        if (buckets_.plan().scattered_grad[index(st.node)])  // ZeRO-2, 3
-          buckets_.add(backend_, channels(), st.node, layer_, value(st.node), gradient_at());
-        return;
-      case step_kind::output:  // one that memory_options::outputs leaves out is unread (above)
-        return backend_.copy(value(n.inputs[0]), value(st.node));
-      case step_kind::loop_begin:
-      case step_kind::loop_end:
-        return;
+  // Hands one call to the backend, the communicator or the bucket, then checks what it wrote.
+  void run_call(const plan::bound_call& c) {
+    switch (c.kind) {
+      case plan::call_kind::kernel:
+      case plan::call_kind::batched:
+      case plan::call_kind::elementwise:
+        runner().kernel(c, [this](int v) -> buffer& { return value(v); });
+        in_backward_ = in_backward_ || c.scalar_is_loss_scale;  // the seed of backward ran
+        break;
+      case plan::call_kind::collective:
+        runner().collective(c, axis_comms_[index(c.axis)], value(c.in[0]), value(c.out), staging_[index(c.node)]);
+        break;
+      case plan::call_kind::bucket_add:
+        buckets_.add(backend_, channels(), c.node, layer_, value(c.in[0]), gradient_at());
+        break;
+      case plan::call_kind::slice:
+        backend_.slice(value(c.in[0]), value(c.out), c.blocks[0], c.slice_index);
+        break;
+      case plan::call_kind::copy:
+      case plan::call_kind::output:
+        backend_.copy(value(c.in[0]), value(c.out));
+        break;
+      case plan::call_kind::gradient_sum:
+        sum_gradient(value(c.in[0]), value(c.out));
+        break;
     }
+    for (const plan::checked_value& v : c.checked) check_finite(v.node, v.reported);
   }
-  // A copy step: a value into another's memory; a pipeline stage's param_grad is summed.
-  void run_copy(int i) {
-    const node& n = program_.nodes[i];
-    if (pipelined() && n.kind == op::param_grad) {  // summed over the step's micro-batches
-      if constexpr (requires(Backend & b, buffer & x) { b.add_scaled(x, x, 1.0); })
-        return backend_.add_scaled(value(n.inputs[0]), value(i), 1.0);
-      else
-        fail("executor: pipeline", "this backend has no add_scaled() to sum gradients over micro-batches",
-             "use a TrainingBackend (compute/compute_backend.hpp) for pipeline stages");
-    }
-    backend_.copy(value(n.inputs[0]), value(i));
+  call_runner<Backend, Comm> runner() { return {backend_, rope_, loss_divisors_, loss_scale_}; }
+  // A pipeline stage's param_grad, summed over the step's micro-batches.
+  void sum_gradient(buffer& from, buffer& to) {
+    if constexpr (requires(Backend & b, buffer & x) { b.add_scaled(x, x, 1.0); })
+      backend_.add_scaled(from, to, 1.0);
+    else
+      fail("executor: pipeline", "this backend has no add_scaled() to sum gradients over micro-batches",
+           "use a TrainingBackend (compute/compute_backend.hpp) for pipeline stages");
   }
 
   // Activation recomputation (training{.recompute}): forward block values that are not kept per
   // layer are computed again, for layer_, at the start of each backward block iteration.
   bool recomputed(int i) const { return plan::recomputed(program_, i); }
   void recompute_layer() {
-    for (std::size_t s : recompute_steps_) run_step(program_.steps[s]);
+    for (std::size_t s : recompute_steps_) run_step(s);
   }
 
   void check_finite(int i, int reported = -1) {  // reported: the node named (default i)
@@ -1025,49 +1028,19 @@ class rank_program {
     return values_[index(at.node)];
   }
 
-  static std::int64_t product(const std::vector<std::int64_t>& v, std::size_t from, std::size_t to) {
-    return checked_product(std::span<const std::int64_t>(v).subspan(from, to - from),
-                           "executor: kernel dims");
-  }
-
-  void run_compute(int i) {
-    if (is_elementwise(program_.nodes[i].kind)) return run_fused(i, i);
-    compute::kernel_call<buffer> call = call_for(i);
-    if constexpr (requires { requires Backend::products_batched; }) {
-      if (!fused_.batched_with[index(i)].empty()) return run_batched(i, call);
-    }
-    backend_.run(call);
-  }
-
-  // A product and those planned to run with it (plan_products_batched): one batched call where
-  // each operand's products lie at one stride from the first's (bind places them so), else each
-  // call in turn.
-  void run_batched(int i, compute::kernel_call<buffer>& call) {
-    std::vector<compute::kernel_call<buffer>> calls{call};
-    for (int j : fused_.batched_with[index(i)]) calls.push_back(call_for(j));
-    const auto operand = [](const compute::kernel_call<buffer>& c, int k) -> const buffer* {
-      return k == 0 ? c.in[1] : k == 1 ? c.out : c.bias != nullptr ? c.bias : c.bias_grad;
-    };
-    bool strided = true;
-    for (int k = 0; k < 3 && strided; ++k) {
-      const buffer* first = operand(call, k);
-      if (first == nullptr) continue;
-      const std::ptrdiff_t element = static_cast<std::ptrdiff_t>(dtype_size(first->type()));
-      const auto at = [&](std::size_t b) {
-        return static_cast<const std::byte*>(Backend::address(*operand(calls[b], k)));
-      };
-      const std::ptrdiff_t stride = at(1) - at(0);
-      strided =
-          stride > 0 && stride % element == 0 && stride >= static_cast<std::ptrdiff_t>(first->size_bytes());
-      for (std::size_t b = 2; b < calls.size() && strided; ++b) strided = at(b) - at(b - 1) == stride;
-      call.batch_strides[k] = stride / element;
-    }
-    if (!strided) {
-      for (const compute::kernel_call<buffer>& c : calls) backend_.run(c);
-      return;
-    }
-    call.batch = static_cast<std::int64_t>(calls.size());
-    backend_.run(call);
+  // Every step's calls, for the backward's seed of the current loss scale: a loss's call writes
+  // the logits' gradient planned with it for a seed of 1 only (plan_cross_entropy_gradient_with_loss).
+  void plan_step_calls() {
+    calls_ = plan::plan_calls({.program = program_,
+                               .layout = layout_,
+                               .sizes = sizes_,
+                               .fused = fused_,
+                               .memory = memory_,
+                               .buckets = buckets_.plan(),
+                               .axis_sizes = axis_sizes_,
+                               .divisor_entry = loss_entry_,
+                               .pipelined = pipelined(),
+                               .seed_is_one = loss_scale_ == 1.0});
   }
 
   // What the fusion plan reads of this rank beyond its program: which values activation
@@ -1107,276 +1080,16 @@ class rank_program {
   std::vector<std::int64_t> divisors(const std::vector<std::int64_t>& batch) const {
     return step_targets_ && step_targets_->size() == batch.size() ? *step_targets_ : batch;
   }
-  // A cross_entropy's or its gradient's divisor: the counted targets for `mean`, 1 for `sum`. A loss
-  // whose targets come from no input (computed in the graph) counts all its rows.
-  std::int64_t loss_divisor(int i) const {
-    const node& n = program_.nodes[i];
-    if (n.reduction == loss_reduction::sum) return 1;
-    const int k = loss_entry_[index(i)];
-    if (k >= 0 && static_cast<std::size_t>(k) < loss_divisors_.size()) return loss_divisors_[index(k)];
-    const local_dims& logits = layout_.of(n.inputs[0]);
-    return product(logits.global, 0, 2);
-  }
   // What a recording of forward() takes from the host by value: the loss scale and the divisors.
   std::vector<double> baked_values() const {
     std::vector<double> v{loss_scale_};
     for (std::int64_t d : loss_divisors_) v.push_back(static_cast<double>(d));
     return v;
   }
-  // dims of a cross_entropy or cross_entropy_grad call: {rows, vocab, classes, divisor, ignore_index}
-  void set_loss_dims(int i, compute::kernel_call<buffer>& call) const {
-    const node& n = program_.nodes[i];
-    const local_dims& logits = layout_.of(n.inputs[0]);
-    const shape& s = program_.nodes[n.inputs[0]].shape;
-    const extent vocab = s[s.rank() - 1];
-    call.dims[0] = product(logits.local, 0, 2);
-    call.dims[1] = logits.local[2];
-    call.dims[2] = sizes_.classes_of(vocab, logits.local[2]);
-    call.dims[3] = loss_divisor(i);
-    call.dims[4] = n.ignore_index;
-  }
-
-  // The kernel call of node i's step.
-  compute::kernel_call<buffer> call_for(int i) {
-    const node& n = program_.nodes[i];
-    compute::kernel_call<buffer> call;
-    call.kind = n.kind;
-    call.type = n.type;
-    call.out = &value(i);
-    call.scalar = n.scalar;
-    call.transpose_b = n.transpose_b;
-    call.rope = rope_.of(i);
-    for (int k = 0; k < n.input_count; ++k) call.in[k] = &value(n.inputs[k]);
-    if (n.kind == op::linear && fused_.bias_epilogue_of[index(i)] >= 0) {
-      const int j = fused_.bias_epilogue_of[index(i)];
-      call.out = &value(j);
-      call.bias = &value(program_.nodes[j].inputs[1]);
-    }
-    if (fused_.bias_grad_of[index(i)] >= 0) call.bias_grad = &value(fused_.bias_grad_of[index(i)]);
-    if (fused_.key_grad_of[index(i)] >= 0) {
-      call.key_grad = &value(fused_.key_grad_of[index(i)]);
-      call.value_grad = &value(fused_.value_grad_of[index(i)]);
-    }
-    if (const int w = fused_.weight_grad_of[index(i)]; w >= 0) {  // and its bias gradient, if paired
-      call.weight_grad = &value(w);
-      if (fused_.bias_grad_of[index(w)] >= 0) call.bias_grad = &value(fused_.bias_grad_of[index(w)]);
-    }
-    call.token_major = fused_.token_major[index(i)];
-    call.output_kept = fused_.output_kept[index(i)];
-    if (loss_writes_gradient() && fused_.logits_grad_of[index(i)] >= 0)
-      call.logits_grad = &value(fused_.logits_grad_of[index(i)]);
-    if (fused_.forward_output_of[index(i)] >= 0) call.side = &value(fused_.forward_output_of[index(i)]);
-    if (const plan::step_fusion::epilogue& e = fused_.epilogue_of[index(i)]; e.out >= 0) {
-      call.epilogue = e.kind;
-      call.out = &value(e.out);
-      call.side = e.side >= 0 ? &value(e.side) : nullptr;
-    }
-    const std::vector<std::int64_t>& x = layout_.of(n.inputs[0]).local;
-    const std::vector<std::int64_t>& out = layout_.of(i).local;
-    auto set = [&](std::initializer_list<std::int64_t> dims) {
-      std::size_t k = 0;
-      for (auto d : dims) call.dims[k++] = d;
-    };
-    switch (n.kind) {
-      case op::embedding: {
-        const local_dims& table = layout_.of(n.inputs[1]);
-        set({product(x, 0, x.size()), table.local[0], table.local[1], table.offset[0]});
-        break;
-      }
-      case op::position_embedding:
-        set({x[0], x[1], x[2]});
-        break;
-      case op::linear:
-        set({product(x, 0, x.size() - 1), x.back(), out.back()});
-        break;
-      case op::matmul:
-        set({product(x, 0, x.size() - 2), x[x.size() - 2], x.back(), out.back()});
-        break;
-      case op::layer_norm:
-      case op::rms_norm:
-      case op::softmax:
-        set({product(x, 0, x.size() - 1), x.back()});
-        break;
-      case op::rope:
-        set({x[0], x[1], x[2], x[3]});
-        break;
-      case op::split_heads:
-        set({out[0], out[2], out[1], out[3]});
-        break;
-      case op::merge_heads:
-        set({x[0], x[2], x[1], x[3]});
-        break;
-      case op::attention:
-        set({x[0], x[1], layout_.of(n.inputs[1]).local[1], x[2], x[3]});
-        break;
-      case op::cross_entropy:
-        set_loss_dims(i, call);
-        break;
-      case op::transpose:
-        set({product(x, 0, x.size() - 2), x[x.size() - 2], x.back()});
-        break;
-      case op::linear_weight_grad: {
-        const std::vector<std::int64_t>& dy = layout_.of(n.inputs[1]).local;
-        set({product(x, 0, x.size() - 1), x.back(), dy.back()});
-        break;
-      }
-      case op::bias_grad:
-      case op::layer_norm_grad_x:
-      case op::layer_norm_grad_w:
-      case op::rms_norm_grad_x:
-      case op::rms_norm_grad_w:
-      case op::softmax_grad:
-        set({product(x, 0, x.size() - 1), x.back()});
-        break;
-      case op::gelu_grad:
-      case op::silu_grad:
-        set({layout_.of(i).numel()});
-        break;
-      case op::ones:  // the seed of backward: d loss / d loss, times the loss scale
-        set({layout_.of(i).numel()});
-        call.scalar = loss_scale_;
-        in_backward_ = true;
-        break;
-      case op::rope_grad:
-        set({x[0], x[1], x[2], x[3]});
-        break;
-      case op::attention_grad_q:
-      case op::attention_grad_k:
-      case op::attention_grad_v:
-        set({x[0], x[1], layout_.of(n.inputs[1]).local[1], x[2], x[3]});
-        break;
-      case op::embedding_grad: {
-        const local_dims& table = layout_.of(i);
-        set({product(x, 0, x.size()), table.local[0], table.local[1], table.offset[0]});
-        break;
-      }
-      case op::position_embedding_grad:
-        set({x[0], x[1], x[2], out[0]});
-        break;
-      case op::cross_entropy_grad:
-        set_loss_dims(i, call);
-        break;
-      default:
-        fail("executor: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
-             "this op has no kernel", "this is a bug in lower(); please report it");
-    }
-    return call;
-  }
-
-  // One kernel for the elementwise chain [first, last] (see compute::elementwise_step).
-  void run_fused(int first, int last) {
-    const graph& g = program_.nodes;
-    compute::kernel_call<buffer> call;
-    call.kind = g[last].kind;
-    call.type = g[last].type;
-    call.out = &value(last);
-    call.dims[0] = layout_.of(last).numel();
-    // The chain's start: its first node's input, or that node's own value when the product before
-    // it has added the bias (plan_bias_epilogues).
-    const bool bias_done = fused_.bias_done_by_product[index(first)];
-    if (bias_done && first == last) return;
-    call.operands[call.operand_count++] = bias_done ? &value(first) : &value(g[first].inputs[0]);
-    for (int j = bias_done ? first + 1 : first; j <= last; ++j) {
-      const node& n = g[j];
-      compute::elementwise_step s{n.kind, -1, 0};
-      int other = -1;
-      if (j == first)
-        other = n.input_count > 1 ? n.inputs[1] : -1;
-      else if (n.input_count > 1)
-        other = n.inputs[0] == j - 1 ? n.inputs[1] : n.inputs[0];
-      if (other >= 0) {
-        s.operand = call.operand_count;
-        call.operands[call.operand_count++] = &value(other);
-        if (n.kind == op::add_bias) s.period = layout_.of(other).numel();
-      }
-      call.chain[call.chain_length++] = s;
-    }
-    backend_.run(call);
-  }
-
-  compute::block_layout blocks_along(int node_index, int dim, int parts) const {
-    const std::vector<std::int64_t>& d = layout_.of(node_index).local;
-    compute::block_layout b;
-    b.parts = parts;
-    b.outer = product(d, 0, index(dim));
-    b.mid = d[index(dim)];
-    b.inner = product(d, index(dim) + 1, d.size());
-    b.element_bytes = static_cast<std::int64_t>(dtype_size(program_.nodes[node_index].type));
-    return b;
-  }
-
-  void run_slice(int i) {
-    const node& n = program_.nodes[i];
-    compute::block_layout b = blocks_along(i, n.to_dim, axis_sizes_[index(n.axis)]);
-    backend_.slice(value(n.inputs[0]), value(i), b, layout_.coordinate(n.axis));
-  }
-
-  // The buffer's memory, for a communicator. It reads and writes that memory directly, so the work
-  // a GPU backend has queued on its stream must be finished first.
+  // The buffer's memory, for a communicator (runtime/call_runner.hpp).
   template <class T>
   std::span<T> span_of(buffer& b, std::int64_t numel) {
-    if constexpr (requires(Backend & be) { be.synchronize(); }) backend_.synchronize();
-    return {static_cast<T*>(backend_.data(b)), static_cast<std::size_t>(numel)};
-  }
-
-  void run_collective(int i) {
-    const node& n = program_.nodes[i];
-    const int parts = axis_sizes_[index(n.axis)];
-    buffer& in = value(n.inputs[0]);
-    buffer& out = value(i);
-    if (parts == 1) return backend_.copy(in, out);
-    Comm& group = axis_comms_[index(n.axis)];
-    const std::int64_t in_numel = layout_.of(n.inputs[0]).numel();
-    const std::int64_t out_numel = layout_.of(i).numel();
-    detail::with_element_type(n.type, [&](auto zero) {
-      using T = decltype(zero);
-      switch (n.kind) {
-        case op::all_reduce:
-          backend_.copy(in, out);
-          group.all_reduce(span_of<T>(out, out_numel));
-          break;
-        case op::all_gather: {
-          buffer& staged = staging_[index(i)][0];
-          group.all_gather(std::span<const T>(span_of<T>(in, in_numel)),
-                           span_of<T>(staged, in_numel * parts));
-          backend_.interleave(staged, out, blocks_along(n.inputs[0], n.from_dim, parts));
-          break;
-        }
-        case op::reduce_scatter: {
-          buffer& staged = staging_[index(i)][0];
-          backend_.deinterleave(in, staged, blocks_along(i, n.to_dim, parts));
-          group.reduce_scatter(std::span<const T>(span_of<T>(staged, in_numel)), span_of<T>(out, out_numel));
-          break;
-        }
-        case op::all_to_all: {
-          buffer& send = staging_[index(i)][0];
-          buffer& received = staging_[index(i)][1];
-          // split the whole to_dim of the input into one block per destination rank
-          std::vector<std::int64_t> local_in = layout_.of(n.inputs[0]).local;
-          compute::block_layout split;
-          split.parts = parts;
-          split.outer = product(local_in, 0, index(n.to_dim));
-          split.mid = local_in[index(n.to_dim)] / parts;
-          split.inner = product(local_in, index(n.to_dim) + 1, local_in.size());
-          split.element_bytes = static_cast<std::int64_t>(sizeof(T));
-          backend_.deinterleave(in, send, split);
-          group.all_to_all(std::span<const T>(span_of<T>(send, in_numel)), span_of<T>(received, in_numel));
-          // each received block is the sender's (.., from_dim local, .., to_dim local) piece
-          std::vector<std::int64_t> block = layout_.of(i).local;
-          block[index(n.from_dim)] /= parts;
-          compute::block_layout b;
-          b.parts = parts;
-          b.outer = product(block, 0, index(n.from_dim));
-          b.mid = block[index(n.from_dim)];
-          b.inner = product(block, index(n.from_dim) + 1, block.size());
-          b.element_bytes = static_cast<std::int64_t>(sizeof(T));
-          backend_.interleave(received, out, b);
-          break;
-        }
-        default:
-          break;
-      }
-    });
+    return host_span<T>(backend_, b, numel);
   }
 
   program program_;
@@ -1403,6 +1116,7 @@ class rank_program {
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
   plan::step_fusion fused_;                   // the steps the backend's calls take over (plan_step_fusion)
+  plan::call_list calls_;                     // each step's calls (plan_calls)
 
   plan::memory_layout memory_;             // where every value lives (plan/memory_layout.hpp)
   buffer arena_;                           // the values that share memory by lifetime

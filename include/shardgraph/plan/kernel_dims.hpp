@@ -1,0 +1,151 @@
+#pragma once
+// kernel_dims: the dims of node i's kernel call on one rank (compute/compute_backend.hpp lists
+// them per op), from its program, its local layout and the run's sizes.
+//
+//   std::array<std::int64_t, 6> d = plan::kernel_dims(program, layout, sizes, i);
+//   // linear of x (4, 8, 16) by w (16, 32) -> {32, 16, 32}
+//
+// A mean loss's divisor (cross_entropy dims[3]) is every row of the logits here; the run replaces
+// it with its count of targets (bound_call::divisor_entry).
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "shardgraph/core/checked_math.hpp"
+#include "shardgraph/core/error.hpp"
+#include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/program/program.hpp"
+#include "shardgraph/runtime/local_layout.hpp"
+
+namespace shardgraph::plan {
+
+using kernel_dim_array = std::array<std::int64_t, 6>;
+
+namespace detail {
+
+// The product of v[from, to).
+inline std::int64_t dims_product(const std::vector<std::int64_t>& v, std::size_t from, std::size_t to) {
+  return checked_product(std::span<const std::int64_t>(v).subspan(from, to - from), "executor: kernel dims");
+}
+// {rows, last}: the rows of x's last dimension, and that dimension.
+inline kernel_dim_array rows_and_columns(const std::vector<std::int64_t>& x) {
+  return {dims_product(x, 0, x.size() - 1), x.back()};
+}
+inline kernel_dim_array four(const std::vector<std::int64_t>& x) { return {x[0], x[1], x[2], x[3]}; }
+
+// embedding, position_embedding, their gradients: {tokens, table_rows, cols, row_offset} and
+// {batch, seq, cols(, table_rows)}.
+inline kernel_dim_array embedding_dims(const node& n, const local_layout& layout, int i) {
+  const std::vector<std::int64_t>& x = layout.of(n.inputs[0]).local;
+  switch (n.kind) {
+    case op::embedding: {
+      const local_dims& table = layout.of(n.inputs[1]);
+      return {dims_product(x, 0, x.size()), table.local[0], table.local[1], table.offset[0]};
+    }
+    case op::embedding_grad: {
+      const local_dims& table = layout.of(i);
+      return {dims_product(x, 0, x.size()), table.local[0], table.local[1], table.offset[0]};
+    }
+    case op::position_embedding:
+      return {x[0], x[1], x[2]};
+    default:  // position_embedding_grad
+      return {x[0], x[1], x[2], layout.of(i).local[0]};
+  }
+}
+
+// The products and their weight gradients: {m, k, n}; matmul {batch, m, k, n}; transpose
+// {batch, rows, cols}.
+inline kernel_dim_array product_dims(const node& n, const local_layout& layout, int i) {
+  const std::vector<std::int64_t>& x = layout.of(n.inputs[0]).local;
+  const std::vector<std::int64_t>& out = layout.of(i).local;
+  switch (n.kind) {
+    case op::linear:
+      return {dims_product(x, 0, x.size() - 1), x.back(), out.back()};
+    case op::matmul:
+      return {dims_product(x, 0, x.size() - 2), x[x.size() - 2], x.back(), out.back()};
+    case op::transpose:
+      return {dims_product(x, 0, x.size() - 2), x[x.size() - 2], x.back()};
+    default: {  // linear_weight_grad
+      const std::vector<std::int64_t>& dy = layout.of(n.inputs[1]).local;
+      return {dims_product(x, 0, x.size() - 1), x.back(), dy.back()};
+    }
+  }
+}
+
+// Attention and its gradients: {batch, heads, kv_heads, seq, head_dim}.
+inline kernel_dim_array attention_dims(const node& n, const local_layout& layout) {
+  const std::vector<std::int64_t>& x = layout.of(n.inputs[0]).local;
+  return {x[0], x[1], layout.of(n.inputs[1]).local[1], x[2], x[3]};
+}
+
+}  // namespace detail
+
+// A cross_entropy's or cross_entropy_grad's dims: {rows, vocab, classes, divisor, ignore_index},
+// the divisor 1 for a sum and every row of the logits for a mean.
+inline kernel_dim_array loss_dims(const program& p, const local_layout& layout, const model_sizes& sizes, int i) {
+  const node& n = p.nodes[i];
+  const local_dims& logits = layout.of(n.inputs[0]);
+  const shape& s = p.nodes[n.inputs[0]].shape;
+  const extent vocab = s[s.rank() - 1];
+  const std::int64_t rows = detail::dims_product(logits.local, 0, 2);
+  const std::int64_t divisor =
+      n.reduction == loss_reduction::sum ? 1 : detail::dims_product(logits.global, 0, 2);
+  return {rows, logits.local[2], sizes.classes_of(vocab, logits.local[2]), divisor, n.ignore_index};
+}
+
+// Node i's kernel dims. Fails for an op that has no kernel (a bug in lower()).
+inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout, const model_sizes& sizes, int i) {
+  const node& n = p.nodes[i];
+  const std::vector<std::int64_t>& x = layout.of(n.inputs[0]).local;
+  switch (n.kind) {
+    case op::embedding:
+    case op::embedding_grad:
+    case op::position_embedding:
+    case op::position_embedding_grad:
+      return detail::embedding_dims(n, layout, i);
+    case op::linear:
+    case op::matmul:
+    case op::transpose:
+    case op::linear_weight_grad:
+      return detail::product_dims(n, layout, i);
+    case op::layer_norm:
+    case op::rms_norm:
+    case op::softmax:
+    case op::bias_grad:
+    case op::layer_norm_grad_x:
+    case op::layer_norm_grad_w:
+    case op::rms_norm_grad_x:
+    case op::rms_norm_grad_w:
+    case op::softmax_grad:
+      return detail::rows_and_columns(x);
+    case op::rope:
+    case op::rope_grad:
+      return detail::four(x);
+    case op::split_heads: {
+      const std::vector<std::int64_t>& out = layout.of(i).local;
+      return {out[0], out[2], out[1], out[3]};
+    }
+    case op::merge_heads:
+      return {x[0], x[2], x[1], x[3]};
+    case op::attention:
+    case op::attention_grad_q:
+    case op::attention_grad_k:
+    case op::attention_grad_v:
+      return detail::attention_dims(n, layout);
+    case op::cross_entropy:
+    case op::cross_entropy_grad:
+      return loss_dims(p, layout, sizes, i);
+    case op::gelu_grad:
+    case op::silu_grad:
+    case op::ones:
+      return {layout.of(i).numel()};
+    default:
+      fail("executor: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
+           "this op has no kernel", "this is a bug in lower(); please report it");
+  }
+}
+
+}  // namespace shardgraph::plan

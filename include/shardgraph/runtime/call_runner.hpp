@@ -1,0 +1,163 @@
+#pragma once
+// call_runner: makes one bound call (plan/bound_call.hpp) on a compute backend and a communicator.
+// The call says what to do; the runner only turns its value references into buffers, through
+// `value_of(node) -> buffer&` (the executor's buffer of that node in the running layer), and takes
+// the two run-time quantities a call names (a mean loss's divisor, the loss scale).
+//
+//   call_runner<Backend, Comm> run{backend, rope, divisors, loss_scale};
+//   run.kernel(call, value_of);                       // kernel, batched, elementwise
+//   run.collective(call, group, value_of, staging);   // all_reduce, all_gather, reduce_scatter, all_to_all
+//
+// Each call builds its kernel_call in place; a batched product checks that its operands lie at one
+// stride (they are addresses, known here only) and else runs its products one by one.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "shardgraph/comm/communicator.hpp"
+#include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/plan/backend_traits.hpp"
+#include "shardgraph/plan/bound_call.hpp"
+#include "shardgraph/runtime/axis_channels.hpp"
+#include "shardgraph/runtime/rope_plan.hpp"
+
+namespace shardgraph {
+
+// The buffer's memory, for a communicator. It reads and writes that memory directly, so the work
+// a GPU backend has queued on its stream must be finished first.
+template <class T, class Backend>
+std::span<T> host_span(Backend& backend, typename Backend::buffer& b, std::int64_t numel) {
+  if constexpr (requires(Backend & be) { be.synchronize(); }) backend.synchronize();
+  return {static_cast<T*>(backend.data(b)), static_cast<std::size_t>(numel)};
+}
+
+template <compute::ComputeBackend Backend, comm::Communicator Comm>
+struct call_runner {
+  using buffer = typename Backend::buffer;
+  using kernel_call = compute::kernel_call<buffer>;
+
+  Backend& backend;
+  const rope_plan& rope;
+  std::span<const std::int64_t> loss_divisors;  // this run's counted targets, per targets input
+  double loss_scale = 1.0;
+
+  // A kernel, batched or elementwise call.
+  template <class ValueOf>
+  void kernel(const plan::bound_call& c, ValueOf&& value_of) {
+    if (c.kind == plan::call_kind::elementwise) return backend.run(elementwise_call(c, value_of));
+    kernel_call call = resolved(c, value_of);
+    if constexpr (plan::traits_of<Backend>().products_batched) {
+      if (c.kind == plan::call_kind::batched) return batched(c, call, value_of);
+    }
+    backend.run(call);
+  }
+
+  // c's kernel_call, its value references resolved.
+  template <class ValueOf>
+  kernel_call resolved(const plan::bound_call& c, ValueOf& value_of) const {
+    const auto at = [&](int v) { return v >= 0 ? &value_of(v) : nullptr; };
+    kernel_call call;
+    call.kind = c.kernel;
+    call.type = c.type;
+    call.out = &value_of(c.out);
+    for (int k = 0; k < c.input_count; ++k) call.in[k] = &value_of(c.in[static_cast<std::size_t>(k)]);
+    for (std::size_t k = 0; k < c.dims.size(); ++k) call.dims[k] = c.dims[k];
+    if (c.divisor_entry >= 0 && static_cast<std::size_t>(c.divisor_entry) < loss_divisors.size())
+      call.dims[3] = loss_divisors[static_cast<std::size_t>(c.divisor_entry)];
+    call.scalar = c.scalar_is_loss_scale ? loss_scale : c.scalar;
+    call.transpose_b = c.transpose_b;
+    if (c.uses_rope) call.rope = rope.of(c.node);
+    call.bias = at(c.bias);
+    call.bias_grad = at(c.bias_grad);
+    call.side = at(c.side);
+    call.logits_grad = at(c.logits_grad);
+    call.key_grad = at(c.key_grad);
+    call.value_grad = at(c.value_grad);
+    call.weight_grad = at(c.weight_grad);
+    call.epilogue = c.epilogue;
+    call.token_major = c.token_major;
+    call.output_kept = c.output_kept;
+    return call;
+  }
+
+  // One kernel for an elementwise chain.
+  template <class ValueOf>
+  static kernel_call elementwise_call(const plan::bound_call& c, ValueOf& value_of) {
+    kernel_call call;
+    call.kind = c.kernel;
+    call.type = c.type;
+    call.out = &value_of(c.out);
+    call.dims[0] = c.dims[0];
+    for (int k = 0; k < c.operand_count; ++k) call.operands[k] = &value_of(c.operands[static_cast<std::size_t>(k)]);
+    call.operand_count = c.operand_count;
+    for (int k = 0; k < c.chain_length; ++k) call.chain[k] = c.chain[static_cast<std::size_t>(k)];
+    call.chain_length = c.chain_length;
+    return call;
+  }
+
+  // A product and those batched with it: one batched call where each operand's products lie at
+  // one stride from the first's (bind places them so), else each call in turn.
+  template <class ValueOf>
+  void batched(const plan::bound_call& c, kernel_call& call, ValueOf& value_of) {
+    std::vector<kernel_call> calls{call};
+    for (const plan::bound_call& b : c.batched) calls.push_back(resolved(b, value_of));
+    const auto operand = [](const kernel_call& k, int which) -> const buffer* {
+      return which == 0 ? k.in[1] : which == 1 ? k.out : k.bias != nullptr ? k.bias : k.bias_grad;
+    };
+    bool strided = true;
+    for (int k = 0; k < 3 && strided; ++k) {
+      const buffer* first = operand(call, k);
+      if (first == nullptr) continue;
+      const std::ptrdiff_t element = static_cast<std::ptrdiff_t>(dtype_size(first->type()));
+      const auto at = [&](std::size_t b) {
+        return static_cast<const std::byte*>(Backend::address(*operand(calls[b], k)));
+      };
+      const std::ptrdiff_t stride = at(1) - at(0);
+      strided =
+          stride > 0 && stride % element == 0 && stride >= static_cast<std::ptrdiff_t>(first->size_bytes());
+      for (std::size_t b = 2; b < calls.size() && strided; ++b) strided = at(b) - at(b - 1) == stride;
+      call.batch_strides[k] = stride / element;
+    }
+    if (!strided) {
+      for (const kernel_call& k : calls) backend.run(k);
+      return;
+    }
+    call.batch = static_cast<std::int64_t>(calls.size());
+    backend.run(call);
+  }
+
+  // A collective over `group` (c.parts ranks): the block moves around the communicator's call,
+  // through the node's staging buffers (one; all_to_all: two).
+  void collective(const plan::bound_call& c, Comm& group, buffer& in, buffer& out, std::vector<buffer>& staging) {
+    detail::with_element_type(c.type, [&](auto zero) {
+      using T = decltype(zero);
+      switch (c.kernel) {
+        case op::all_reduce:
+          backend.copy(in, out);
+          group.all_reduce(host_span<T>(backend, out, c.out_numel));
+          break;
+        case op::all_gather:
+          group.all_gather(std::span<const T>(host_span<T>(backend, in, c.in_numel)),
+                           host_span<T>(backend, staging[0], c.in_numel * c.parts));
+          backend.interleave(staging[0], out, c.blocks[0]);
+          break;
+        case op::reduce_scatter:
+          backend.deinterleave(in, staging[0], c.blocks[0]);
+          group.reduce_scatter(std::span<const T>(host_span<T>(backend, staging[0], c.in_numel)),
+                               host_span<T>(backend, out, c.out_numel));
+          break;
+        case op::all_to_all:
+          backend.deinterleave(in, staging[0], c.blocks[0]);
+          group.all_to_all(std::span<const T>(host_span<T>(backend, staging[0], c.in_numel)),
+                           host_span<T>(backend, staging[1], c.in_numel));
+          backend.interleave(staging[1], out, c.blocks[1]);
+          break;
+        default:
+          break;
+      }
+    });
+  }
+};
+
+}  // namespace shardgraph
