@@ -1,7 +1,8 @@
 #pragma once
 // The one include for everything of shardgraph that is not a backend: the mesh, the DSL, the passes,
-// the program and its printers, the models, bind and the trainer, the optimizer math, data, pipeline
-// schedules, io (HF checkpoints, sharded and training checkpoints) and the launcher's placement.
+// the program and its printers, the bound plan and its printer, the models, bind and the trainer,
+// the optimizer math, data, pipeline schedules, io (HF checkpoints, sharded and training
+// checkpoints) and the launcher's placement.
 // Backends come with their own headers: <shardgraph/cpu.hpp>, <shardgraph/threads.hpp>,
 // <shardgraph/mpi.hpp>, <shardgraph/cuda.hpp>, <shardgraph/nccl.hpp>, <shardgraph/kokkos.hpp>.
 //
@@ -44,6 +45,7 @@
 #include "shardgraph/pipeline/print_timeline.hpp"
 #include "shardgraph/pipeline/schedule.hpp"
 #include "shardgraph/pipeline/timeline.hpp"
+#include "shardgraph/plan/print_bound_plan.hpp"
 #include "shardgraph/program/print_graphviz.hpp"
 #include "shardgraph/program/print_text.hpp"
 #include "shardgraph/program/program.hpp"

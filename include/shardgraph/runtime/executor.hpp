@@ -52,6 +52,7 @@
 #include "shardgraph/core/weight_source.hpp"
 #include "shardgraph/pipeline/partition.hpp"
 #include "shardgraph/plan/backend_traits.hpp"
+#include "shardgraph/plan/bound_plan.hpp"
 #include "shardgraph/plan/call_count.hpp"
 #include "shardgraph/plan/call_list.hpp"
 #include "shardgraph/plan/gradient_buckets.hpp"
@@ -253,21 +254,7 @@ class rank_program {
   void clear_step_targets() { step_targets_.reset(); }
 
   // Bytes this rank's program holds, by kind (what bind allocated; the trainer adds its own).
-  struct memory_report {
-    std::int64_t parameters = 0;   // this rank's weight slices, every layer
-    std::int64_t gradients = 0;    // param_grad values, every layer (training programs); ZeRO-2/3
-                                   // buckets: this rank's reduce-scattered chunks instead
-    std::int64_t activations = 0;  // every other value; per layer for forward blocks in training
-    std::int64_t communication =
-        0;  // staging buffers of all_gather, reduce_scatter, all_to_all; gradient buckets
-    std::int64_t gathered_parameters = 0;  // ZeRO-3: whole weights held while in use (two layers, and
-                                           // the weights outside blocks from forward's start to its end)
-    int micro_batches_in_flight = 1;       // pipelines: activation slots the schedule needs at once
-    std::int64_t activations_per_micro_batch = 0;  // pipelines: the part of `activations` each slot copies
-    std::int64_t arena = 0;  // the part of `activations` that values share by lifetime (memory_options)
-    std::int64_t arena_values = 0;  // what the values in the arena would take, each in its own memory
-    int gradients_in_place = 0;     // parameter gradients their step writes into the param_grad's memory
-  };
+  using memory_report = shardgraph::memory_report;
   memory_report memory() const {
     memory_report m;
     const graph& g = program_.nodes;
@@ -311,6 +298,26 @@ class rank_program {
         m.activations_per_micro_batch += static_cast<std::int64_t>(v.size_bytes());
     }
     return m;
+  }
+
+  // What bind planned for this rank (plan/bound_plan.hpp), for print(plan, out) and tests; valid
+  // while this rank_program lives and is not moved.
+  plan::bound_plan plan() const {
+    return {.compiled = program_,
+            .sizes = sizes_,
+            .layout = layout_,
+            .axis_sizes = axis_sizes_,
+            .world_rank = world_rank_,
+            .steps = step_index_,
+            .stages = stages_,
+            .banks = banked_,
+            .fusion = fused_,
+            .memory = memory_,
+            .buckets = buckets_.plan(),
+            .zero3 = zero3_.plan(),
+            .recomputed_steps = recompute_steps_,
+            .overlapped = overlapping_,
+            .totals = memory()};
   }
 
   // Whether gradient buckets and ZeRO-3's prefetch run on communication threads while the main

@@ -1,0 +1,169 @@
+#pragma once
+// print(bound_plan, out): one rank's bound plan as text, so that a user can read what one step of
+// their layout does on that rank and how much memory it holds (inspect_layout --bound prints it).
+//
+//   print(rank.plan(), std::cout);
+//
+// Per rank: its mesh coordinates and sizes; its pipeline stage; every call of one step in order
+// (a loop body once, marked with its layer count), each with its op, node, local shape, the buffer
+// it writes and those it reads (arena byte offset, layer block, parameter, gradient, own memory;
+// size), the other values a fused call writes, and for a collective its axis and bytes; the memory
+// bind allocated by kind, the arena among it; the gradient buckets; ZeRO-3's gathers. Offsets and
+// places are those of a loop's first layer on this rank.
+//
+//   step  op                        node                  local shape     writes                        reads
+//      5  linear+add_bias           h.attn.c_attn         (4, 8, 48)      [arena+2048, 6.0 KiB]         h.ln_1 [arena+0, 4.0 KiB], ...
+//     12  all_reduce @tp            h.attn.c_proj.all_reduce (4, 8, 32)   [own, 4.0 KiB]                4.0 KiB over tp (2 ranks)
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "shardgraph/pipeline/schedule.hpp"
+#include "shardgraph/plan/bound_plan.hpp"
+#include "shardgraph/plan/plan_call_rows.hpp"
+#include "shardgraph/plan/plan_text.hpp"
+#include "shardgraph/plan/print_plan_memory.hpp"
+
+namespace shardgraph::plan {
+
+namespace print_detail {
+
+inline std::size_t at(int i) { return static_cast<std::size_t>(i); }
+
+// "rank 3: dp=1 tp=1 of mesh dp=2 tp=2; batch 8, seq 16, 2 layers; training, ZeRO-1, buckets of 25.0 MiB"
+inline void print_header(const bound_plan& p, std::ostream& out) {
+  const graph& g = p.compiled.nodes;
+  std::string coordinates, mesh;
+  for (int a = 0; a < g.axes.size(); ++a) {
+    const std::string name(g.axes.name(a));
+    coordinates += (a ? " " : "") + name + "=" + std::to_string(p.layout.coordinate(a));
+    mesh += (a ? " " : "") + name + "=" + std::to_string(p.axis_sizes[at(a)]);
+  }
+  out << "rank " << p.world_rank << ": " << coordinates << " of mesh " << mesh << "; batch "
+      << p.sizes.get(size_symbol::batch) << ", seq " << p.sizes.get(size_symbol::seq) << ", "
+      << p.steps.layers << (p.steps.layers == 1 ? " layer" : " layers") << "; ";
+  if (!p.compiled.is_training()) {
+    out << "inference\n";
+    return;
+  }
+  out << "training, ZeRO-" << p.compiled.zero_stage << ", "
+      << (p.compiled.bucket_bytes > 0 ? "buckets of " + bytes_text(p.compiled.bucket_bytes) : "no buckets")
+      << (p.compiled.recompute == recompute::none ? "" : ", recomputation") << '\n';
+}
+
+inline void print_pipeline(const bound_plan& p, std::ostream& out) {
+  const pipeline_stages& st = p.stages;
+  if (!st.pipelined()) {
+    out << "pipeline  none: this rank runs every layer\n";
+    return;
+  }
+  out << "pipeline  stage " << st.coordinate << " of " << st.schedule.ranks << " on "
+      << p.compiled.nodes.axes.name(st.axis) << " (" << pipeline::schedule_name(st.schedule.kind) << ", "
+      << st.schedule.micro_batches << " micro-batches): layers";
+  for (const auto& [first, end] : st.chunks) out << " [" << first << ", " << end << ")";
+  out << (st.holds_first ? "; the embeddings" : "") << (st.holds_last ? "; the head and the loss" : "") << "; "
+      << st.banks << " micro-batch slots, " << st.inbox << " receive buffers\n";
+}
+
+// What a loop marker row says: the block, its layers on this rank, ZeRO-3's gathers, recomputation.
+inline std::string loop_text(const bound_plan& p, const call_row& r) {
+  const graph& g = p.compiled.nodes;
+  const node& n = g[r.node];
+  if (r.what == call_row::kind::loop_end) return "end of " + node_name(p, n.region);
+  std::string t = "loop " + node_name(p, r.node) + " x " + std::to_string(held_layers(p)) + " layers" +
+                  (n.reverse ? " (backward: last layer first)" : "");
+  if (p.zero3.on() && !p.zero3.layer_weights[at(r.node)].empty())
+    t += "; ZeRO-3 gathers its " + std::to_string(p.zero3.layer_weights[at(r.node)].size()) +
+         " weights per layer, the next layer's ahead";
+  if (n.reverse && !p.recomputed_steps.empty())
+    t += "; runs " + std::to_string(p.recomputed_steps.size()) + " forward steps again per layer";
+  return t;
+}
+
+// "h.ln_1 [arena+0, 2.0 KiB], h.attn.c_attn.weight [parameter, per layer, 12.0 KiB]"
+inline std::string reads_text(const bound_plan& p, const call_row& r, std::int64_t layer) {
+  std::string t;
+  for (int v : r.reads) t += (t.empty() ? "" : ", ") + buffer_text(p, v, layer);
+  return t;
+}
+
+inline std::string buckets_text(const std::vector<int>& buckets) {
+  if (buckets.size() == 1) return "packs into bucket " + std::to_string(buckets.front());
+  return "packs into buckets " + std::to_string(buckets.front()) + ".." + std::to_string(buckets.back()) +
+         " (one per layer)";
+}
+
+// One row of the calls table (and a line per other value a fused call writes).
+inline void print_row(const bound_plan& p, const call_row& r, std::int64_t layer, const std::string& indent,
+                      std::ostream& out) {
+  std::string number = std::to_string(r.step);
+  if (number.size() < 5) number.insert(0, 5 - number.size(), ' ');
+  out << number << "  " << column(indent + r.op, 26) << column(node_name(p, r.node), 28)
+      << column(local_shape_text(p, r.node), 16)
+      << column("[" + place_text(p, r.out, layer) + ", " + bytes_text(value_bytes(p, r.out)) + "]", 32);
+  if (r.what == call_row::kind::collective)
+    out << bytes_text(r.moved) << " over " << p.compiled.nodes.axes.name(p.compiled.nodes[r.node].axis) << " ("
+        << r.ranks << (r.ranks == 1 ? " rank: a copy" : " ranks") << ") <- " << reads_text(p, r, layer);
+  else if (r.what == call_row::kind::bucket)
+    out << buckets_text(r.buckets) << " <- " << reads_text(p, r, layer);
+  else
+    out << reads_text(p, r, layer);
+  out << '\n';
+  for (int v : r.also) out << std::string(7, ' ') << indent << "+ writes " << buffer_text(p, v, layer) << '\n';
+}
+
+// The calls of one step, in order; a loop body once, at the first layer this rank runs.
+inline void print_calls(const bound_plan& p, std::ostream& out) {
+  const std::vector<call_row> rows = call_rows(p);
+  out << "\ncalls of one step (the backward's seed 1; a loop body once, places of its first layer here)\n"
+      << " step  " << column("op", 26) << column("node", 28) << column("local shape", 16) << column("writes", 32)
+      << "reads\n";
+  std::string indent;
+  std::int64_t layer = 0, calls = 0, per_step = 0, collectives = 0;
+  const std::int64_t first = p.stages.pipelined() ? p.stages.chunks.front().first : 0;
+  const std::int64_t last = p.stages.pipelined() ? p.stages.chunks.back().second - 1 : p.steps.layers - 1;
+  const std::int64_t held = held_layers(p);
+  std::vector<bool> again(p.compiled.steps.size(), false);  // run again in each backward layer
+  for (const std::size_t s : p.recomputed_steps) again[s] = true;
+  for (const call_row& r : rows) {
+    if (r.what == call_row::kind::loop_end) indent.resize(indent.size() >= 2 ? indent.size() - 2 : 0);
+    if (r.what == call_row::kind::loop_begin || r.what == call_row::kind::loop_end) {
+      out << std::string(7, ' ') << indent << loop_text(p, r) << '\n';
+      if (r.what == call_row::kind::loop_begin) {
+        indent += "  ";
+        layer = p.compiled.nodes[r.node].reverse ? last : first;
+      } else {
+        layer = 0;
+      }
+      continue;
+    }
+    print_row(p, r, layer, indent, out);
+    const std::int64_t times = (r.in_loop ? held : 1) * (again[r.step] ? 2 : 1);
+    ++calls;
+    per_step += times;
+    if (r.what == call_row::kind::collective && r.ranks > 1) collectives += times;
+  }
+  out << "  " << calls << " calls listed; one " << (p.stages.pipelined() ? "micro-batch" : "step") << " makes "
+      << per_step << " (loop bodies once per layer, recomputed steps twice), " << collectives
+      << " of them collectives\n";
+}
+
+}  // namespace print_detail
+
+// Prints `p` (see the header comment).
+inline void print(const bound_plan& p, std::ostream& out) {
+  print_detail::print_header(p, out);
+  print_detail::print_pipeline(p, out);
+  print_detail::print_calls(p, out);
+  print_plan_memory(p, out);
+  print_plan_buckets(p, out);
+  print_plan_zero3(p, out);
+}
+
+}  // namespace shardgraph::plan
+
+namespace shardgraph {
+using plan::print;
+}  // namespace shardgraph
