@@ -6,6 +6,14 @@
 //                  [--rank 3] [--dot program.dot]
 //                  [--pp 4 [--schedule gpipe|1f1b|interleaved-1f1b] [--micro-batches 8]
 //                   [--virtual-stages 2] [--stage-layers 3,3,4,2] [--svg schedule.svg]]
+//   inspect_layout --bound --mesh dp=2,tp=2 --config tiny --batch 4 --seq 16 [--rank 3|all] [--zero 0|1|2|3]
+//
+// With --bound it binds the model's training program instead (zero weights, the cpu backend, one
+// thread rank per mesh rank, ZeRO stage --zero, default 0) and prints the bound plan of rank --rank
+// (default 0; `all`: every rank, in order): per call of one step its op, local shapes, the buffers
+// it writes and reads with their arena offsets, each collective's axis and bytes; then the memory
+// bind allocated (the arena among it), the gradient buckets and ZeRO-3's gathers
+// (plan/print_bound_plan.hpp). Binding allocates what training would: choose small sizes.
 //
 // With --pp N (N >= 2) it then shows the pipeline view of the same model: how its block layers split
 // over N ranks (--stage-layers, one count per virtual stage, or balanced), the schedule's timeline per
@@ -27,11 +35,14 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <shardgraph/cpu.hpp>
 #include <shardgraph/shardgraph.hpp>
+#include <shardgraph/threads.hpp>
 
 namespace sg = shardgraph;
 
@@ -42,13 +53,19 @@ constexpr sg::graph gpt2_graph() { return sg::models::gpt2<Mesh>(); }
 constexpr sg::graph llama_graph() { return sg::models::llama<Mesh>(); }
 constexpr sg::program gpt2_program = sg::compile<gpt2_graph>();
 constexpr sg::program llama_program = sg::compile<llama_graph>();
+// The training programs --bound binds: ZeRO stages 0 and 1 compile to one graph, 2 and 3 to another
+// (passes/compile.hpp); the stage is the program's field, set by training_program().
+constexpr sg::program gpt2_training = sg::compile<gpt2_graph, sg::training{.zero_stage = 1}>();
+constexpr sg::program gpt2_sharded_gradients = sg::compile<gpt2_graph, sg::training{.zero_stage = 2}>();
+constexpr sg::program llama_training = sg::compile<llama_graph, sg::training{.zero_stage = 1}>();
+constexpr sg::program llama_sharded_gradients = sg::compile<llama_graph, sg::training{.zero_stage = 2}>();
 
 int usage(const char* why) {
   std::fprintf(stderr,
                "shardgraph: inspect_layout: %s. usage: inspect_layout --mesh dp=2,tp=2 [--model gpt2|llama] "
                "[--config tiny|small] [--batch B] [--seq T] [--rank R] [--dot FILE] [--pp N] "
                "[--schedule gpipe|1f1b|interleaved-1f1b] [--micro-batches M] [--virtual-stages V] "
-               "[--stage-layers 3,3,4,2] [--svg FILE]\n",
+               "[--stage-layers 3,3,4,2] [--svg FILE] | --bound [--rank R|all] [--zero 0|1|2|3]\n",
                why);
   return 2;
 }
@@ -160,18 +177,50 @@ pipeline_view view_pipeline(const pipeline_request& request, std::int64_t layers
   return view;
 }
 
+// The training program of `model` for ZeRO stage `zero` (0 to 3).
+sg::program training_program(const std::string& model, int zero) {
+  const bool gpt2 = model == "gpt2";
+  sg::program p = zero >= 2 ? (gpt2 ? gpt2_sharded_gradients : llama_sharded_gradients)
+                            : (gpt2 ? gpt2_training : llama_training);
+  p.zero_stage = zero;
+  if (zero == 0) p.zero_axis = -1;
+  return p;
+}
+
+// Binds `p` on one thread rank per mesh rank (the cpu backend, zero weights) and prints the bound
+// plan of rank `only` (-1: every rank, in order).
+void print_bound_plans(const sg::program& p, const sg::model_sizes& sizes, const sg::mesh_shape& mesh, int only) {
+  const int world = mesh.world_size(p.nodes.axes);
+  std::vector<std::string> printed(static_cast<std::size_t>(world));
+  const sg::weight_source zeros = [](std::string_view, const sg::tensor_slice&, sg::host_tensor&) {};
+  sg::threads::world(world).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(p, sizes, comm, sg::cpu::backend{}, mesh, zeros);
+    if (only >= 0 && comm.rank() != only) return;
+    std::ostringstream out;
+    print(rank.plan(), out);
+    printed[static_cast<std::size_t>(comm.rank())] = out.str();  // one element per rank: no race
+  });
+  for (const std::string& text : printed)
+    if (!text.empty()) std::cout << '\n' << text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mesh_text = "dp=2,tp=2", model = "gpt2", config = "small", dot;
   std::int64_t batch = 8, seq = 1024;
-  int rank = 0;
+  std::string rank_text = "0", zero_text = "0";
+  bool bound = false;
   pipeline_request pipe;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--help" || a == "-h") {
       std::printf("see the comment at the top of %s for every option\n", "examples/inspect_layout/main.cpp");
       return 0;
+    }
+    if (a == "--bound") {
+      bound = true;
+      continue;
     }
     if (i + 1 >= argc) return usage(("missing value after " + std::string(a)).c_str());
     std::string v = argv[++i];
@@ -181,7 +230,8 @@ int main(int argc, char** argv) {
     else if (a == "--dot") dot = v;
     else if (a == "--batch") batch = std::stoll(v);
     else if (a == "--seq") seq = std::stoll(v);
-    else if (a == "--rank") rank = std::stoi(v);
+    else if (a == "--rank") rank_text = v;
+    else if (a == "--zero") zero_text = v;
     else if (a == "--pp") pipe.pp = v;
     else if (a == "--schedule") pipe.schedule = v;
     else if (a == "--micro-batches") pipe.micro_batches = v;
@@ -196,7 +246,13 @@ int main(int argc, char** argv) {
     const sg::program& p = model == "gpt2" ? gpt2_program : llama_program;
     sg::mesh_shape mesh = sg::mesh_shape::parse(mesh_text);
     int world = mesh.world_size(p.nodes.axes);
-    if (rank < 0 || rank >= world) return usage(("--rank must be in [0, " + std::to_string(world) + ")").c_str());
+    const bool all_ranks = bound && rank_text == "all";
+    const int rank = all_ranks ? 0 : whole_number("--rank", rank_text, 0);
+    if (rank >= world) return usage(("--rank must be in [0, " + std::to_string(world) + ")").c_str());
+    const int zero = whole_number("--zero", zero_text, 0);
+    if (zero > 3 || (zero > 0 && !bound)) return usage("--zero is 0, 1, 2 or 3, and goes with --bound");
+    if (bound && (pipe.pp != "1" || !dot.empty()))
+      return usage("--bound binds the dp x tp mesh: it takes no --pp or --dot");
     sg::model_sizes sizes;
     std::int64_t layers = 0;
     if (model == "gpt2") {
@@ -210,6 +266,12 @@ int main(int argc, char** argv) {
     }
     // The pipeline view is checked before anything prints, and printed after the program.
     const pipeline_view pipeline = view_pipeline(pipe, layers, model + " (" + config + ")");
+    if (bound) {
+      std::cout << model << " (" << config << ") training on mesh " << mesh.to_string() << ": " << world
+                << " ranks, each bound on a thread with the cpu backend\n";
+      print_bound_plans(training_program(model, zero), sizes, mesh, all_ranks ? -1 : rank);
+      return 0;
+    }
     // The same checks bind() makes, so a layout that cannot run is reported here too.
     sg::local_layout layout(p, sizes, mesh, mesh.coordinates(p.nodes.axes, rank));
     std::cout << model << " (" << config << ") on mesh " << mesh.to_string() << ": " << world << " ranks; rank " << rank

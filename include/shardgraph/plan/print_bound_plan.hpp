@@ -14,6 +14,7 @@
 //   step  op                        node                  local shape     writes                        reads
 //      5  linear+add_bias           h.attn.c_attn         (4, 8, 48)      [arena+2048, 6.0 KiB]         h.ln_1 [arena+0, 4.0 KiB], ...
 //     12  all_reduce @tp            h.attn.c_proj.all_reduce (4, 8, 32)   [own, 4.0 KiB]                4.0 KiB over tp (2 ranks)
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
@@ -89,10 +90,13 @@ inline std::string reads_text(const bound_plan& p, const call_row& r, std::int64
   return t;
 }
 
-inline std::string buckets_text(const std::vector<int>& buckets) {
+// "packs into bucket 0", or for a loop body's gradient "packs into buckets 1, 5 (by layer)".
+inline std::string buckets_text(std::vector<int> buckets) {
+  std::sort(buckets.begin(), buckets.end());
   if (buckets.size() == 1) return "packs into bucket " + std::to_string(buckets.front());
-  return "packs into buckets " + std::to_string(buckets.front()) + ".." + std::to_string(buckets.back()) +
-         " (one per layer)";
+  std::string t = "packs into buckets ";
+  for (std::size_t k = 0; k < buckets.size(); ++k) t += (k ? ", " : "") + std::to_string(buckets[k]);
+  return t + " (by layer)";
 }
 
 // One row of the calls table (and a line per other value a fused call writes).
@@ -117,7 +121,7 @@ inline void print_row(const bound_plan& p, const call_row& r, std::int64_t layer
 // The calls of one step, in order; a loop body once, at the first layer this rank runs.
 inline void print_calls(const bound_plan& p, std::ostream& out) {
   const std::vector<call_row> rows = call_rows(p);
-  out << "\ncalls of one step (the backward's seed 1; a loop body once, places of its first layer here)\n"
+  out << "\ncalls of one step (a loop body once, at its first layer on this rank; no loss scale)\n"
       << " step  " << column("op", 26) << column("node", 28) << column("local shape", 16) << column("writes", 32)
       << "reads\n";
   std::string indent;
