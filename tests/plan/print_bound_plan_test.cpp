@@ -21,7 +21,7 @@ constexpr sg::program gpt2_training = sg::compile<gpt2_f64, sg::training{}>();
 // What one rank of a dp x tp mesh sees after bind: its printed plan and figures read from the rank.
 struct printed_rank {
   std::string text;
-  std::int64_t arena = 0, parameters = 0, bucket_bytes = 0;
+  std::int64_t arena = 0, parameters = 0, bucket_bytes = 0, backend_calls = 0;
   std::string arena_value;  // a value the plan puts in the arena
   std::size_t arena_offset = 0;
 };
@@ -40,6 +40,7 @@ printed_rank print_rank(int dp, int tp, int wanted) {
     result.text = out.str();
     result.arena = rank.memory().arena;
     result.parameters = rank.memory().parameters;
+    result.backend_calls = rank.planned_backend_calls();
     for (const auto& b : rank.gradient_buckets()) result.bucket_bytes += b.bytes;
     const sg::graph& g = gpt2_training.nodes;
     for (int i = g.size() - 1; i >= 0; --i)  // the last value in the arena other than at offset 0
@@ -82,6 +83,9 @@ TEST_CASE("print(bound_plan): one rank shows its calls, arena offsets and the ar
   const std::string arena = line_with(r.text, "  arena  ");
   CHECK(arena.find(" " + std::to_string(r.arena) + "  (") != std::string::npos);
   CHECK(line_with(r.text, "  parameters  ").find(" " + std::to_string(r.parameters) + "  (") != std::string::npos);
+  // The step's count of backend calls, as the call list gives it.
+  REQUIRE(r.backend_calls > 0);
+  CHECK(!line_with(r.text, " calls listed; ", " " + std::to_string(r.backend_calls) + " compute-backend calls").empty());
 }
 
 TEST_CASE("print(bound_plan): a tp=2 rank shows its all_reduces on tp with their bytes", "[plan][threads]") {

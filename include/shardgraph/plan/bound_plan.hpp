@@ -4,6 +4,7 @@
 //
 //   auto rank = shardgraph::bind(program, sizes, comm, cpu::backend{}, mesh, weights);
 //   const plan::bound_plan p = rank.plan();
+//   p.calls.of_step(s);               // step s's calls (plan/call_list.hpp)
 //   p.memory.values[i].offset;        // where value i lies in the arena (plan/memory_layout.hpp)
 //   p.buckets.buckets[k].members;     // the k-th gradient bucket backward fills
 //   print(p, std::cout);              // per call: op, local shapes, buffers, collectives (print_bound_plan.hpp)
@@ -13,6 +14,7 @@
 #include <span>
 
 #include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/plan/call_list.hpp"
 #include "shardgraph/plan/gradient_buckets.hpp"
 #include "shardgraph/plan/memory_layout.hpp"
 #include "shardgraph/plan/memory_report.hpp"
@@ -36,6 +38,7 @@ struct bound_plan {
   const pipeline_stages& stages;       // this rank's layers and phases (one stage: pipelined() false)
   const micro_batch_banks& banks;      // pipelines: the values with a copy per micro-batch in flight
   const step_fusion& fusion;           // which steps' calls others take over
+  const call_list& calls;              // each step's calls (plan/call_list.hpp)
   const memory_layout& memory;         // where every value lives
   const gradient_bucket_plan& buckets;
   const zero3_gathers& zero3;

@@ -11,9 +11,9 @@
 // bind allocated by kind, the arena among it; the gradient buckets; ZeRO-3's gathers. Offsets and
 // places are those of a loop's first layer on this rank.
 //
-//   step  op                        node                  local shape     writes                        reads
-//      5  linear+add_bias           h.attn.c_attn         (4, 8, 48)      [arena+2048, 6.0 KiB]         h.ln_1 [arena+0, 4.0 KiB], ...
-//     12  all_reduce @tp            h.attn.c_proj.all_reduce (4, 8, 32)   [own, 4.0 KiB]                4.0 KiB over tp (2 ranks)
+//    step  op                   node            local shape   writes                     reads
+//      20    linear+add_bias+gelu h.mlp.c_fc      (2, 16, 64)   [own, per layer, 8.0 KiB]  h.ln_2 [own, per layer, 4.0 KiB], ...
+//      24    all_reduce @tp       h.mlp.c_proj    (2, 16, 32)   [own, 4.0 KiB]             4.0 KiB over tp (2 ranks) <- ...
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +23,7 @@
 
 #include "shardgraph/pipeline/schedule.hpp"
 #include "shardgraph/plan/bound_plan.hpp"
+#include "shardgraph/plan/call_count.hpp"
 #include "shardgraph/plan/plan_call_rows.hpp"
 #include "shardgraph/plan/plan_text.hpp"
 #include "shardgraph/plan/print_plan_memory.hpp"
@@ -121,37 +122,33 @@ inline void print_row(const bound_plan& p, const call_row& r, std::int64_t layer
 // The calls of one step, in order; a loop body once, at the first layer this rank runs.
 inline void print_calls(const bound_plan& p, std::ostream& out) {
   const std::vector<call_row> rows = call_rows(p);
-  out << "\ncalls of one step (a loop body once, at its first layer on this rank; no loss scale)\n"
+  out << "\ncalls of one step (a loop body once, at its first layer on this rank; "
+      << (p.calls.seed_is_one ? "no loss scale" : "under a loss scale") << ")\n"
       << " step  " << column("op", 26) << column("node", 28) << column("local shape", 16) << column("writes", 32)
       << "reads\n";
   std::string indent;
-  std::int64_t layer = 0, calls = 0, per_step = 0, collectives = 0;
+  std::int64_t layer = 0, collectives = 0;
   const std::int64_t first = p.stages.pipelined() ? p.stages.chunks.front().first : 0;
   const std::int64_t last = p.stages.pipelined() ? p.stages.chunks.back().second - 1 : p.steps.layers - 1;
-  const std::int64_t held = held_layers(p);
-  std::vector<bool> again(p.compiled.steps.size(), false);  // run again in each backward layer
-  for (const std::size_t s : p.recomputed_steps) again[s] = true;
   for (const call_row& r : rows) {
     if (r.what == call_row::kind::loop_end) indent.resize(indent.size() >= 2 ? indent.size() - 2 : 0);
     if (r.what == call_row::kind::loop_begin || r.what == call_row::kind::loop_end) {
       out << std::string(7, ' ') << indent << loop_text(p, r) << '\n';
-      if (r.what == call_row::kind::loop_begin) {
-        indent += "  ";
-        layer = p.compiled.nodes[r.node].reverse ? last : first;
-      } else {
-        layer = 0;
-      }
+      if (r.what == call_row::kind::loop_begin) indent += "  ";
+      layer = r.what == call_row::kind::loop_end ? 0 : p.compiled.nodes[r.node].reverse ? last : first;
       continue;
     }
     print_row(p, r, layer, indent, out);
-    const std::int64_t times = (r.in_loop ? held : 1) * (again[r.step] ? 2 : 1);
-    ++calls;
-    per_step += times;
-    if (r.what == call_row::kind::collective && r.ranks > 1) collectives += times;
+    if (r.what == call_row::kind::collective && r.ranks > 1) collectives += r.in_loop ? held_layers(p) : 1;
   }
-  out << "  " << calls << " calls listed; one " << (p.stages.pipelined() ? "micro-batch" : "step") << " makes "
-      << per_step << " (loop bodies once per layer, recomputed steps twice), " << collectives
-      << " of them collectives\n";
+  const auto listed = std::count_if(rows.begin(), rows.end(), [](const call_row& r) {
+    return r.what != call_row::kind::loop_begin && r.what != call_row::kind::loop_end;
+  });
+  out << "  " << listed << " calls listed; " << collectives << " collectives a step";
+  if (!p.stages.pipelined())  // plan/call_count.hpp: with loop bodies per layer, recomputation and loop copies
+    out << ", " << count_backend_calls(p.compiled, p.calls, p.steps, p.memory, p.recomputed_steps)
+        << " compute-backend calls a step";
+  out << '\n';
 }
 
 }  // namespace print_detail

@@ -312,6 +312,7 @@ class rank_program {
             .stages = stages_,
             .banks = banked_,
             .fusion = fused_,
+            .calls = calls_,
             .memory = memory_,
             .buckets = buckets_.plan(),
             .zero3 = zero3_.plan(),
