@@ -54,6 +54,25 @@ printed_rank print_rank(int dp, int tp, int wanted) {
   return result;
 }
 
+// The printed plan of rank 1 of two pipeline stages of the tiny GPT-2 (compiled at run time).
+std::string print_last_stage() {
+  using Mesh3 = sg::mesh<"dp", "tp", "pp">;
+  const sg::program p = sg::compile_graph(
+      sg::models::gpt2<Mesh3>({.type = sg::dtype::f64, .data_axis = "", .tensor_axis = ""}), sg::training{});
+  REQUIRE(p.ok());
+  std::string text;
+  sg::threads::world(2).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(p, config.sizes(batch / 2, seq), comm, sg::cpu::backend{},
+                         sg::mesh_shape{{"dp", 1}, {"tp", 1}, {"pp", 2}}, sg::random_weights(3, 0.3),
+                         sg::pipeline_options{.micro_batches = 2});
+    if (comm.rank() != 1) return;
+    std::ostringstream out;
+    print(rank.plan(), out);
+    text = out.str();  // rank 1 alone writes it
+  });
+  return text;
+}
+
 // The first line of `text` holding `what` and `also` (empty: none).
 std::string line_with(const std::string& text, const std::string& what, const std::string& also = {}) {
   std::istringstream in(text);
@@ -114,4 +133,16 @@ TEST_CASE("print(bound_plan): a dp=2 rank shows its gradient bucket", "[plan][th
   CHECK(!line_with(r.text, "all_reduce @dp", " d.h.mlp.c_proj.weight ").empty());
   CHECK(line_with(r.text, "all_reduce @dp", " d.h.mlp.c_proj.weight ").find("packs into bucket 0") !=
         std::string::npos);
+}
+
+TEST_CASE("print(bound_plan): a pipeline's last stage shows its layers and only its calls", "[plan][threads]") {
+  const std::string text = print_last_stage();
+  INFO(text);
+  // 2 layers over 2 stages, the embedding and the head counted as one layer each: the last stage
+  // runs layer 1, the head and the loss.
+  CHECK(!line_with(text, "pipeline  stage 1 of 2 on pp (1f1b, 2 micro-batches): layers [1, 2)",
+                   "; the head and the loss").empty());
+  CHECK(text.find("loop h x 1 layer\n") != std::string::npos);
+  CHECK(!line_with(text, " cross_entropy ").empty());
+  CHECK(line_with(text, " embedding ").empty());  // the first stage's
 }

@@ -28,6 +28,11 @@ inline std::string bytes_text(std::int64_t bytes) {
   return text;
 }
 
+// "1 layer", "2 layers"; "2 micro-batches" with the plural given.
+inline std::string count_text(std::int64_t n, const std::string& thing, const std::string& things = {}) {
+  return std::to_string(n) + " " + (n == 1 ? thing : things.empty() ? thing + "s" : things);
+}
+
 // Node i's bytes on this rank (one layer's, for a value kept per layer).
 inline std::int64_t value_bytes(const bound_plan& p, int i) {
   return p.layout.of(i).numel() * static_cast<std::int64_t>(dtype_size(p.compiled.nodes[i].type));

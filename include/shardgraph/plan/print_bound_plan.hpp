@@ -45,7 +45,7 @@ inline void print_header(const bound_plan& p, std::ostream& out) {
   }
   out << "rank " << p.world_rank << ": " << coordinates << " of mesh " << mesh << "; batch "
       << p.sizes.get(size_symbol::batch) << ", seq " << p.sizes.get(size_symbol::seq) << ", "
-      << p.steps.layers << (p.steps.layers == 1 ? " layer" : " layers") << "; ";
+      << count_text(p.steps.layers, "layer") << "; ";
   if (!p.compiled.is_training()) {
     out << "inference\n";
     return;
@@ -66,7 +66,8 @@ inline void print_pipeline(const bound_plan& p, std::ostream& out) {
       << st.schedule.micro_batches << " micro-batches): layers";
   for (const auto& [first, end] : st.chunks) out << " [" << first << ", " << end << ")";
   out << (st.holds_first ? "; the embeddings" : "") << (st.holds_last ? "; the head and the loss" : "") << "; "
-      << st.banks << " micro-batch slots, " << st.inbox << " receive buffers\n";
+      << count_text(st.banks, "micro-batch slot") << ", " << count_text(st.inbox, "receive buffer")
+      << "; activations and their gradients cross stages by send and recv\n";
 }
 
 // What a loop marker row says: the block, its layers on this rank, ZeRO-3's gathers, recomputation.
@@ -74,7 +75,7 @@ inline std::string loop_text(const bound_plan& p, const call_row& r) {
   const graph& g = p.compiled.nodes;
   const node& n = g[r.node];
   if (r.what == call_row::kind::loop_end) return "end of " + node_name(p, n.region);
-  std::string t = "loop " + node_name(p, r.node) + " x " + std::to_string(held_layers(p)) + " layers" +
+  std::string t = "loop " + node_name(p, r.node) + " x " + count_text(held_layers(p), "layer") +
                   (n.reverse ? " (backward: last layer first)" : "");
   if (p.zero3.on() && !p.zero3.layer_weights[at(r.node)].empty())
     t += "; ZeRO-3 gathers its " + std::to_string(p.zero3.layer_weights[at(r.node)].size()) +

@@ -61,7 +61,7 @@ inline void print_plan_memory(const bound_plan& p, std::ostream& out) {
                   std::to_string(m.arena_values) + " apart");
   if (p.stages.pipelined())
     print_bytes(out, "per micro-batch", m.activations_per_micro_batch,
-                ", of the activations, " + std::to_string(m.micro_batches_in_flight) + " micro-batches in flight");
+                ", of the activations, " + count_text(m.micro_batches_in_flight, "micro-batch", "micro-batches") + " in flight");
   print_bytes(out, "communication", m.communication, ", staging of collectives and buckets");
   print_bytes(out, "total", m.parameters + m.gathered_parameters + m.gradients + m.activations + m.communication);
 }
