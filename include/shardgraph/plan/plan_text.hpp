@@ -4,7 +4,8 @@
 //
 //   bytes_text(12288)           -> "12.0 KiB"
 //   local_shape_text(p, i)      -> "(8, 8, 32)"
-//   place_text(p, i, 0)         -> "arena+4096", "parameter", "own, per layer", "in h.attn.c_attn: arena+0"
+//   place_text(p, i, 0)         -> "arena+4096", "parameter", "own, per layer", "in h.attn.merge_heads: own"
+//   buffer_text(p, i, 0)        -> "h.ln_2 [arena+4096, 4.0 KiB]"
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -88,9 +89,14 @@ inline std::string place_text(const bound_plan& p, int i, std::int64_t layer) {
   return at.node == i ? t : "in " + node_name(p, at.node) + ": " + t;
 }
 
+// "[arena+0, 2.0 KiB]": a value's place and size.
+inline std::string placed_text(const bound_plan& p, int i, std::int64_t layer) {
+  return "[" + place_text(p, i, layer) + ", " + bytes_text(value_bytes(p, i)) + "]";
+}
+
 // "h.ln_1 [arena+0, 2.0 KiB]": a value with its place and size.
 inline std::string buffer_text(const bound_plan& p, int i, std::int64_t layer) {
-  return node_name(p, i) + " [" + place_text(p, i, layer) + ", " + bytes_text(value_bytes(p, i)) + "]";
+  return node_name(p, i) + " " + placed_text(p, i, layer);
 }
 
 // `text` padded with spaces to `width`, then one space.

@@ -11,9 +11,9 @@
 // bind allocated by kind, the arena among it; the gradient buckets; ZeRO-3's gathers. Offsets and
 // places are those of a loop's first layer on this rank.
 //
-//    step  op                   node            local shape   writes                     reads
-//      20    linear+add_bias+gelu h.mlp.c_fc      (2, 16, 64)   [own, per layer, 8.0 KiB]  h.ln_2 [own, per layer, 4.0 KiB], ...
-//      24    all_reduce @tp       h.mlp.c_proj    (2, 16, 32)   [own, 4.0 KiB]             4.0 KiB over tp (2 ranks) <- ...
+//    step  op                         node                         local shape      writes                           reads
+//      20    linear+add_bias+gelu     h.mlp.c_fc                   (2, 16, 64)      [own, per layer, 8.0 KiB]        h.ln_2 [own, per ...
+//      24    all_reduce @tp           h.mlp.c_proj                 (2, 16, 32)      [own, 4.0 KiB]                   4.0 KiB over tp (2 ...
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -108,7 +108,7 @@ inline void print_row(const bound_plan& p, const call_row& r, std::int64_t layer
   if (number.size() < 5) number.insert(0, 5 - number.size(), ' ');
   out << number << "  " << column(indent + r.op, 26) << column(node_name(p, r.node), 28)
       << column(local_shape_text(p, r.node), 16)
-      << column("[" + place_text(p, r.out, layer) + ", " + bytes_text(value_bytes(p, r.out)) + "]", 32);
+      << column(placed_text(p, r.out, layer), 32);
   if (r.what == call_row::kind::collective)
     out << bytes_text(r.moved) << " over " << p.compiled.nodes.axes.name(p.compiled.nodes[r.node].axis) << " ("
         << r.ranks << (r.ranks == 1 ? " rank: a copy" : " ranks") << ") <- " << reads_text(p, r, layer);
