@@ -38,7 +38,8 @@ rank_parameters held_on(const sg::program& p, int stages, int rank) {
 
 TEST_CASE("plan_held_parameters: one stage holds every weight, a block weight once per layer", "[plan]") {
   const sg::graph& g = untied.nodes;
-  const int w_in = node_named(g, "w_in", sg::op::parameter), w_out = node_named(g, "w_out", sg::op::parameter);
+  const int w_in = node_named(g, "w_in", sg::op::parameter),
+            w_out = node_named(g, "w_out", sg::op::parameter);
   const int w = node_named(g, "h.w", sg::op::parameter);
   REQUIRE(w_in < w_out);  // node order: the weights before the block, then the block's
   REQUIRE(w_out < w);
@@ -53,12 +54,15 @@ TEST_CASE("plan_held_parameters: one stage holds every weight, a block weight on
 TEST_CASE("plan_held_parameters: a pipeline stage holds its own layers and the weights its phases read",
           "[plan]") {
   const sg::graph& g = untied.nodes;
-  const int w_in = node_named(g, "w_in", sg::op::parameter), w_out = node_named(g, "w_out", sg::op::parameter);
+  const int w_in = node_named(g, "w_in", sg::op::parameter),
+            w_out = node_named(g, "w_out", sg::op::parameter);
   const int w = node_named(g, "h.w", sg::op::parameter);
   // Stage 0: the input product and layers 0-3; stage 1: layers 4-7 and the head.
   const rank_parameters first = held_on(untied, 2, 0), last = held_on(untied, 2, 1);
-  CHECK(first.slices == std::vector<std::pair<int, std::int64_t>>{{w_in, -1}, {w, 0}, {w, 1}, {w, 2}, {w, 3}});
-  CHECK(last.slices == std::vector<std::pair<int, std::int64_t>>{{w_out, -1}, {w, 4}, {w, 5}, {w, 6}, {w, 7}});
+  CHECK(first.slices ==
+        std::vector<std::pair<int, std::int64_t>>{{w_in, -1}, {w, 0}, {w, 1}, {w, 2}, {w, 3}});
+  CHECK(last.slices ==
+        std::vector<std::pair<int, std::int64_t>>{{w_out, -1}, {w, 4}, {w, 5}, {w, 6}, {w, 7}});
   CHECK(first.bytes == 4u * (16 * 16 + 4 * 16 * 16));
   CHECK(last.bytes == 4u * (16 * 32 + 4 * 16 * 16));
 }
@@ -66,7 +70,8 @@ TEST_CASE("plan_held_parameters: a pipeline stage holds its own layers and the w
 TEST_CASE("plan_held_parameters: a weight tied across the block is held by the first and the last stage",
           "[plan]") {
   const sg::graph& g = tied.nodes;
-  const int w_in = node_named(g, "w_in", sg::op::parameter), w_out = node_named(g, "w_out", sg::op::parameter);
+  const int w_in = node_named(g, "w_in", sg::op::parameter),
+            w_out = node_named(g, "w_out", sg::op::parameter);
   const rank_parameters first = held_on(tied, 2, 0), last = held_on(tied, 2, 1);
   CHECK(first.slices.front() == std::pair<int, std::int64_t>{w_in, -1});
   CHECK(last.slices[0] == std::pair<int, std::int64_t>{w_in, -1});

@@ -30,12 +30,15 @@ sg::plan::zero3_gathers zero3_on(int axis, int parts) {
 
 TEST_CASE("plan_overlapped_axes: the axes of the buckets and of ZeRO-3's gathers", "[plan]") {
   // No bucket, no ZeRO-3: no thread.
-  CHECK(sg::plan::plan_overlapped_axes(buckets_on({}), zero3_on(-1, 1), 3) == std::vector<bool>{false, false, false});
+  CHECK(sg::plan::plan_overlapped_axes(buckets_on({}), zero3_on(-1, 1), 3) ==
+        std::vector<bool>{false, false, false});
   // Buckets on dp (two of them) and tp.
   CHECK(sg::plan::plan_overlapped_axes(buckets_on({0, 0, 1}), zero3_on(-1, 1), 3) ==
         std::vector<bool>{true, true, false});
   // ZeRO-3 over 2 ranks of dp, no buckets: dp's gathers.
-  CHECK(sg::plan::plan_overlapped_axes(buckets_on({}), zero3_on(0, 2), 3) == std::vector<bool>{true, false, false});
+  CHECK(sg::plan::plan_overlapped_axes(buckets_on({}), zero3_on(0, 2), 3) ==
+        std::vector<bool>{true, false, false});
   // ZeRO-3 on an axis of one rank gathers nothing.
-  CHECK(sg::plan::plan_overlapped_axes(buckets_on({}), zero3_on(2, 1), 3) == std::vector<bool>{false, false, false});
+  CHECK(sg::plan::plan_overlapped_axes(buckets_on({}), zero3_on(2, 1), 3) ==
+        std::vector<bool>{false, false, false});
 }

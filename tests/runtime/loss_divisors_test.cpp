@@ -53,7 +53,7 @@ TEST_CASE("loss_divisors: the run's counted targets, the trainer's step counts, 
   bound b = bind_divisors();
   const sg::graph& g = program.nodes;
   const std::vector<std::int64_t> counted = b.divisors.counted_targets(g, batch({0, 1, -100, 4, 2, 3}));
-  REQUIRE(counted.size() == 2);  // one count per cross_entropy reading the targets input
+  REQUIRE(counted.size() == 2);          // one count per cross_entropy reading the targets input
   CHECK(counted[0] + counted[1] == 10);  // 5 of 6 counted, for each loss
 
   b.divisors.begin_run(counted);
@@ -78,6 +78,7 @@ TEST_CASE("loss_divisors: micro-batches' counts are summed, every one checked", 
   const std::vector<sg::tensor_map> micro{batch({0, 1, 2, 3, 4, 0}), batch({-100, -100, 1, 1, 1, 1})};
   CHECK(b.divisors.counted_targets(g, micro) == std::vector<std::int64_t>{10, 10});
   const std::vector<sg::tensor_map> bad{batch({0, 1, 2, 3, 4, 0}), batch({0, 0, 5, 0, 0, 0})};
-  CHECK_THROWS_WITH(b.divisors.counted_targets(g, bad),
-                    sg::testing::ContainsSubstring("target 5 at batch row 0, position 2 is outside the vocabulary [0, 5)"));
+  CHECK_THROWS_WITH(
+      b.divisors.counted_targets(g, bad),
+      sg::testing::ContainsSubstring("target 5 at batch row 0, position 2 is outside the vocabulary [0, 5)"));
 }

@@ -51,7 +51,8 @@ TEST_CASE("local_input: this rank's slice of the whole input", "[runtime]") {
 }
 
 TEST_CASE("local_input: a missing input, or one of another shape or dtype, fails naming it", "[runtime]") {
-  CHECK(error_of({{"y", numbered()}}) == "shardgraph: forward: input 'x' is missing. pass every input of the program by name");
+  CHECK(error_of({{"y", numbered()}}) ==
+        "shardgraph: forward: input 'x' is missing. pass every input of the program by name");
   const std::string shape = error_of({{"x", sg::host_tensor(sg::dtype::f32, {4, 2})}});
   CHECK(shape.find("forward: input 'x': expected f32 (4, 2, 3) but got f32 (4, 2)") != std::string::npos);
   const std::string type = error_of({{"x", sg::host_tensor(sg::dtype::f64, {4, 2, 3})}});
@@ -66,7 +67,8 @@ TEST_CASE("download_part: the slice, from a buffer of its size or one padded pas
   d.local = {4, 3};
   d.offset = {0, 3};
   const std::vector<float> values{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, -1, -1};  // 12, and 2 of padding
-  sg::cpu::backend::buffer exact = backend.allocate(sg::dtype::f32, 12), padded = backend.allocate(sg::dtype::f32, 14);
+  sg::cpu::backend::buffer exact = backend.allocate(sg::dtype::f32, 12),
+                           padded = backend.allocate(sg::dtype::f32, 14);
   backend.upload(exact, values.data());
   backend.upload(padded, values.data());
   for (const auto* b : {&exact, &padded}) {
@@ -74,6 +76,7 @@ TEST_CASE("download_part: the slice, from a buffer of its size or one padded pas
     CHECK(part.slice.offset == std::vector<std::int64_t>{0, 3});
     CHECK(part.slice.count == std::vector<std::int64_t>{4, 3});
     const auto got = part.values.values<float>();
-    CHECK(std::vector<float>(got.begin(), got.end()) == std::vector<float>(values.begin(), values.begin() + 12));
+    CHECK(std::vector<float>(got.begin(), got.end()) ==
+          std::vector<float>(values.begin(), values.begin() + 12));
   }
 }

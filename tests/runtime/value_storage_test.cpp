@@ -23,10 +23,11 @@ TEST_CASE("value_storage: allocations within the budget are made, the first past
   CHECK(second.numel() == 0);  // past the budget: an empty buffer stands in
   const sg::cpu::backend::buffer third = storage.allocate(backend, "the third", sg::dtype::f32, 1);
   CHECK(third.numel() == 0);  // and for every later request
+  CHECK_THROWS_WITH(storage.check(3), sg::testing::ContainsSubstring(
+                                          "shardgraph: bind: memory (rank 3): this rank's program needs at "
+                                          "least 1204 bytes (0.00 MiB) but the device has 1000 bytes"));
   CHECK_THROWS_WITH(storage.check(3),
-                    sg::testing::ContainsSubstring("shardgraph: bind: memory (rank 3): this rank's program needs at "
-                                                   "least 1204 bytes (0.00 MiB) but the device has 1000 bytes"));
-  CHECK_THROWS_WITH(storage.check(3), sg::testing::ContainsSubstring("the second is the first value that does not fit"));
+                    sg::testing::ContainsSubstring("the second is the first value that does not fit"));
 }
 
 TEST_CASE("value_storage: a value's allocation is named by its node", "[runtime]") {
@@ -34,7 +35,8 @@ TEST_CASE("value_storage: a value's allocation is named by its node", "[runtime]
   sg::value_storage<sg::cpu::backend> storage(sg::memory_budget(100, "a test budget"));
   const sg::node& w = test_models::named(test_models::mlp, "mlp.c_fc.weight", sg::op::parameter);
   storage.allocate_for(backend, w, sg::dtype::f32, 30);
-  CHECK_THROWS_WITH(storage.check(0),
-                    sg::testing::ContainsSubstring(
-                        "value 'mlp.c_fc.weight' (parameter, 30 f32 elements) is the first value that does not fit"));
+  CHECK_THROWS_WITH(
+      storage.check(0),
+      sg::testing::ContainsSubstring(
+          "value 'mlp.c_fc.weight' (parameter, 30 f32 elements) is the first value that does not fit"));
 }

@@ -24,7 +24,8 @@ inline std::vector<int> plan_loss_entries(const graph& g, const std::vector<toke
     if (!t.targets) continue;
     for (int i = 0; i < g.size(); ++i)
       if ((g[i].kind == op::cross_entropy || g[i].kind == op::cross_entropy_grad) &&
-          shardgraph::detail::source_input(g, g[i].inputs[1]) == t.input && g[i].ignore_index == t.ignore_index)
+          shardgraph::detail::source_input(g, g[i].inputs[1]) == t.input &&
+          g[i].ignore_index == t.ignore_index)
         entry[static_cast<std::size_t>(i)] = k;
     ++k;
   }

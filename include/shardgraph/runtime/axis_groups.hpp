@@ -63,7 +63,8 @@ Comm split_tied_group(Comm& pipeline_axis, int stages, int coordinate) {
 template <comm::Communicator Comm>
 bool communication_threads(const std::vector<Comm>& axes, bool asked) {
   bool concurrent = false;
-  if constexpr (comm::ConcurrentGroups<Comm>) concurrent = !axes.empty() && axes.front().allows_concurrent_groups();
+  if constexpr (comm::ConcurrentGroups<Comm>)
+    concurrent = !axes.empty() && axes.front().allows_concurrent_groups();
   return concurrent && asked;
 }
 

@@ -53,15 +53,15 @@
 #include "shardgraph/pipeline/partition.hpp"
 #include "shardgraph/plan/backend_traits.hpp"
 #include "shardgraph/plan/gradient_buckets.hpp"
+#include "shardgraph/plan/held_parameters.hpp"
 #include "shardgraph/plan/memory_layout.hpp"
 #include "shardgraph/plan/micro_batch_banks.hpp"
+#include "shardgraph/plan/overlapped_axes.hpp"
 #include "shardgraph/plan/pipeline_stages.hpp"
 #include "shardgraph/plan/plan_step_fusion.hpp"
 #include "shardgraph/plan/step_index.hpp"
 #include "shardgraph/plan/zero3_gathers.hpp"
 #include "shardgraph/program/program.hpp"
-#include "shardgraph/plan/held_parameters.hpp"
-#include "shardgraph/plan/overlapped_axes.hpp"
 #include "shardgraph/runtime/axis_channels.hpp"
 #include "shardgraph/runtime/axis_groups.hpp"
 #include "shardgraph/runtime/gradient_buckets.hpp"
@@ -105,8 +105,8 @@ class rank_program {
     plan_stages(pipe);
     axis_comms_ = split_axes(world, std::span<const int>(axis_sizes_), std::span<const int>(coordinates));
     if (pipelined())
-      tied_comm_.push_back(
-          split_tied_group(axis_comms_[index(stages_.axis)], axis_sizes_[index(stages_.axis)], stages_.coordinate));
+      tied_comm_.push_back(split_tied_group(axis_comms_[index(stages_.axis)],
+                                            axis_sizes_[index(stages_.axis)], stages_.coordinate));
     fused_ = plan::plan_step_fusion(fusion_inputs(), plan::traits_of<Backend>());
     plan::apply_producer_moves(fused_, step_index_);
     loss_ = loss_divisors(g, layout_, sizes_);
@@ -365,8 +365,8 @@ class rank_program {
         backend_.upload(storage_.values()[index(i)], local_input(g[i], layout_.of(i), inputs).bytes().data());
   }
   tensor_map outputs(std::string_view only = {}) {
-    return download_outputs(backend_, program_.nodes, layout_, memory_.unread, std::span<buffer>(storage_.values()),
-                            only);
+    return download_outputs(backend_, program_.nodes, layout_, memory_.unread,
+                            std::span<buffer>(storage_.values()), only);
   }
 
   void run_segment(const segment& sg) {
@@ -674,8 +674,10 @@ class rank_program {
   void allocate_micro_batch_slots() {
     const int received = step_index_.forward_begin_node;
     slots_ = micro_batch_slots<Backend>(
-        plan::plan_micro_batch_banks(program_, step_index_, stages_, recompute_steps_), stages_.banks, stages_.inbox);
-    slots_.allocate(storage_, program_.nodes, received, value_at(received, stages_.chunks.front().first).numel(),
+        plan::plan_micro_batch_banks(program_, step_index_, stages_, recompute_steps_), stages_.banks,
+        stages_.inbox);
+    slots_.allocate(storage_, program_.nodes, received,
+                    value_at(received, stages_.chunks.front().first).numel(),
                     [&](int i, dtype type, std::int64_t n) { return allocate_for(i, type, n); });
   }
 
@@ -700,14 +702,11 @@ class rank_program {
   // Fills every parameter this rank holds from `weights`: its slice (a pipeline stage's layers
   // only), or under ZeRO-3 its chunk of the slice. Rank 0 shows progress for large loads.
   void load_weights(const weight_source& weights, bool reporting_rank) {
-    shardgraph::load_weights(program_.nodes, layout_, held_, weights, reporting_rank,
-                             [&](int i, std::int64_t layer, const host_tensor& slice) {
-                               if (zero3_)  // keep chunk r of the slice
-                                 return zero3_.upload(backend_, i, layer, slice.bytes(), layout_.of(i).numel());
-                               backend_.upload(program_.nodes[i].region >= 0 ? storage_.per_layer(i)[index(layer)]
-                                                                             : storage_.values()[index(i)],
-                                               slice.bytes().data());
-                             });
+    const auto store = [&](int i, std::int64_t layer, const host_tensor& slice) {
+      if (zero3_) return zero3_.upload(backend_, i, layer, slice.bytes(), layout_.of(i).numel());  // chunk r
+      backend_.upload(storage_.at(i, layer), slice.bytes().data());  // a block weight's layer, or its one
+    };
+    shardgraph::load_weights(program_.nodes, layout_, held_, weights, reporting_rank, store);
   }
 
   buffer& value(int i) { return value_at(i, layer_); }
@@ -1060,8 +1059,8 @@ class rank_program {
   std::int64_t layer_ = 0;
   bool finite_check_ = false;
   double loss_scale_ = 1.0;
-  loss_divisors loss_;                        // the token inputs and what each mean loss divides by
-  plan::held_parameters held_;                // the parameter slices this rank holds (plan/held_parameters.hpp)
+  loss_divisors loss_;          // the token inputs and what each mean loss divides by
+  plan::held_parameters held_;  // the parameter slices this rank holds (plan/held_parameters.hpp)
   bool in_backward_ = false;                  // forward() has run the seed of backward
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)

@@ -71,9 +71,9 @@ class loss_divisors {
   }
 
  private:
-  std::vector<token_input> tokens_;  // the inputs of token ids (plan_token_inputs)
-  std::vector<int> entry_;           // per node: its count's index in current_ (plan_loss_entries)
-  std::vector<std::int64_t> current_;                      // this run's counts, per targets input
+  std::vector<token_input> tokens_;    // the inputs of token ids (plan_token_inputs)
+  std::vector<int> entry_;             // per node: its count's index in current_ (plan_loss_entries)
+  std::vector<std::int64_t> current_;  // this run's counts, per targets input
   std::optional<std::vector<std::int64_t>> step_targets_;  // the trainer's step counts
 };
 

@@ -21,7 +21,8 @@ struct memory_report {
   std::int64_t gradients = 0;    // param_grad values, every layer (training programs); ZeRO-2/3
                                  // buckets: this rank's reduce-scattered chunks instead
   std::int64_t activations = 0;  // every other value; per layer for forward blocks in training
-  std::int64_t communication = 0;  // staging buffers of all_gather, reduce_scatter, all_to_all; gradient buckets
+  std::int64_t communication =
+      0;  // staging buffers of all_gather, reduce_scatter, all_to_all; gradient buckets
   std::int64_t gathered_parameters = 0;  // ZeRO-3: whole weights held while in use (two layers, and
                                          // the weights outside blocks from forward's start to its end)
   int micro_batches_in_flight = 1;       // pipelines: activation slots the schedule needs at once
@@ -34,8 +35,9 @@ struct memory_report {
 // `zero3`: runtime/zero3_gathers.hpp's zero3_parameters; `buckets`: gradient_buckets.hpp's
 // bucket_reductions.
 template <class Backend, class Zero3, class Buckets>
-memory_report report_memory(const graph& g, const value_storage<Backend>& storage, const plan::memory_layout& memory,
-                            const Zero3& zero3, const Buckets& buckets, const micro_batch_slots<Backend>& slots) {
+memory_report report_memory(const graph& g, const value_storage<Backend>& storage,
+                            const plan::memory_layout& memory, const Zero3& zero3, const Buckets& buckets,
+                            const micro_batch_slots<Backend>& slots) {
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   const auto bytes_of = [](const auto& b) { return static_cast<std::int64_t>(b.size_bytes()); };
   memory_report m;
@@ -44,7 +46,8 @@ memory_report report_memory(const graph& g, const value_storage<Backend>& storag
   m.activations += m.arena;
   m.gradients_in_place = memory.gradients_in_place;
   for (int i = 0; i < g.size(); ++i) {
-    std::int64_t bytes = memory.values[at(i)].kind == plan::storage::arena ? 0 : bytes_of(storage.values()[at(i)]);
+    std::int64_t bytes =
+        memory.values[at(i)].kind == plan::storage::arena ? 0 : bytes_of(storage.values()[at(i)]);
     for (const auto& b : storage.per_layer(i)) bytes += bytes_of(b);
     for (const auto& b : storage.staging(i)) m.communication += bytes_of(b);
     if (g[i].kind == op::parameter && zero3) {

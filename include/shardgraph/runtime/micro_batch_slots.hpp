@@ -47,7 +47,8 @@ class micro_batch_slots {
       for (int i = 0; i < g.size(); ++i) {
         if (!banked(i)) continue;
         s.values[at(i)] = allocate(i, g[i].type, running.values()[at(i)].numel());
-        for (const buffer& layer : running.per_layer(i)) s.per_layer[at(i)].push_back(allocate(i, g[i].type, layer.numel()));
+        for (const buffer& layer : running.per_layer(i))
+          s.per_layer[at(i)].push_back(allocate(i, g[i].type, layer.numel()));
       }
     }
   }

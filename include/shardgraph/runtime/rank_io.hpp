@@ -34,7 +34,8 @@ using tensor_map = std::map<std::string, host_tensor>;
 inline host_tensor local_input(const node& n, const local_dims& d, const tensor_map& inputs) {
   const std::string name(n.name.view());
   auto it = inputs.find(name);
-  if (it == inputs.end()) fail("forward", "input '" + name + "' is missing", "pass every input of the program by name");
+  if (it == inputs.end())
+    fail("forward", "input '" + name + "' is missing", "pass every input of the program by name");
   const host_tensor& global = it->second;
   if (global.type() != n.type || global.shape() != d.global) {
     std::string want, got;
@@ -67,7 +68,8 @@ tensor_map download_outputs(Backend& backend, const graph& g, const local_layout
     if (unread[static_cast<std::size_t>(i)]) {
       if (only.empty()) continue;
       fail("forward: output '" + std::string(only) + "'", "bind's memory_options.outputs leaves it out",
-           "add \"" + std::string(only) + "\" to memory_options{.outputs}, or leave .outputs empty to keep all");
+           "add \"" + std::string(only) +
+               "\" to memory_options{.outputs}, or leave .outputs empty to keep all");
     }
     host_tensor t(g[i].type, layout.of(i).local);
     backend.download(values[static_cast<std::size_t>(i)], t.bytes().data());
@@ -85,7 +87,8 @@ struct tensor_part {
 // Node n's slice (local_dims d) from buffer v, which holds at least the slice's elements (a ZeRO-3
 // gather's is padded to whole chunks: its first elements are the slice).
 template <class Backend>
-tensor_part download_part(Backend& backend, const node& n, const local_dims& d, const typename Backend::buffer& v) {
+tensor_part download_part(Backend& backend, const node& n, const local_dims& d,
+                          const typename Backend::buffer& v) {
   host_tensor t(n.type, d.local);
   if (v.size_bytes() <= t.bytes().size()) {
     backend.download(v, t.bytes().data());

@@ -121,8 +121,8 @@ class value_storage {
       try {
         arena_ = backend.allocate(dtype::f32, static_cast<std::int64_t>((memory.arena_bytes + 3) / 4));
       } catch (const error& e) {
-        fail("bind: the activation arena (" + std::to_string(memory.arena_bytes >> 20) + " MiB for " + values +
-                 ")",
+        fail("bind: the activation arena (" + std::to_string(memory.arena_bytes >> 20) + " MiB for " +
+                 values + ")",
              std::string(e.what()).substr(std::string("shardgraph: ").size()),
              "use more ranks (tp, pp, ZeRO-3), a smaller batch or recomputation; memory() of a smaller "
              "configuration shows what each kind of value takes");
@@ -169,13 +169,14 @@ class value_storage {
     if (layered) {
       const bool own = memory.kind != plan::storage::layer_block;  // else a view made later
       for (std::int64_t l = 0; l < in.layers; ++l)
-        per_layer_[at(i)].push_back(allocate_for(backend, n, n.type, own && in.stages.holds_layer(l) ? numel : 0));
+        per_layer_[at(i)].push_back(
+            allocate_for(backend, n, n.type, own && in.stages.holds_layer(l) ? numel : 0));
     }
     if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
       const std::int64_t input = in.layout.of(n.inputs[0]).numel();
       const std::int64_t staged = never_run || in.memory.unread[at(i)] ? 0
-                                  : n.kind == op::all_gather          ? input * in.axis_sizes[at(n.axis)]
-                                                                      : input;
+                                  : n.kind == op::all_gather           ? input * in.axis_sizes[at(n.axis)]
+                                                                       : input;
       staging_[at(i)].push_back(allocate_for(backend, n, n.type, staged));
       if (n.kind == op::all_to_all) staging_[at(i)].push_back(allocate_for(backend, n, n.type, staged));
     }
