@@ -6,11 +6,12 @@
 //
 // bind checks every size (divisibility, rank count, element counts within 64 bits) before any
 // communication or compute, so a bad size throws the same shardgraph::error on every rank; then it
-// splits the communicator into one group per mesh axis, allocates every value (failing, with the
-// bytes needed and available, when they do not fit the device: memory_budget.hpp) and loads this
-// rank's weight slices.
-// forward() slices the global inputs, runs the steps in order (a repeat block once per layer,
-// reading that layer's weights) and returns the outputs, whole on every rank.
+// plans (plan/), splits the communicator into one group per mesh axis (axis_groups.hpp), allocates
+// every value where the memory plan puts it (value_storage.hpp: failing, with the bytes needed and
+// available, when they do not fit the device) and loads this rank's weight slices
+// (weight_loading.hpp).
+// forward() slices the global inputs (rank_io.hpp), runs the steps in order (a repeat block once
+// per layer, reading that layer's weights) and returns the outputs, whole on every rank.
 //
 // Two things the program leaves to run time, because they depend on sizes:
 //  - Gradient buckets (training{.bucket_bytes}): an all_reduce that feeds a param_grad directly is
@@ -34,7 +35,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,8 +56,10 @@
 #include "shardgraph/plan/call_count.hpp"
 #include "shardgraph/plan/call_list.hpp"
 #include "shardgraph/plan/gradient_buckets.hpp"
+#include "shardgraph/plan/held_parameters.hpp"
 #include "shardgraph/plan/memory_layout.hpp"
 #include "shardgraph/plan/micro_batch_banks.hpp"
+#include "shardgraph/plan/overlapped_axes.hpp"
 #include "shardgraph/plan/pipeline_stages.hpp"
 #include "shardgraph/plan/plan_step_fusion.hpp"
 #include "shardgraph/plan/step_index.hpp"
@@ -65,28 +67,24 @@
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/axis_channels.hpp"
 #include "shardgraph/runtime/call_runner.hpp"
+#include "shardgraph/runtime/axis_groups.hpp"
 #include "shardgraph/runtime/gradient_buckets.hpp"
-#include "shardgraph/runtime/load_progress.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
+#include "shardgraph/runtime/loss_divisors.hpp"
 #include "shardgraph/runtime/memory_budget.hpp"
 #include "shardgraph/runtime/memory_options.hpp"
+#include "shardgraph/runtime/memory_report.hpp"
+#include "shardgraph/runtime/micro_batch_slots.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
 #include "shardgraph/runtime/pipeline_runner.hpp"
+#include "shardgraph/runtime/rank_io.hpp"
 #include "shardgraph/runtime/rope_plan.hpp"
 #include "shardgraph/runtime/step_recording.hpp"
-#include "shardgraph/runtime/token_inputs.hpp"
+#include "shardgraph/runtime/value_storage.hpp"
+#include "shardgraph/runtime/weight_loading.hpp"
 #include "shardgraph/runtime/zero3_gathers.hpp"
 
 namespace shardgraph {
-
-using tensor_map = std::map<std::string, host_tensor>;
-
-namespace detail {
-// "h.attn.q.weight" in block "h", layer 3 -> "h.3.attn.q.weight"
-inline std::string layer_name(std::string_view param, std::string_view block, std::int64_t layer) {
-  return std::string(block) + "." + std::to_string(layer) + std::string(param.substr(block.size()));
-}
-}  // namespace detail
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 class rank_program {
@@ -100,16 +98,23 @@ class rank_program {
         memory_options_(memory),
         sizes_(sizes),
         backend_(std::move(backend)),
-        layout_(program_, sizes, mesh, checked_coordinates(program_, mesh, world)),
+        layout_(program_, sizes, mesh, mesh_coordinates(program_, mesh, world)),
         world_rank_(world.rank()) {
     const graph& g = program_.nodes;
-    for (int a = 0; a < g.axes.size(); ++a) axis_sizes_.push_back(mesh.size(g.axes.name(a)));
+    std::vector<int> coordinates;
+    for (int a = 0; a < g.axes.size(); ++a) {
+      axis_sizes_.push_back(mesh.size(g.axes.name(a)));
+      coordinates.push_back(layout_.coordinate(a));
+    }
     plan_stages(pipe);
-    split_axes(world);
-    if (pipelined()) split_tied_group();
+    axis_comms_ = split_axes(world, std::span<const int>(axis_sizes_), std::span<const int>(coordinates));
+    if (pipelined())
+      tied_comm_.push_back(split_tied_group(axis_comms_[index(stages_.axis)],
+                                            axis_sizes_[index(stages_.axis)], stages_.coordinate));
     fused_ = plan::plan_step_fusion(fusion_inputs(), plan::traits_of<Backend>());
     plan::apply_producer_moves(fused_, step_index_);
-    plan_token_inputs();
+    loss_ = loss_divisors(g, layout_, sizes_);
+    held_ = plan::plan_held_parameters(g, layout_, layers_, stages_);
     allocate();
     plan_step_calls();
     load_weights(weights, world.rank() == 0);
@@ -117,10 +122,7 @@ class rank_program {
 
   // This rank's slice of every parameter gradient of a training program, after forward(), keyed
   // by the parameter's name (block weights per layer: "h.3.attn.q.weight") -> (slice, values).
-  struct tensor_part {
-    tensor_slice slice;
-    host_tensor values;
-  };
+  using tensor_part = shardgraph::tensor_part;
   std::map<std::string, tensor_part> gradients() {
     const std::vector<bool>& scattered = buckets_.plan().scattered_grad;
     if (std::find(scattered.begin(), scattered.end(), true) != scattered.end())
@@ -132,11 +134,7 @@ class rank_program {
            "0} to keep every whole Partial gradient");
     std::map<std::string, tensor_part> result;
     for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
-      if (grad == nullptr) return;
-      const local_dims& d = layout_.of(index_of(p));
-      host_tensor t(p.type, d.local);
-      backend_.download(*grad, t.bytes().data());
-      result.emplace(name, tensor_part{tensor_slice{d.global, d.offset, d.local}, std::move(t)});
+      if (grad != nullptr) result.emplace(name, download_part(backend_, p, layout_.of(index_of(p)), *grad));
     });
     return result;
   }
@@ -151,18 +149,11 @@ class rank_program {
   void for_each_parameter(Fn&& fn) {
     const graph& g = program_.nodes;
     const std::int64_t saved_layer = layer_;
-    for (int i = 0; i < g.size(); ++i) {
-      const node& p = g[i];
-      if (p.kind != op::parameter) continue;
-      const std::int64_t layers = p.region >= 0 ? layers_ : 1;
-      for (std::int64_t l = 0; l < layers; ++l) {
-        if (!holds(i, l)) continue;
-        layer_ = l;
-        std::string name = p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), l)
-                                         : std::string(p.name.view());
-        buffer* grad = grad_of_[index(i)] >= 0 ? &value(grad_of_[index(i)]) : nullptr;
-        fn(name, p, l, zero3_ ? zero3_.stored(i, l) : value(i), grad);
-      }
+    for (const plan::held_parameter& held : held_.slices) {
+      const int i = held.node;
+      layer_ = std::max<std::int64_t>(held.layer, 0);
+      buffer* grad = grad_of_[index(i)] >= 0 ? &value(grad_of_[index(i)]) : nullptr;
+      fn(parameter_name(g, g[i], layer_), g[i], layer_, zero3_ ? zero3_.stored(i, layer_) : value(i), grad);
     }
     layer_ = saved_layer;
   }
@@ -172,18 +163,11 @@ class rank_program {
   std::map<std::string, tensor_part> parameters() {
     std::map<std::string, tensor_part> result;
     for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer& v, buffer*) {
-      const local_dims& d = layout_.of(index_of(p));
-      host_tensor t(p.type, d.local);
-      if (!zero3_) {
-        backend_.download(v, t.bytes().data());
-      } else {
-        buffer whole = backend_.allocate(p.type, zero3_.plan().gathered(index_of(p)));
-        zero3_.gather(backend_, channels(), index_of(p), v, whole);
-        std::vector<std::byte> bytes(whole.size_bytes());
-        backend_.download(whole, bytes.data());
-        std::memcpy(t.bytes().data(), bytes.data(), t.bytes().size());
-      }
-      result.emplace(name, tensor_part{tensor_slice{d.global, d.offset, d.local}, std::move(t)});
+      const int i = index_of(p);
+      if (!zero3_) return void(result.emplace(name, download_part(backend_, p, layout_.of(i), v)));
+      buffer whole = backend_.allocate(p.type, zero3_.plan().gathered(i));
+      zero3_.gather(backend_, channels(), i, v, whole);
+      result.emplace(name, download_part(backend_, p, layout_.of(i), whole));
     });
     return result;
   }
@@ -193,18 +177,8 @@ class rank_program {
   std::int64_t zero_chunk(const node& p) const { return zero3_.plan().chunk[index(index_of(p))]; }
 
   // The gradient buckets planned at bind, in the order they are reduced.
-  struct bucket_report {
-    std::int64_t bytes = 0;  // what the collective sends: the whole bucket (ZeRO-2, 3: every rank's part)
-    int gradients = 0;       // (parameter, layer) gradients packed into it
-    bool reduce_scatter = false;  // ZeRO-2, 3: each rank receives its chunk of every gradient
-  };
-  std::vector<bucket_report> gradient_buckets() const {
-    std::vector<bucket_report> r;
-    for (const plan::gradient_bucket& b : buckets_.plan().buckets)
-      r.push_back({b.packed_elements() * static_cast<std::int64_t>(dtype_size(b.type)),
-                   static_cast<int>(b.members.size()), b.scatter});
-    return r;
-  }
+  using bucket_report = shardgraph::bucket_report;
+  std::vector<bucket_report> gradient_buckets() const { return report_buckets(buckets_.plan()); }
 
   // ZeRO-2 and 3: this rank's chunk of parameter p's gradient for `layer` (ceil(n / D) of the
   // slice's n elements, zero past n), reduce-scattered over the zero axis in a bucket as
@@ -244,60 +218,19 @@ class rank_program {
   // throwing the same error on every rank before any compute, and returns how many targets count
   // (are not the ignore index), per cross_entropy of the program that reads an input.
   std::vector<std::int64_t> counted_targets(const tensor_map& batch) const {
-    return check_token_inputs(program_.nodes, token_inputs_, batch);
+    return loss_.counted_targets(program_.nodes, batch);
   }
   // A mean cross_entropy divides its sum by the number of targets counted in the whole step: by
   // default, those of the batch forward() is given (of all micro-batches, in run_pipeline). The
   // trainer, running one step as several forward() calls, gives the step's counts (the sums of
   // counted_targets over its micro-batches) here, until it clears them.
-  void set_step_targets(std::vector<std::int64_t> counts) { step_targets_ = std::move(counts); }
-  void clear_step_targets() { step_targets_.reset(); }
+  void set_step_targets(std::vector<std::int64_t> counts) { loss_.set_step_targets(std::move(counts)); }
+  void clear_step_targets() { loss_.clear_step_targets(); }
 
   // Bytes this rank's program holds, by kind (what bind allocated; the trainer adds its own).
   using memory_report = shardgraph::memory_report;
   memory_report memory() const {
-    memory_report m;
-    const graph& g = program_.nodes;
-    m.arena = static_cast<std::int64_t>(arena_.size_bytes());
-    m.arena_values = memory_.arena_values_bytes;
-    m.activations += m.arena;
-    m.gradients_in_place = memory_.gradients_in_place;
-    for (int i = 0; i < g.size(); ++i) {
-      std::int64_t bytes =
-          in_arena(i) ? 0 : static_cast<std::int64_t>(values_[index(i)].size_bytes());
-      for (const buffer& b : per_layer_[index(i)]) bytes += static_cast<std::int64_t>(b.size_bytes());
-      for (const buffer& b : staging_[index(i)]) m.communication += static_cast<std::int64_t>(b.size_bytes());
-      if (g[i].kind == op::parameter && zero3_) {
-        m.parameters += zero3_.stored_bytes(i);
-        m.gathered_parameters += zero3_.gathered_bytes(i);
-        if (g[i].region < 0)
-          m.gathered_parameters +=
-              zero3_.plan().gathered(i) * static_cast<std::int64_t>(dtype_size(g[i].type));
-      } else if (g[i].kind == op::parameter) {
-        m.parameters += bytes;
-      } else if (g[i].kind == op::param_grad) {
-        m.gradients += bytes;
-      } else {
-        m.activations += bytes;
-      }
-    }
-    m.communication += buckets_.staging_bytes();
-    m.gradients += buckets_.chunk_bytes();
-    for (const buffer& b : inbox_) m.communication += static_cast<std::int64_t>(b.size_bytes());
-    // Each further micro-batch in flight holds its own copy of the activations.
-    for (const bank& b : banks_) {
-      for (const buffer& v : b.values) m.activations += static_cast<std::int64_t>(v.size_bytes());
-      for (const auto& layers : b.per_layer)
-        for (const buffer& v : layers) m.activations += static_cast<std::int64_t>(v.size_bytes());
-    }
-    m.micro_batches_in_flight = std::max<int>(1, static_cast<int>(banks_.size()));
-    for (int i = 0; i < static_cast<int>(banked_.per_node.size()); ++i) {
-      if (!banked(i)) continue;
-      m.activations_per_micro_batch += static_cast<std::int64_t>(values_[index(i)].size_bytes());
-      for (const buffer& v : per_layer_[index(i)])
-        m.activations_per_micro_batch += static_cast<std::int64_t>(v.size_bytes());
-    }
-    return m;
+    return report_memory(program_.nodes, storage_, memory_, zero3_, buckets_, slots_);
   }
 
   // What bind planned for this rank (plan/bound_plan.hpp), for print(plan, out) and tests; valid
@@ -310,7 +243,7 @@ class rank_program {
             .world_rank = world_rank_,
             .steps = step_index_,
             .stages = stages_,
-            .banks = banked_,
+            .banks = slots_.plan(),
             .fusion = fused_,
             .calls = calls_,
             .memory = memory_,
@@ -347,7 +280,7 @@ class rank_program {
   // step reads the loss, not the logits: on a GPU their copy to the host would cost more than the step).
   tensor_map forward(const tensor_map& inputs, std::string_view only = {}) {
     if (pipelined()) return forward_through_stages(inputs, only);
-    loss_divisors_ = divisors(counted_targets(inputs));
+    loss_.begin_run(counted_targets(inputs));
     upload_inputs(inputs);
     // On a backend that records (cuda::backend), every op of the run is one CUDA graph from the
     // second run on, where nothing between the ops needs the host (runtime/step_recording.hpp).
@@ -395,23 +328,17 @@ class rank_program {
            std::to_string(micro_batches.size()) + " micro-batches for a pipeline bound for " +
                std::to_string(stages_.schedule.micro_batches),
            "pass as many micro-batches as pipeline_options::micro_batches, or bind again");
-    std::vector<std::int64_t> counts;  // every micro-batch checked on every rank before any compute
-    for (const tensor_map& batch : micro_batches) {
-      const std::vector<std::int64_t> c = counted_targets(batch);
-      counts.resize(c.size(), 0);
-      for (std::size_t k = 0; k < c.size(); ++k) counts[k] += c[k];
-    }
-    loss_divisors_ = divisors(counts);
+    loss_.begin_run(loss_.counted_targets(program_.nodes, micro_batches));  // every one checked first
     pipeline_calls stage{*this};
-    return run_pipeline_step(stage, axis_comms_[index(stages_.axis)], stages_, step_index_, micro_batches, inbox_,
-                             observed_in_flight_);
+    return run_pipeline_step(stage, axis_comms_[index(stages_.axis)], stages_, step_index_, micro_batches,
+                             slots_.inbox(), observed_in_flight_);
   }
 
   // forward() of a pipeline: one batch through the stages in order (no schedule, no overlap), for
   // evaluation; the outputs are sent from the last stage to every rank. It also runs the head's
   // backward, which the last stage's phase holds; the next training step starts its sums afresh.
   tensor_map forward_through_stages(const tensor_map& inputs, std::string_view only) {
-    loss_divisors_ = divisors(counted_targets(inputs));
+    loss_.begin_run(counted_targets(inputs));
     pipeline_calls stage{*this};
     forward_stage_by_stage(stage, axis_comms_[index(stages_.axis)], stages_, step_index_, program_.nodes, inputs);
     return outputs(only);
@@ -471,24 +398,12 @@ class rank_program {
   void upload_inputs(const tensor_map& inputs) {
     const graph& g = program_.nodes;
     for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::input) upload_input(i, inputs);
+      if (g[i].kind == op::input)
+        backend_.upload(storage_.values()[index(i)], local_input(g[i], layout_.of(i), inputs).bytes().data());
   }
   tensor_map outputs(std::string_view only = {}) {
-    const graph& g = program_.nodes;
-    tensor_map result;
-    for (int i = 0; i < g.size(); ++i) {
-      if (g[i].kind != op::output || (!only.empty() && g[i].name.view() != only)) continue;
-      if (memory_.unread[index(i)]) {  // memory_options::outputs leaves it out
-        if (only.empty()) continue;
-        fail("forward: output '" + std::string(only) + "'", "bind's memory_options.outputs leaves it out",
-             "add \"" + std::string(only) +
-                 "\" to memory_options{.outputs}, or leave .outputs empty to keep all");
-      }
-      host_tensor t(g[i].type, layout_.of(i).local);
-      backend_.download(values_[index(i)], t.bytes().data());
-      result.emplace(std::string(g[i].name.view()), std::move(t));
-    }
-    return result;
+    return download_outputs(backend_, program_.nodes, layout_, memory_.unread,
+                            std::span<buffer>(storage_.values()), only);
   }
 
   void run_segment(const segment& sg) {
@@ -555,25 +470,7 @@ class rank_program {
            "use a TrainingBackend (compute/compute_backend.hpp) for pipeline stages");
   }
 
-  // Micro-batch slots: every value but the parameters and their gradients exists once per
-  // micro-batch in flight; the active slot's values are the executor's, the others wait here.
-  struct bank {
-    std::vector<buffer> values;
-    std::vector<std::vector<buffer>> per_layer;
-  };
-  bool banked(int i) const { return banked_.banked(i); }
-  void select_bank(int k) {
-    if (k == active_bank_) return;
-    const graph& g = program_.nodes;
-    for (int i = 0; i < g.size(); ++i) {
-      if (!banked(i)) continue;
-      std::swap(values_[index(i)], banks_[index(active_bank_)].values[index(i)]);
-      std::swap(per_layer_[index(i)], banks_[index(active_bank_)].per_layer[index(i)]);
-      std::swap(values_[index(i)], banks_[index(k)].values[index(i)]);
-      std::swap(per_layer_[index(i)], banks_[index(k)].per_layer[index(i)]);
-    }
-    active_bank_ = k;
-  }
+  void select_bank(int k) { slots_.select(k, storage_, program_.nodes); }
 
   // Indexes the steps and splits the layers over the pipeline axis (plan/pipeline_stages.hpp),
   // identically on every rank, before any communication.
@@ -592,13 +489,6 @@ class rank_program {
   bool needed_here(int i) const { return stages_.needed_here(i); }
   bool holds(int i, std::int64_t layer) const { return stages_.holds(i, layer); }
 
-  // The ranks of the first and the last stage, which both hold the weights tied to the embedding.
-  void split_tied_group() {
-    const int p = axis_sizes_[index(stages_.axis)], r = stages_.coordinate;
-    const bool member = r == 0 || r == p - 1;
-    tied_comm_.push_back(axis_comms_[index(stages_.axis)].split(member ? 0 : 1, r));
-  }
-
   // What the pipeline runner (runtime/pipeline_runner.hpp) asks of this rank.
   struct pipeline_calls {
     using buffer = typename Backend::buffer;
@@ -607,7 +497,7 @@ class rank_program {
     void select_bank(int k) { rank.select_bank(k); }
     buffer& value(int i) { return rank.value(i); }
     buffer& value_at(int i, std::int64_t layer) { return rank.value_at(i, layer); }
-    buffer& output_value(int i) { return rank.values_[index(i)]; }
+    buffer& output_value(int i) { return rank.storage_.values()[index(i)]; }
     void upload_inputs(const tensor_map& inputs) { rank.upload_inputs(inputs); }
     tensor_map outputs(std::string_view only) { return rank.outputs(only); }
     void run_segment(const segment& sg) { rank.run_segment(sg); }
@@ -660,7 +550,7 @@ class rank_program {
         in_backward_ = in_backward_ || c.scalar_is_loss_scale;  // the seed of backward ran
         break;
       case plan::call_kind::collective:
-        runner().collective(c, axis_comms_[index(c.axis)], value(c.in[0]), value(c.out), staging_[index(c.node)]);
+        runner().collective(c, axis_comms_[index(c.axis)], value(c.in[0]), value(c.out), storage_.staging(c.node));
         break;
       case plan::call_kind::bucket_add:
         buckets_.add(backend_, channels(), c.node, layer_, value(c.in[0]), gradient_at());
@@ -678,7 +568,7 @@ class rank_program {
     }
     for (const plan::checked_value& v : c.checked) check_finite(v.node, v.reported);
   }
-  call_runner<Backend, Comm> runner() { return {backend_, rope_, loss_divisors_, loss_scale_}; }
+  call_runner<Backend, Comm> runner() { return {backend_, rope_, loss_.current(), loss_scale_}; }
   // A pipeline stage's param_grad, summed over the step's micro-batches.
   void sum_gradient(buffer& from, buffer& to) {
     if constexpr (requires(Backend & b, buffer & x) { b.add_scaled(x, x, 1.0); })
@@ -712,27 +602,6 @@ class rank_program {
     if (!p.ok()) throw error(std::string(p.error()));
     return p;
   }
-  static std::vector<int> checked_coordinates(const program& p, const mesh_shape& mesh, Comm& world) {
-    int needed = mesh.world_size(p.nodes.axes);
-    if (needed != world.size())
-      fail("bind",
-           "the communicator has " + std::to_string(world.size()) + " ranks but mesh " + mesh.to_string() +
-               " needs " + std::to_string(needed),
-           "start " + std::to_string(needed) + " ranks, or choose mesh sizes whose product is " +
-               std::to_string(world.size()));
-    return mesh.coordinates(p.nodes.axes, world.rank());
-  }
-
-  // One communicator per mesh axis: the ranks that differ only in that axis's coordinate.
-  void split_axes(Comm& world) {
-    const graph& g = program_.nodes;
-    for (int a = 0; a < g.axes.size(); ++a) {
-      int color = 0;
-      for (int b = 0; b < g.axes.size(); ++b)
-        if (b != a) color = color * axis_sizes_[index(b)] + layout_.coordinate(b);
-      axis_comms_.push_back(world.split(color, layout_.coordinate(a)));
-    }
-  }
 
   // ---- the memory plan (plan/memory_layout.hpp) ----
   // Values kept once per layer (plan/per_layer.hpp): step fusion asks before the buckets are planned.
@@ -751,87 +620,66 @@ class rank_program {
                                  .views = plan::traits_of<Backend>().views};
     memory_ = plan::plan_memory(in);
   }
-  // One allocation per layer for each layer block, each member a view at its place in it.
-  void allocate_layer_blocks() {
-    if constexpr (plan::traits_of<Backend>().views) {
-      for (const plan::layer_block& group : memory_.layer_blocks)
-        for (std::int64_t l = 0; l < layers_; ++l) {
-          if (!stages_.holds_layer(l) || group.numel == 0) continue;
-          buffer& block =
-              layer_block_memory_.emplace_back(allocate_for(group.members[0], group.type, group.block_numel));
-          if (budget_.exceeded()) continue;  // an empty block: bind fails at allocate()'s end
-          for (std::size_t m = 0; m < group.members.size(); ++m)
-            per_layer_[index(group.members[m])][index(static_cast<int>(l))] =
-                backend_.view(block, m * group.stride, group.type, group.numel);
-        }
-    }
-  }
-  // The arena, and every value placed in it (and each output of one) a view into it.
-  void allocate_arena() {
-    if constexpr (plan::traits_of<Backend>().views) {
-      if (memory_.arena_bytes == 0) return;
-      const std::string values = std::to_string(memory_.arena_shared) + " values that share it by lifetime";
-      if (!budget_.admit(memory_.arena_bytes, "the activation arena (" + values + ")"))
-        return;  // bind fails at allocate()'s end
-      try {
-        arena_ = backend_.allocate(dtype::f32, static_cast<std::int64_t>((memory_.arena_bytes + 3) / 4));
-      } catch (const error& e) {
-        fail("bind: the activation arena (" + std::to_string(memory_.arena_bytes >> 20) + " MiB for " + values +
-                 ")",
-             std::string(e.what()).substr(std::string("shardgraph: ").size()),
-             "use more ranks (tp, pp, ZeRO-3), a smaller batch or recomputation; memory() of a smaller "
-             "configuration shows what each kind of value takes");
-      }
-      const graph& g = program_.nodes;
-      for (int i = 0; i < g.size(); ++i)
-        if (in_arena(i))
-          values_[index(i)] =
-              backend_.view(arena_, memory_.values[index(i)].offset, g[i].type, layout_.of(i).numel());
-    }
-  }
-  bool in_arena(int i) const { return memory_.values[index(i)].kind == plan::storage::arena; }
-
-  // A value's memory; a backend that cannot give it (a GPU out of memory) is reported with the
-  // value's name, before the first step.
+  // A value's memory (or a part of it), counted against the device's (runtime/value_storage.hpp).
   buffer allocate_for(int i, dtype type, std::int64_t numel) {
-    const node& n = program_.nodes[i];
-    return allocate_memory("value '" + std::string(n.name.view()) + "' (" + std::string(op_name(n.kind)) +
-                               ", " + std::to_string(numel) + " " + std::string(dtype_name(type)) +
-                               " elements)",
-                           type, numel);
-  }
-  // Every allocation bind makes: counted against the device's memory (memory_budget), and made
-  // only while the plan fits; an empty buffer stands in once it does not.
-  buffer allocate_memory(const std::string& what, dtype type, std::int64_t numel) {
-    const std::size_t bytes = checked_bytes(numel, dtype_size(type), "bind: " + what);
-    if (!budget_.admit(bytes, what)) return backend_.allocate(type, 0);
-    try {
-      return backend_.allocate(type, numel);
-    } catch (const error& e) {
-      fail(
-          "bind: " + what, std::string(e.what()).substr(std::string("shardgraph: ").size()),
-          "bind fails before any step runs; memory() of a smaller configuration shows what each value takes");
-    }
+    return storage_.allocate_for(backend_, program_.nodes[i], type, numel);
   }
 
+  // Plans the gradient buckets, ZeRO-3's gathers and where every value lives, and allocates them:
+  // every allocation counted against the device's memory, bind failing at its end when they do not fit.
   void allocate() {
     const graph& g = program_.nodes;
-    budget_ = memory_budget_for(backend_, memory_options_.available_bytes);
+    storage_ = value_storage<Backend>(memory_budget_for(backend_, memory_options_.available_bytes));
     recompute_steps_ = plan::recomputed_steps(program_);
     grad_of_.assign(index(g.size()), -1);
     for (int i = 0; i < g.size(); ++i)
       if (g[i].kind == op::param_grad) grad_of_[index(g[i].origin)] = i;
-    const std::vector<std::int64_t> elements = local_elements();
+    plan_gradient_reductions();
+    buckets_.allocate_chunks(backend_,
+                             [&](int i, dtype type, std::int64_t n) { return allocate_for(i, type, n); });
+    plan_value_memory();
+    const value_allocation placed{.nodes = g,
+                                  .layout = layout_,
+                                  .memory = memory_,
+                                  .stages = stages_,
+                                  .axis_sizes = axis_sizes_,
+                                  .layers = layers_,
+                                  .sharded_parameters = static_cast<bool>(zero3_)};
+    storage_.allocate_values(backend_, placed, [&](int i) {  // ZeRO-3: the chunks this rank stores
+      const node& n = g[i];
+      zero3_.allocate(
+          i, n.region >= 0 ? layers_ : 1, n.region >= 0, [&](std::int64_t l) { return holds(i, l); },
+          [&](std::int64_t count) { return allocate_for(i, n.type, count); });
+    });
+    for (int i = 0; i < g.size(); ++i)  // read here, computed on another stage: zero (needed_here)
+      if (g[i].kind != op::parameter && !computed_here(i) && needed_here(i) &&
+          !memory_.values[index(i)].per_layer)
+        fill_zero_value(i);
+    start_communication_threads();
+    storage_.allocate_layer_blocks(backend_, memory_, g, layers_, stages_);
+    buckets_.allocate_staging(backend_, [&](const std::string& what, dtype type, std::int64_t n) {
+      return storage_.allocate(backend_, what, type, n);
+    });
+    storage_.allocate_arena(backend_, memory_, g, layout_);
+    if (pipelined()) allocate_micro_batch_slots();
+    storage_.check(world_rank_);
+  }
+
+  // ZeRO-3's chunks and gathers, and the gradient buckets (before the values: a reduce-scattered
+  // gradient needs one buffer, not one per layer).
+  void plan_gradient_reductions() {
+    std::vector<std::int64_t> elements;  // every node's elements on this rank
+    for (int i = 0; i < program_.nodes.size(); ++i) elements.push_back(layout_.of(i).numel());
     const int zero_coordinate = program_.zero_axis >= 0 ? layout_.coordinate(program_.zero_axis) : 0;
-    zero3_ = zero3_parameters<Backend, Comm>(plan::plan_zero3_gathers({
+    const plan::zero3_inputs sharding{
         .compiled = program_,
         .elements = elements,
         .axis_sizes = axis_sizes_,
         .zero_coordinate = zero_coordinate,
         .holds = [&](int i, std::int64_t l) { return holds(i, l); },
-    }));
-    // Before the allocations: a reduce-scattered gradient needs one buffer, not one per layer.
-    buckets_ = bucket_reductions<Backend, Comm>(plan::plan_gradient_buckets({
+    };
+    zero3_ = zero3_parameters<Backend, Comm>(plan::plan_zero3_gathers(sharding));
+    const plan::gradient_bucket_inputs bucketing{
         .compiled = program_,
         .steps = step_index_,
         .elements = elements,
@@ -842,187 +690,48 @@ class rank_program {
         .zero_coordinate = zero_coordinate,
         .packs = plan::traits_of<Backend>().packs,
         .pipelined = pipelined(),
-        .overlapped = communication_threads(),
-    }));
-    buckets_.allocate_chunks(backend_,
-                             [&](int i, dtype type, std::int64_t n) { return allocate_for(i, type, n); });
-    plan_value_memory();
-    values_.reserve(index(g.size()));
-    staging_.resize(index(g.size()));
-    per_layer_.resize(index(g.size()));
-    for (int i = 0; i < g.size(); ++i) {
-      const node& n = g[i];
-      const std::int64_t numel = layout_.of(i).numel();
-      const plan::value_memory& memory = memory_.values[index(i)];
-      const bool layered = memory.per_layer;
-      if (zero3_ && n.kind == op::parameter) {
-        values_.push_back(allocate_for(i, n.type, 0));  // unlayered: gathered by forward()
-        zero3_.allocate(
-            i, n.region >= 0 ? layers_ : 1, n.region >= 0, [&](std::int64_t l) { return holds(i, l); },
-            [&](std::int64_t count) { return allocate_for(i, n.type, count); });
-        continue;
-      }
-      const bool unheld_weight = n.kind == op::parameter && n.region < 0 && !holds(i, 0);
-      const bool never_run = !needed_here(i);  // another pipeline stage's phase computes and reads it
-      const bool unused = memory.kind != plan::storage::own;  // arena, layer block: views made below
-      values_.push_back(allocate_for(i, n.type, layered || unheld_weight || never_run || unused ? 0 : numel));
-      if (layered) {
-        const bool own = memory.kind != plan::storage::layer_block;  // else a view made below
-        for (std::int64_t l = 0; l < layers_; ++l)
-          per_layer_[index(i)].push_back(
-              allocate_for(i, n.type, own && stages_.holds_layer(l) ? numel : 0));
-      }
-      if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
-        std::int64_t in = layout_.of(n.inputs[0]).numel();
-        std::int64_t staged = never_run || memory_.unread[index(i)] ? 0
-                              : n.kind == op::all_gather     ? in * axis_sizes_[index(n.axis)]
-                                                             : in;
-        staging_[index(i)].push_back(allocate_for(i, n.type, staged));
-        if (n.kind == op::all_to_all) staging_[index(i)].push_back(allocate_for(i, n.type, staged));
-      }
-    }
-    for (int i = 0; i < g.size(); ++i)  // read here, computed on another stage: zero (needed_here)
-      if (g[i].kind != op::parameter && !computed_here(i) && needed_here(i) &&
-          !memory_.values[index(i)].per_layer)
-        fill_zero_value(i);
-    start_comm_workers();
-    allocate_layer_blocks();
-    buckets_.allocate_staging(backend_, [&](const std::string& what, dtype type, std::int64_t n) {
-      return allocate_memory(what, type, n);
-    });
-    allocate_arena();
-    if (pipelined()) allocate_banks();
-    budget_.check(world_rank_);
+        .overlapped = communication_threads(axis_comms_, program_.overlap_communication),
+    };
+    buckets_ = bucket_reductions<Backend, Comm>(plan::plan_gradient_buckets(bucketing));
   }
 
-  void allocate_banks() {
-    const graph& g = program_.nodes;
-    banked_ = plan::plan_micro_batch_banks(program_, step_index_, stages_, recompute_steps_);
-    banks_.resize(index(stages_.banks));
-    inbox_.resize(index(stages_.inbox));
-    for (buffer& b : inbox_)
-      b = allocate_for(step_index_.forward_begin_node, g[step_index_.forward_begin_node].type,
-                       value_at(step_index_.forward_begin_node, stages_.chunks.front().first).numel());
-    active_bank_ = 0;
-    for (std::size_t k = 0; k < banks_.size(); ++k) {
-      bank& b = banks_[k];
-      b.values.resize(index(g.size()));
-      b.per_layer.resize(index(g.size()));
-      if (k == 0) continue;  // slot 0's values are the executor's own to begin with
-      for (int i = 0; i < g.size(); ++i) {
-        if (!banked(i)) continue;
-        b.values[index(i)] = allocate_for(i, g[i].type, values_[index(i)].numel());
-        for (const buffer& layer : per_layer_[index(i)])
-          b.per_layer[index(i)].push_back(allocate_for(i, g[i].type, layer.numel()));
-      }
-    }
+  // A pipeline stage's micro-batch slots and its inbox of received block inputs.
+  void allocate_micro_batch_slots() {
+    const int received = step_index_.forward_begin_node;
+    slots_ = micro_batch_slots<Backend>(
+        plan::plan_micro_batch_banks(program_, step_index_, stages_, recompute_steps_), stages_.banks,
+        stages_.inbox);
+    slots_.allocate(storage_, program_.nodes, received,
+                    value_at(received, stages_.chunks.front().first).numel(),
+                    [&](int i, dtype type, std::int64_t n) { return allocate_for(i, type, n); });
   }
 
   // ---- gradient buckets and ZeRO-3 gathers (runtime/gradient_buckets.hpp, zero3_gathers.hpp) ----
-  // Every node's elements on this rank, as the planning passes read them.
-  std::vector<std::int64_t> local_elements() const {
-    std::vector<std::int64_t> elements;
-    for (int i = 0; i < program_.nodes.size(); ++i) elements.push_back(layout_.of(i).numel());
-    return elements;
-  }
-  // Whether buckets and ZeRO-3's prefetch may run on communication threads: the program asks for
-  // it and the communicator lets two groups of a rank be called at once.
-  bool communication_threads() const {
-    bool concurrent = false;
-    if constexpr (comm::ConcurrentGroups<Comm>)
-      concurrent = !axis_comms_.empty() && axis_comms_.front().allows_concurrent_groups();
-    return concurrent && program_.overlap_communication;
-  }
-  // A communication thread per mesh axis that has buckets or ZeRO-3's gathers, each with a
-  // communicator of its own (split from the axis's: collective over its ranks, which plan the same).
-  void start_comm_workers() {
-    if (!communication_threads()) return;
-    comm_workers_.resize(axis_comms_.size());
-    const std::vector<plan::gradient_bucket>& buckets = buckets_.plan().buckets;
-    for (int a = 0; a < static_cast<int>(axis_comms_.size()); ++a) {
-      const bool gathers = zero3_ && a == zero3_.plan().axis && zero3_.plan().parts > 1;
-      const bool used =
-          gathers || std::any_of(buckets.begin(), buckets.end(), [&](const auto& b) { return b.axis == a; });
-      if (!used) continue;
-      Comm& axis = axis_comms_[index(a)];
-      comm_workers_[index(a)] = std::make_unique<comm::comm_worker<Comm>>(axis.split(0, axis.rank()));
-      overlapping_ = true;
-    }
+  // A communication thread per mesh axis that has buckets or ZeRO-3's gathers, where the program
+  // asks for them and the communicator allows it (runtime/axis_groups.hpp).
+  void start_communication_threads() {
+    if (!communication_threads(axis_comms_, program_.overlap_communication)) return;
+    const std::vector<bool> used =
+        plan::plan_overlapped_axes(buckets_.plan(), zero3_.plan(), static_cast<int>(axis_comms_.size()));
+    comm_workers_ = start_comm_workers(axis_comms_, used);
+    overlapping_ = std::find(used.begin(), used.end(), true) != used.end();
   }
   axis_channels<Comm> channels() { return {axis_comms_, comm_workers_}; }
   // A param_grad's buffer in a layer, where a bucket writes it.
   auto gradient_at() {
     return [this](int param_grad, std::int64_t layer) -> buffer& { return value_at(param_grad, layer); };
   }
-  void gather_unlayered_parameters() { zero3_.gather_unlayered(backend_, channels(), values_); }
-  void release_unlayered_parameters() { zero3_.release_unlayered(backend_, values_); }
+  void gather_unlayered_parameters() { zero3_.gather_unlayered(backend_, channels(), storage_.values()); }
+  void release_unlayered_parameters() { zero3_.release_unlayered(backend_, storage_.values()); }
 
   // Fills every parameter this rank holds from `weights`: its slice (a pipeline stage's layers
   // only), or under ZeRO-3 its chunk of the slice. Rank 0 shows progress for large loads.
   void load_weights(const weight_source& weights, bool reporting_rank) {
-    const graph& g = program_.nodes;
-    struct load {
-      int node;
-      std::int64_t layer;  // -1: not a block weight
+    const auto store = [&](int i, std::int64_t layer, const host_tensor& slice) {
+      if (zero3_) return zero3_.upload(backend_, i, layer, slice.bytes(), layout_.of(i).numel());  // chunk r
+      backend_.upload(storage_.at(i, layer), slice.bytes().data());  // a block weight's layer, or its one
     };
-    std::vector<load> loads;
-    std::uint64_t total = 0;
-    for (int i = 0; i < g.size(); ++i) {
-      if (g[i].kind != op::parameter) continue;
-      const std::uint64_t bytes = static_cast<std::uint64_t>(layout_.of(i).numel()) * dtype_size(g[i].type);
-      for (std::int64_t l = 0; l < (g[i].region >= 0 ? layers_ : 1); ++l)
-        if (holds(i, l)) loads.push_back({i, g[i].region >= 0 ? l : -1}), total += bytes;
-    }
-    load_progress progress(total, reporting_rank);
-    // One host tensor while the shape repeats (a block's weight, layer after layer): zeroed again
-    // rather than allocated again, so its pages are faulted in once.
-    host_tensor host;
-    for (const auto [i, l] : loads) {
-      const node& n = g[i];
-      const local_dims& d = layout_.of(i);
-      const tensor_slice slice{d.global, d.offset, d.local};
-      if (host.type() != n.type || host.shape() != d.local)
-        host = host_tensor(n.type, d.local);
-      else
-        std::memset(host.bytes().data(), 0, host.bytes().size());
-      weights(
-          l >= 0 ? detail::layer_name(n.name.view(), g[n.region].name.view(), l) : std::string(n.name.view()),
-          slice, host);
-      const std::size_t layer = static_cast<std::size_t>(std::max<std::int64_t>(l, 0));
-      if (zero3_) {  // keep chunk r of the slice
-        zero3_.upload(backend_, i, static_cast<std::int64_t>(layer), host.bytes(), d.numel());
-      } else {
-        backend_.upload(l >= 0 ? per_layer_[index(i)][layer] : values_[index(i)], host.bytes().data());
-      }
-      progress.add(host.bytes().size());
-    }
-    progress.finish();
-  }
-
-  void upload_input(int i, const tensor_map& inputs) {
-    const node& n = program_.nodes[i];
-    const std::string name(n.name.view());
-    auto it = inputs.find(name);
-    if (it == inputs.end())
-      fail("forward", "input '" + name + "' is missing", "pass every input of the program by name");
-    const host_tensor& global = it->second;
-    const local_dims& d = layout_.of(i);
-    if (global.type() != n.type || global.shape() != d.global) {
-      std::string want, got;
-      for (auto v : d.global) want += (want.empty() ? "" : ", ") + std::to_string(v);
-      for (auto v : global.shape()) got += (got.empty() ? "" : ", ") + std::to_string(v);
-      fail("forward: input '" + name + "'",
-           "expected " + std::string(dtype_name(n.type)) + " (" + want + ") but got " +
-               std::string(dtype_name(global.type())) + " (" + got + ")",
-           "pass the whole global tensor; each rank takes its own slice");
-    }
-    host_tensor local(n.type, d.local);
-    const std::size_t bytes = dtype_size(n.type);
-    for_each_in_slice(tensor_slice{d.global, d.offset, d.local}, [&](std::int64_t g, std::int64_t l) {
-      std::memcpy(local.bytes().data() + static_cast<std::size_t>(l) * bytes,
-                  global.bytes().data() + static_cast<std::size_t>(g) * bytes, bytes);
-    });
-    backend_.upload(values_[index(i)], local.bytes().data());
+    shardgraph::load_weights(program_.nodes, layout_, held_, weights, reporting_rank, store);
   }
 
   buffer& value(int i) { return value_at(i, layer_); }
@@ -1031,9 +740,7 @@ class rank_program {
   buffer& value_at(int i, std::int64_t layer) {
     const plan::value_place at = memory_.place_of(i, layer);
     if (buffer* gathered = zero3_.gathered_layer(at.node, at.layer)) return *gathered;  // ZeRO-3 block weights
-    std::vector<buffer>& layered = per_layer_[index(at.node)];
-    if (!layered.empty()) return layered[index(static_cast<int>(at.layer))];
-    return values_[index(at.node)];
+    return storage_.at(at.node, at.layer);
   }
 
   // Every step's calls, for the backward's seed of the current loss scale: a loss's call writes
@@ -1046,7 +753,7 @@ class rank_program {
                                .memory = memory_,
                                .buckets = buckets_.plan(),
                                .axis_sizes = axis_sizes_,
-                               .divisor_entry = loss_entry_,
+                               .divisor_entry = loss_.entries(),
                                .pipelined = pipelined(),
                                .seed_is_one = loss_scale_ == 1.0});
   }
@@ -1069,29 +776,10 @@ class rank_program {
             .pipelined = pipelined()};
   }
 
-  // ---- the loss's divisor and the token inputs' checks (runtime/token_inputs.hpp) ----
-  void plan_token_inputs() {
-    const graph& g = program_.nodes;
-    token_inputs_ = shardgraph::plan_token_inputs(g, layout_, sizes_);
-    loss_entry_.assign(static_cast<std::size_t>(g.size()), -1);
-    int k = 0;
-    for (const token_input& t : token_inputs_) {
-      if (!t.targets) continue;
-      for (int i = 0; i < g.size(); ++i)
-        if ((g[i].kind == op::cross_entropy || g[i].kind == op::cross_entropy_grad) &&
-            detail::source_input(g, g[i].inputs[1]) == t.input && g[i].ignore_index == t.ignore_index)
-          loss_entry_[index(i)] = k;
-      ++k;
-    }
-  }
-  // The counts a mean loss divides by: the step's, when the trainer gave them, else `batch`'s.
-  std::vector<std::int64_t> divisors(const std::vector<std::int64_t>& batch) const {
-    return step_targets_ && step_targets_->size() == batch.size() ? *step_targets_ : batch;
-  }
   // What a recording of forward() takes from the host by value: the loss scale and the divisors.
   std::vector<double> baked_values() const {
     std::vector<double> v{loss_scale_};
-    for (std::int64_t d : loss_divisors_) v.push_back(static_cast<double>(d));
+    for (std::int64_t d : loss_.current()) v.push_back(static_cast<double>(d));
     return v;
   }
   // The buffer's memory, for a communicator (runtime/call_runner.hpp).
@@ -1109,27 +797,20 @@ class rank_program {
   int world_rank_ = 0;  // errors name it
   std::vector<int> axis_sizes_;
   std::vector<Comm> axis_comms_;
-  std::vector<buffer> values_;
-  std::vector<std::vector<buffer>> staging_;
-  std::vector<std::vector<buffer>> per_layer_;
+  value_storage<Backend> storage_;  // every value's buffers, the arena and the layer blocks
   std::int64_t layers_ = 1;
   std::int64_t layer_ = 0;
   bool finite_check_ = false;
   double loss_scale_ = 1.0;
-  std::vector<token_input> token_inputs_;                  // the inputs of token ids (plan_token_inputs)
-  std::vector<int> loss_entry_;                            // per cross_entropy (and grad): its count's index (-1)
-  std::vector<std::int64_t> loss_divisors_;                // this run's counts, per targets input
-  std::optional<std::vector<std::int64_t>> step_targets_;  // the trainer's step counts (set_step_targets)
+  loss_divisors loss_;          // the token inputs and what each mean loss divides by
+  plan::held_parameters held_;  // the parameter slices this rank holds (plan/held_parameters.hpp)
   bool in_backward_ = false;                  // forward() has run the seed of backward
   std::vector<std::size_t> recompute_steps_;  // forward block steps run again in each backward iteration
   std::vector<int> grad_of_;                  // parameter node -> its param_grad node (-1: none)
   plan::step_fusion fused_;                   // the steps the backend's calls take over (plan_step_fusion)
   plan::call_list calls_;                     // each step's calls (plan_calls)
 
-  plan::memory_layout memory_;             // where every value lives (plan/memory_layout.hpp)
-  buffer arena_;                           // the values that share memory by lifetime
-  std::deque<buffer> layer_block_memory_;  // the layer blocks, one per group and layer
-  memory_budget budget_;                 // what bind has allocated, against what the device has
+  plan::memory_layout memory_;  // where every value lives (plan/memory_layout.hpp)
 
   bucket_reductions<Backend, Comm> buckets_;  // the bucket plan, its staging buffers and chunks
   zero3_parameters<Backend, Comm> zero3_;    // ZeRO-3: the stored chunks, gathered weights and their plan
@@ -1137,12 +818,9 @@ class rank_program {
   // Pipeline stages (pipeline_options): this rank's layers, its slots.
   plan::pipeline_stages stages_;  // plan/pipeline_stages.hpp
   std::vector<Comm> tied_comm_;  // the first and last stage (empty: none)
-  std::vector<bank> banks_;
-  plan::micro_batch_banks banked_;  // the values with one copy per micro-batch in flight
+  micro_batch_slots<Backend> slots_;  // the values of the micro-batches in flight, and the inbox
   static constexpr std::size_t no_step = plan::step_index::no_step;
   plan::step_index step_index_;  // producers, readers and phases of the steps (plan/step_index.hpp)
-  int active_bank_ = 0;
-  std::vector<buffer> inbox_;  // activations received before their forward runs
   int observed_in_flight_ = 0;
   bool overlapping_ = false;                 // some axis has a communication thread
   // Last, so that they stop before the buffers their jobs read are freed: per mesh axis, the

@@ -1,0 +1,193 @@
+#pragma once
+// value_storage: the buffers of one rank's values, allocated as the memory plan places them
+// (plan/memory_layout.hpp), and every allocation bind makes counted against the device's memory
+// (runtime/memory_budget.hpp).
+//
+//   value_storage<Backend> s(memory_budget_for(backend, options.available_bytes));
+//   s.allocate_values(backend, {.nodes = g, .layout = layout, ...}, store_chunks);   // per node, in order
+//   s.allocate_layer_blocks(backend, memory, g, layers, stages);
+//   s.allocate_arena(backend, memory, g, layout);
+//   s.check(rank);                                     // throws when the plan did not fit
+//   buffer& v = s.at(place.node, place.layer);         // where memory_layout::place_of points
+//
+// Per node it holds one value, or one per layer of its block (then the one value is empty), and the
+// staging buffers of an all_gather, reduce_scatter (one) or all_to_all (two: sent, received). A
+// value in the arena or a layer block is a view into that memory, made once the memory exists.
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/core/checked_math.hpp"
+#include "shardgraph/core/error.hpp"
+#include "shardgraph/plan/backend_traits.hpp"
+#include "shardgraph/plan/memory_layout.hpp"
+#include "shardgraph/plan/pipeline_stages.hpp"
+#include "shardgraph/program/program.hpp"
+#include "shardgraph/runtime/local_layout.hpp"
+#include "shardgraph/runtime/memory_budget.hpp"
+
+namespace shardgraph {
+
+// What the allocation of the values reads: the program, this rank's local sizes, where the memory
+// plan puts each value, and which layers and values this pipeline stage holds.
+struct value_allocation {
+  const graph& nodes;
+  const local_layout& layout;
+  const plan::memory_layout& memory;
+  const plan::pipeline_stages& stages;
+  std::span<const int> axis_sizes;  // per mesh axis: its ranks (an all_gather's staging is that many inputs)
+  std::int64_t layers = 1;          // block layers (a per-layer value's count)
+  bool sharded_parameters = false;  // ZeRO-3: a parameter's value is empty, its chunks stored apart
+};
+
+template <compute::ComputeBackend Backend>
+class value_storage {
+ public:
+  using buffer = typename Backend::buffer;
+
+  value_storage() = default;
+  explicit value_storage(memory_budget budget) : budget_(std::move(budget)) {}
+
+  // Every allocation bind makes: counted against the device's memory, and made only while the plan
+  // fits; an empty buffer stands in once it does not (check() then fails with the whole plan's bytes).
+  // A backend that cannot give it (a GPU out of memory) is reported with `what`, before the first step.
+  buffer allocate(Backend& backend, const std::string& what, dtype type, std::int64_t numel) {
+    const std::size_t bytes = checked_bytes(numel, dtype_size(type), "bind: " + what);
+    if (!budget_.admit(bytes, what)) return backend.allocate(type, 0);
+    try {
+      return backend.allocate(type, numel);
+    } catch (const error& e) {
+      fail(
+          "bind: " + what, std::string(e.what()).substr(std::string("shardgraph: ").size()),
+          "bind fails before any step runs; memory() of a smaller configuration shows what each value takes");
+    }
+  }
+  // Memory for node n's value (or a part of it): errors name the value.
+  buffer allocate_for(Backend& backend, const node& n, dtype type, std::int64_t numel) {
+    return allocate(backend,
+                    "value '" + std::string(n.name.view()) + "' (" + std::string(op_name(n.kind)) + ", " +
+                        std::to_string(numel) + " " + std::string(dtype_name(type)) + " elements)",
+                    type, numel);
+  }
+
+  // Every node's value, per-layer values and staging, in node order. Under ZeRO-3 a parameter's
+  // value is empty (gathered when in use) and store_chunks(i) allocates the chunks it stores.
+  template <class StoreChunks>
+  void allocate_values(Backend& backend, const value_allocation& in, StoreChunks&& store_chunks) {
+    const graph& g = in.nodes;
+    values_.reserve(at(g.size()));
+    staging_.resize(at(g.size()));
+    per_layer_.resize(at(g.size()));
+    for (int i = 0; i < g.size(); ++i) {
+      if (in.sharded_parameters && g[i].kind == op::parameter) {
+        values_.push_back(allocate_for(backend, g[i], g[i].type, 0));
+        store_chunks(i);
+        continue;
+      }
+      allocate_value(backend, in, i);
+    }
+  }
+
+  // One allocation per layer for each layer block, each member a view at its place in it.
+  void allocate_layer_blocks(Backend& backend, const plan::memory_layout& memory, const graph& g,
+                             std::int64_t layers, const plan::pipeline_stages& stages) {
+    if constexpr (plan::traits_of<Backend>().views) {
+      for (const plan::layer_block& group : memory.layer_blocks)
+        for (std::int64_t l = 0; l < layers; ++l) {
+          if (!stages.holds_layer(l) || group.numel == 0) continue;
+          buffer& block = layer_block_memory_.emplace_back(
+              allocate_for(backend, g[group.members[0]], group.type, group.block_numel));
+          if (budget_.exceeded()) continue;  // an empty block: bind fails at check()
+          for (std::size_t m = 0; m < group.members.size(); ++m)
+            per_layer_[at(group.members[m])][at(l)] =
+                backend.view(block, m * group.stride, group.type, group.numel);
+        }
+    }
+  }
+
+  // The arena, and every value placed in it (and each output of one) a view into it.
+  void allocate_arena(Backend& backend, const plan::memory_layout& memory, const graph& g,
+                      const local_layout& layout) {
+    if constexpr (plan::traits_of<Backend>().views) {
+      if (memory.arena_bytes == 0) return;
+      const std::string values = std::to_string(memory.arena_shared) + " values that share it by lifetime";
+      if (!budget_.admit(memory.arena_bytes, "the activation arena (" + values + ")"))
+        return;  // bind fails at check()
+      try {
+        arena_ = backend.allocate(dtype::f32, static_cast<std::int64_t>((memory.arena_bytes + 3) / 4));
+      } catch (const error& e) {
+        fail("bind: the activation arena (" + std::to_string(memory.arena_bytes >> 20) + " MiB for " +
+                 values + ")",
+             std::string(e.what()).substr(std::string("shardgraph: ").size()),
+             "use more ranks (tp, pp, ZeRO-3), a smaller batch or recomputation; memory() of a smaller "
+             "configuration shows what each kind of value takes");
+      }
+      for (int i = 0; i < g.size(); ++i)
+        if (memory.values[at(i)].kind == plan::storage::arena)
+          values_[at(i)] = backend.view(arena_, memory.values[at(i)].offset, g[i].type, layout.of(i).numel());
+    }
+  }
+
+  // After the last allocation: the error saying how much the plan needs, if it does not fit.
+  void check(int rank) const { budget_.check(rank); }
+
+  // Node i's buffer in `layer`, where the memory plan has already resolved i to the node that owns
+  // the memory (memory_layout::place_of): its layer's value when it is kept per layer, else its one.
+  buffer& at(int i, std::int64_t layer) {
+    std::vector<buffer>& layered = per_layer_[at(i)];
+    if (!layered.empty()) return layered[at(layer)];
+    return values_[at(i)];
+  }
+  std::vector<buffer>& values() { return values_; }  // per node (empty: per layer, or elsewhere)
+  const std::vector<buffer>& values() const { return values_; }
+  std::vector<buffer>& per_layer(int i) { return per_layer_[at(i)]; }
+  const std::vector<buffer>& per_layer(int i) const { return per_layer_[at(i)]; }
+  std::vector<buffer>& staging(int i) { return staging_[at(i)]; }
+  const std::vector<buffer>& staging(int i) const { return staging_[at(i)]; }
+  std::int64_t arena_bytes() const { return static_cast<std::int64_t>(arena_.size_bytes()); }
+
+ private:
+  static std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+  // Node i's own value (empty where it lives per layer, in the arena or a layer block, is a weight
+  // of another stage, or is never run here), its per-layer values and its staging.
+  void allocate_value(Backend& backend, const value_allocation& in, int i) {
+    const node& n = in.nodes[i];
+    const std::int64_t numel = in.layout.of(i).numel();
+    const plan::value_memory& memory = in.memory.values[at(i)];
+    const bool layered = memory.per_layer;
+    const bool unheld_weight = n.kind == op::parameter && n.region < 0 && !in.stages.holds(i, 0);
+    const bool never_run = !in.stages.needed_here(i);  // another pipeline stage's phase computes and reads it
+    const bool unused = memory.kind != plan::storage::own;  // arena, layer block: views made later
+    values_.push_back(
+        allocate_for(backend, n, n.type, layered || unheld_weight || never_run || unused ? 0 : numel));
+    if (layered) {
+      const bool own = memory.kind != plan::storage::layer_block;  // else a view made later
+      for (std::int64_t l = 0; l < in.layers; ++l)
+        per_layer_[at(i)].push_back(
+            allocate_for(backend, n, n.type, own && in.stages.holds_layer(l) ? numel : 0));
+    }
+    if (n.kind == op::all_gather || n.kind == op::reduce_scatter || n.kind == op::all_to_all) {
+      const std::int64_t input = in.layout.of(n.inputs[0]).numel();
+      const std::int64_t staged = never_run || in.memory.unread[at(i)] ? 0
+                                  : n.kind == op::all_gather           ? input * in.axis_sizes[at(n.axis)]
+                                                                       : input;
+      staging_[at(i)].push_back(allocate_for(backend, n, n.type, staged));
+      if (n.kind == op::all_to_all) staging_[at(i)].push_back(allocate_for(backend, n, n.type, staged));
+    }
+  }
+
+  std::vector<buffer> values_;                  // per node
+  std::vector<std::vector<buffer>> per_layer_;  // per node: per block layer (empty: one value)
+  std::vector<std::vector<buffer>> staging_;    // per node: a collective's staging buffers
+  buffer arena_;                                // the values that share memory by lifetime
+  std::deque<buffer> layer_block_memory_;       // the layer blocks, one per group and layer
+  memory_budget budget_;                        // what bind has allocated, against what the device has
+};
+
+}  // namespace shardgraph
