@@ -21,6 +21,7 @@
 
 #include "catch.hpp"
 #include "random_hf_checkpoint.hpp"
+#include "support/cpu_threads_rank_program.hpp"
 
 namespace sg = shardgraph;
 using shardgraph::testing::contains;

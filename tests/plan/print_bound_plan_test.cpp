@@ -10,6 +10,7 @@
 
 #include "../runtime/tiny_gpt2_training.hpp"
 #include "catch.hpp"
+#include "support/cpu_threads_rank_program.hpp"
 
 namespace {
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "support/cpu_threads_rank_program.hpp"
 
 namespace sg = shardgraph;
 using sg::threads::communicator;

@@ -13,6 +13,7 @@
 
 #include "../passes/test_models.hpp"
 #include "catch.hpp"
+#include "support/cpu_threads_rank_program.hpp"
 
 namespace sg = shardgraph;
 using test_models::Mesh;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "support/cpu_threads_rank_program.hpp"
 #include "tiny_gpt2_training.hpp"
 
 #include <shardgraph/plan/memory_plan.hpp>

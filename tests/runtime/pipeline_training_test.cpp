@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "support/cpu_threads_rank_program.hpp"
 #include "tiny_gpt2_training.hpp"
 
 namespace sg = shardgraph;

@@ -13,6 +13,7 @@
 
 #include <shardgraph/io/training_checkpoint.hpp>
 
+#include "support/cpu_threads_rank_program.hpp"
 #include "tiny_gpt2_training.hpp"
 
 namespace sg = shardgraph;
