@@ -1,5 +1,6 @@
 #pragma once
-// bind() and the executor: turn a compiled program into what one rank runs.
+// bind() and the executor: turn a compiled program into what one rank runs. The class is here;
+// bind's planning and allocation are in executor_bind.hpp, the walk over the steps in executor_steps.hpp.
 //
 //   auto rank = shardgraph::bind(program, config.sizes(batch, seq), comm, cpu::backend{}, mesh, weights);
 //   auto outputs = rank.forward({{"input_ids", ids}, {"targets", targets}});   // global host tensors
@@ -34,11 +35,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -406,85 +404,16 @@ class rank_program {
                             std::span<buffer>(storage_.values()), only);
   }
 
-  void run_segment(const segment& sg) {
-    const graph& g = program_.nodes;
-    const std::int64_t first = sg.first_layer, end = sg.end_layer < 0 ? layers_ : sg.end_layer;
-    std::size_t loop_start = 0;
-    layer_ = first;
-    in_backward_ = !sg.pre && !sg.forward_block && !sg.post;
-    if (sg.zero_tail_input) fill_zero_value(step_index_.backward_end_node);
-    if (zero3_ && !pipelined()) gather_unlayered_parameters();  // a pipeline gathers once per step
-    for (std::size_t s = 0; s < program_.steps.size(); ++s) {
-      const phase ph = phase_of(s);
-      if (!runs(sg, ph)) {
-        if (ph == phase::forward_block) s = index(step_index_.forward_end_step);
-        if (ph == phase::backward_block) s = index(step_index_.backward_end_step);
-        continue;
-      }
-      const step& st = program_.steps[s];
-      const node& n = g[st.node];
-      switch (st.kind) {
-        case step_kind::loop_begin: {
-          loop_start = s;
-          layer_ = n.reverse ? end - 1 : first;
-          if (zero3_) zero3_.gather_layer(backend_, channels(), st.node, layer_, n.reverse, first, end);
-          const bool received = n.reverse ? sg.receive_backward_input : sg.receive_forward_input;
-          if (!received) {
-            buffer& input = value(n.inputs[0]);
-            if (&input != &value(st.node)) backend_.copy(input, value(st.node));  // else written there
-          }
-          if (n.reverse) recompute_layer();
-          break;
-        }
-        case step_kind::loop_end: {
-          buffer& result = value(n.inputs[0]);  // before the layer changes: it may be a per-layer value
-          const bool reverse = g[n.region].reverse;
-          const bool more = reverse ? layer_ > first : layer_ + 1 < end;
-          if (more) {
-            layer_ += reverse ? -1 : 1;
-            if (zero3_) zero3_.wait_for_layer(channels(), layer_);
-            if (zero3_)
-              zero3_.prefetch(backend_, channels(), n.region, layer_ + (reverse ? -1 : 1), first, end);
-            buffer& next_input = value(n.region);
-            if (&next_input != &result) backend_.copy(result, next_input);  // else written there already
-            s = loop_start;
-            if (reverse) recompute_layer();
-          } else if (&result != &value(st.node)) {  // else the last layer wrote it there
-            backend_.copy(result, value(st.node));
-          }
-          break;
-        }
-        default:
-          run_step(s);
-      }
-    }
-    if (zero3_ && !pipelined()) release_unlayered_parameters();
-  }
+  void run_segment(const segment& sg);
 
   void fill_zero_value(int i) { fill_zero(value(i)); }
-  void fill_zero(buffer& b) {
-    if constexpr (requires(Backend & be, buffer & x) { be.fill_zero(x); })
-      backend_.fill_zero(b);
-    else
-      fail("executor: pipeline", "this backend has no fill_zero()",
-           "use a TrainingBackend (compute/compute_backend.hpp) for pipeline stages");
-  }
+  void fill_zero(buffer& b);
 
   void select_bank(int k) { slots_.select(k, storage_, program_.nodes); }
 
   // Indexes the steps and splits the layers over the pipeline axis (plan/pipeline_stages.hpp),
   // identically on every rank, before any communication.
-  void plan_stages(const pipeline_options& pipe) {
-    const graph& g = program_.nodes;
-    std::int64_t layers = 1;
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::repeat_begin) layers = sizes_.get(size_symbol::layers);
-    step_index_ = plan::index_steps(program_, layers);
-    layers_ = step_index_.layers;
-    const int axis = program_.pipeline_axis;
-    stages_ = plan::plan_pipeline_stages(program_, step_index_, pipe, axis < 0 ? 1 : axis_sizes_[index(axis)],
-                                         axis < 0 ? 0 : layout_.coordinate(axis));
-  }
+  void plan_stages(const pipeline_options& pipe);
   bool computed_here(int i) const { return stages_.computed_here(i); }
   bool needed_here(int i) const { return stages_.needed_here(i); }
   bool holds(int i, std::int64_t layer) const { return stages_.holds(i, layer); }
@@ -522,61 +451,15 @@ class rank_program {
   // Every step but the loop markers: the calls planned for it (plan/call_list.hpp). An error from
   // the backend or the communicator (a failed kernel, a collective's timeout) leaves naming the op,
   // its node, the layer and the rank; the trainer adds the step.
-  void run_step(std::size_t s) {
-    try {
-      for (const plan::bound_call& c : calls_.of_step(s)) run_call(c);
-    } catch (const error& e) {
-      const std::string_view prefix = "shardgraph: ", message = e.what();
-      if (message.starts_with(std::string(prefix) + "forward: ")) throw;  // located already
-      throw error(std::string(prefix) + located(program_.steps[s].node) + ": " +
-                  std::string(message.starts_with(prefix) ? message.substr(prefix.size()) : message));
-    }
-  }
+  void run_step(std::size_t s);
   // "forward: <op> '<name>' [in layer L] on rank R": where in forward() (which runs the backward
   // too) node i's step is.
-  std::string located(int i) const {
-    const node& n = program_.nodes[i];
-    std::string where = "forward: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
-    if (n.body() >= 0) where += " in layer " + std::to_string(layer_);
-    return where + " on rank " + std::to_string(world_rank_);
-  }
+  std::string located(int i) const;
   // Hands one call to the backend, the communicator or the bucket, then checks what it wrote.
-  void run_call(const plan::bound_call& c) {
-    switch (c.kind) {
-      case plan::call_kind::kernel:
-      case plan::call_kind::batched:
-      case plan::call_kind::elementwise:
-        runner().kernel(c, [this](int v) -> buffer& { return value(v); });
-        in_backward_ = in_backward_ || c.scalar_is_loss_scale;  // the seed of backward ran
-        break;
-      case plan::call_kind::collective:
-        runner().collective(c, axis_comms_[index(c.axis)], value(c.in[0]), value(c.out), storage_.staging(c.node));
-        break;
-      case plan::call_kind::bucket_add:
-        buckets_.add(backend_, channels(), c.node, layer_, value(c.in[0]), gradient_at());
-        break;
-      case plan::call_kind::slice:
-        backend_.slice(value(c.in[0]), value(c.out), c.blocks[0], c.slice_index);
-        break;
-      case plan::call_kind::copy:
-      case plan::call_kind::output:
-        backend_.copy(value(c.in[0]), value(c.out));
-        break;
-      case plan::call_kind::gradient_sum:
-        sum_gradient(value(c.in[0]), value(c.out));
-        break;
-    }
-    for (const plan::checked_value& v : c.checked) check_finite(v.node, v.reported);
-  }
+  void run_call(const plan::bound_call& c);
   call_runner<Backend, Comm> runner() { return {backend_, rope_, loss_.current(), loss_scale_}; }
   // A pipeline stage's param_grad, summed over the step's micro-batches.
-  void sum_gradient(buffer& from, buffer& to) {
-    if constexpr (requires(Backend & b, buffer & x) { b.add_scaled(x, x, 1.0); })
-      backend_.add_scaled(from, to, 1.0);
-    else
-      fail("executor: pipeline", "this backend has no add_scaled() to sum gradients over micro-batches",
-           "use a TrainingBackend (compute/compute_backend.hpp) for pipeline stages");
-  }
+  void sum_gradient(buffer& from, buffer& to);
 
   // Activation recomputation (training{.recompute}): forward block values that are not kept per
   // layer are computed again, for layer_, at the start of each backward block iteration.
@@ -585,18 +468,8 @@ class rank_program {
     for (std::size_t s : recompute_steps_) run_step(s);
   }
 
-  void check_finite(int i, int reported = -1) {  // reported: the node named (default i)
-    if (!finite_check_ || !is_floating(program_.nodes[i].type) || (in_backward_ && loss_scale_ != 1.0))
-      return;
-    if constexpr (requires(Backend & b, const buffer& v) {
-                    { b.all_finite(v) } -> std::convertible_to<bool>;
-                  }) {
-      if (backend_.all_finite(value(i))) return;
-      fail(located(reported >= 0 ? reported : i),
-           "produced a NaN or an infinity (the first op to do so on this rank)",
-           "lower the learning rate, clip gradients, or check the inputs and weights feeding this op");
-    }
-  }
+  // reported: the node the error names (default i).
+  void check_finite(int i, int reported = -1);
 
   static const program& checked(const program& p) {
     if (!p.ok()) throw error(std::string(p.error()));
@@ -609,17 +482,7 @@ class rank_program {
     return plan::per_layer(program_, step_index_, buckets_.plan().scattered_grad, i);
   }
   // Where every value lives, planned once the buckets have decided which gradients they scatter.
-  void plan_value_memory() {
-    const plan::memory_inputs in{.program = program_,
-                                 .steps = step_index_,
-                                 .layout = layout_,
-                                 .fused = fused_,
-                                 .options = memory_options_,
-                                 .scattered_grad = buckets_.plan().scattered_grad,
-                                 .pipelined = pipelined(),
-                                 .views = plan::traits_of<Backend>().views};
-    memory_ = plan::plan_memory(in);
-  }
+  void plan_value_memory();
   // A value's memory (or a part of it), counted against the device's (runtime/value_storage.hpp).
   buffer allocate_for(int i, dtype type, std::int64_t numel) {
     return storage_.allocate_for(backend_, program_.nodes[i], type, numel);
@@ -627,95 +490,19 @@ class rank_program {
 
   // Plans the gradient buckets, ZeRO-3's gathers and where every value lives, and allocates them:
   // every allocation counted against the device's memory, bind failing at its end when they do not fit.
-  void allocate() {
-    const graph& g = program_.nodes;
-    storage_ = value_storage<Backend>(memory_budget_for(backend_, memory_options_.available_bytes));
-    recompute_steps_ = plan::recomputed_steps(program_);
-    grad_of_.assign(index(g.size()), -1);
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::param_grad) grad_of_[index(g[i].origin)] = i;
-    plan_gradient_reductions();
-    buckets_.allocate_chunks(backend_,
-                             [&](int i, dtype type, std::int64_t n) { return allocate_for(i, type, n); });
-    plan_value_memory();
-    const value_allocation placed{.nodes = g,
-                                  .layout = layout_,
-                                  .memory = memory_,
-                                  .stages = stages_,
-                                  .axis_sizes = axis_sizes_,
-                                  .layers = layers_,
-                                  .sharded_parameters = static_cast<bool>(zero3_)};
-    storage_.allocate_values(backend_, placed, [&](int i) {  // ZeRO-3: the chunks this rank stores
-      const node& n = g[i];
-      zero3_.allocate(
-          i, n.region >= 0 ? layers_ : 1, n.region >= 0, [&](std::int64_t l) { return holds(i, l); },
-          [&](std::int64_t count) { return allocate_for(i, n.type, count); });
-    });
-    for (int i = 0; i < g.size(); ++i)  // read here, computed on another stage: zero (needed_here)
-      if (g[i].kind != op::parameter && !computed_here(i) && needed_here(i) &&
-          !memory_.values[index(i)].per_layer)
-        fill_zero_value(i);
-    start_communication_threads();
-    storage_.allocate_layer_blocks(backend_, memory_, g, layers_, stages_);
-    buckets_.allocate_staging(backend_, [&](const std::string& what, dtype type, std::int64_t n) {
-      return storage_.allocate(backend_, what, type, n);
-    });
-    storage_.allocate_arena(backend_, memory_, g, layout_);
-    if (pipelined()) allocate_micro_batch_slots();
-    storage_.check(world_rank_);
-  }
+  void allocate();
 
   // ZeRO-3's chunks and gathers, and the gradient buckets (before the values: a reduce-scattered
   // gradient needs one buffer, not one per layer).
-  void plan_gradient_reductions() {
-    std::vector<std::int64_t> elements;  // every node's elements on this rank
-    for (int i = 0; i < program_.nodes.size(); ++i) elements.push_back(layout_.of(i).numel());
-    const int zero_coordinate = program_.zero_axis >= 0 ? layout_.coordinate(program_.zero_axis) : 0;
-    const plan::zero3_inputs sharding{
-        .compiled = program_,
-        .elements = elements,
-        .axis_sizes = axis_sizes_,
-        .zero_coordinate = zero_coordinate,
-        .holds = [&](int i, std::int64_t l) { return holds(i, l); },
-    };
-    zero3_ = zero3_parameters<Backend, Comm>(plan::plan_zero3_gathers(sharding));
-    const plan::gradient_bucket_inputs bucketing{
-        .compiled = program_,
-        .steps = step_index_,
-        .elements = elements,
-        .axis_sizes = axis_sizes_,
-        .bucket_bytes = program_.bucket_bytes,
-        .zero_stage = program_.zero_stage,
-        .zero_axis = program_.zero_axis,
-        .zero_coordinate = zero_coordinate,
-        .packs = plan::traits_of<Backend>().packs,
-        .pipelined = pipelined(),
-        .overlapped = communication_threads(axis_comms_, program_.overlap_communication),
-    };
-    buckets_ = bucket_reductions<Backend, Comm>(plan::plan_gradient_buckets(bucketing));
-  }
+  void plan_gradient_reductions();
 
   // A pipeline stage's micro-batch slots and its inbox of received block inputs.
-  void allocate_micro_batch_slots() {
-    const int received = step_index_.forward_begin_node;
-    slots_ = micro_batch_slots<Backend>(
-        plan::plan_micro_batch_banks(program_, step_index_, stages_, recompute_steps_), stages_.banks,
-        stages_.inbox);
-    slots_.allocate(storage_, program_.nodes, received,
-                    value_at(received, stages_.chunks.front().first).numel(),
-                    [&](int i, dtype type, std::int64_t n) { return allocate_for(i, type, n); });
-  }
+  void allocate_micro_batch_slots();
 
   // ---- gradient buckets and ZeRO-3 gathers (runtime/gradient_buckets.hpp, zero3_gathers.hpp) ----
   // A communication thread per mesh axis that has buckets or ZeRO-3's gathers, where the program
   // asks for them and the communicator allows it (runtime/axis_groups.hpp).
-  void start_communication_threads() {
-    if (!communication_threads(axis_comms_, program_.overlap_communication)) return;
-    const std::vector<bool> used =
-        plan::plan_overlapped_axes(buckets_.plan(), zero3_.plan(), static_cast<int>(axis_comms_.size()));
-    comm_workers_ = start_comm_workers(axis_comms_, used);
-    overlapping_ = std::find(used.begin(), used.end(), true) != used.end();
-  }
+  void start_communication_threads();
   axis_channels<Comm> channels() { return {axis_comms_, comm_workers_}; }
   // A param_grad's buffer in a layer, where a bucket writes it.
   auto gradient_at() {
@@ -726,13 +513,7 @@ class rank_program {
 
   // Fills every parameter this rank holds from `weights`: its slice (a pipeline stage's layers
   // only), or under ZeRO-3 its chunk of the slice. Rank 0 shows progress for large loads.
-  void load_weights(const weight_source& weights, bool reporting_rank) {
-    const auto store = [&](int i, std::int64_t layer, const host_tensor& slice) {
-      if (zero3_) return zero3_.upload(backend_, i, layer, slice.bytes(), layout_.of(i).numel());  // chunk r
-      backend_.upload(storage_.at(i, layer), slice.bytes().data());  // a block weight's layer, or its one
-    };
-    shardgraph::load_weights(program_.nodes, layout_, held_, weights, reporting_rank, store);
-  }
+  void load_weights(const weight_source& weights, bool reporting_rank);
 
   buffer& value(int i) { return value_at(i, layer_); }
   // Node i's buffer for layer `layer` (where the memory plan puts it), then the node's own: a
@@ -745,36 +526,12 @@ class rank_program {
 
   // Every step's calls, for the backward's seed of the current loss scale: a loss's call writes
   // the logits' gradient planned with it for a seed of 1 only (plan_cross_entropy_gradient_with_loss).
-  void plan_step_calls() {
-    calls_ = plan::plan_calls({.program = program_,
-                               .layout = layout_,
-                               .sizes = sizes_,
-                               .fused = fused_,
-                               .memory = memory_,
-                               .buckets = buckets_.plan(),
-                               .axis_sizes = axis_sizes_,
-                               .divisor_entry = loss_.entries(),
-                               .pipelined = pipelined(),
-                               .seed_is_one = loss_scale_ == 1.0});
-  }
+  void plan_step_calls();
 
   // What the fusion plan reads of this rank beyond its program: which values activation
   // recomputation computes again, and which activations are kept per layer (parameters and their
   // gradients are laid out later, by allocate(): the plan reads activations only).
-  plan::step_fusion_inputs fusion_inputs() const {
-    const graph& g = program_.nodes;
-    std::vector<bool> again(index(g.size()), false), kept(index(g.size()), false);
-    for (int i = 0; i < g.size(); ++i) {
-      again[index(i)] = recomputed(i);
-      kept[index(i)] = g[i].kind != op::parameter && g[i].kind != op::param_grad && per_layer(i);
-    }
-    return {.program = program_,
-            .steps = step_index_,
-            .layout = layout_,
-            .recomputed = std::move(again),
-            .kept_per_layer = std::move(kept),
-            .pipelined = pipelined()};
-  }
+  plan::step_fusion_inputs fusion_inputs() const;
 
   // What a recording of forward() takes from the host by value: the loss scale and the divisors.
   std::vector<double> baked_values() const {
@@ -837,3 +594,6 @@ rank_program<Backend, Comm> bind(const program& p, const model_sizes& sizes, Com
 }
 
 }  // namespace shardgraph
+
+#include "shardgraph/runtime/executor_bind.hpp"   // IWYU pragma: export
+#include "shardgraph/runtime/executor_steps.hpp"  // IWYU pragma: export
