@@ -4,7 +4,7 @@
 //
 //   loss_divisors d(g, layout, sizes);        // at bind: the token inputs and each loss's entry
 //   d.begin_run(d.counted_targets(g, batch)); // each forward(): checks the ids, counts the targets
-//   d.of(g, layout, i);                       // cross_entropy (or its gradient) i's divisor
+//   d.current()[d.entries()[i]];              // loss i's divisor in this run (a mean's; a sum's is 1)
 //
 // By default a run divides by the counts of the batch it is given (of all micro-batches, in a
 // pipeline's step). The trainer, running one step as several forward() calls, gives the step's
@@ -58,17 +58,6 @@ class loss_divisors {
   }
   const std::vector<std::int64_t>& current() const { return current_; }  // this run's, per targets input
   const std::vector<int>& entries() const { return entry_; }  // per node: its index in current() (-1: none)
-
-  // A cross_entropy's or its gradient's divisor: the counted targets for `mean`, 1 for `sum`. A loss
-  // whose targets come from no input (computed in the graph) counts all its rows.
-  std::int64_t of(const graph& g, const local_layout& layout, int i) const {
-    const node& n = g[i];
-    if (n.reduction == loss_reduction::sum) return 1;
-    const int k = entry_[static_cast<std::size_t>(i)];
-    if (k >= 0 && static_cast<std::size_t>(k) < current_.size()) return current_[static_cast<std::size_t>(k)];
-    const std::vector<std::int64_t>& logits = layout.of(n.inputs[0]).global;
-    return checked_product(std::span<const std::int64_t>(logits).subspan(0, 2), "executor: kernel dims");
-  }
 
  private:
   std::vector<token_input> tokens_;    // the inputs of token ids (plan_token_inputs)
