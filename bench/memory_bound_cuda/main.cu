@@ -147,8 +147,11 @@ int main(int argc, char** argv) {
                                 {tokens, vocab, vocab, tokens, -100});
       call together = forward;
       together.logits_grad = &logits;
-      forward.output_kept = true;  // the gradient reads the kept log-sum-exp
-      gradient.side = &loss;
+      buffer saved = gpu.allocate(dtype::f32, tokens);  // the rows' log-sum-exp the loss saves
+      forward.output_kept = true;
+      forward.saved = &saved;
+      gradient.side = &loss;  // the gradient reads what the loss saved
+      gradient.saved = &saved;
       const double bytes = 2 * bf16_bytes * tokens * vocab;  // the logits read, the gradient written
       report("cross_entropy", "loss, then the gradient on the kept statistics", vocab,
              median_ms(

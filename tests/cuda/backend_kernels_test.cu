@@ -1,5 +1,6 @@
 // cuda::backend: the kernel contract (tests/compute/kernel_contract_cases.hpp), then against
-// cpu::backend, the numerical reference: every op the cuda backend runs, built
+// cpu::backend, the numerical reference (a call of a fused kind lowered onto its kernels by the core,
+// compute/lower_fused.hpp): every op the cuda backend runs, built
 // as the same compute::kernel_call for both backends on the same deterministic inputs, in f64, f32
 // and bf16 (16-bit inputs and output; both backends widen to f32 and round the output once), and the
 // TrainingBackend operations (the optimizer's elementwise work, the block moves of collectives).
@@ -33,6 +34,7 @@
 
 #include "catch.hpp"
 #include "compute/kernel_contract.hpp"
+#include "support/cpu_fused_calls.hpp"
 
 namespace sg = shardgraph;
 using sg::dtype;
@@ -57,7 +59,7 @@ std::vector<double> softmax_rows(std::vector<double> x, std::int64_t rows, std::
 // The reference and the backend under test. Copies of a cuda backend share its stream and scratch,
 // so each test case makes its own.
 struct both_backends {
-  sg::cpu::backend cpu;
+  sg::testing::cpu_fused_calls cpu;  // fused kinds lowered onto the reference kernels
   sg::cuda::backend cuda;
 
   // max |cuda - cpu| / max |cpu| of one kernel call (run_on) described by `describe`.
@@ -593,9 +595,10 @@ TEST_CASE(
     "cuda backend: attention gradients that read the forward's kept result equal those that run the "
     "forward again",
     "[cuda][gpu]") {
-  // kernel_call::output_kept on the forward, its result as side on the gradients: flash attention's
-  // backward then reads that result and the log-sum-exp kept with it. Scaling the kept result after
-  // the forward must change the gradients (delta = rowsum(dout * out) is read from it).
+  // kernel_call::output_kept and saved on the forward, its result as side and the same saved on the
+  // gradients (fused::attention_saved): flash attention's backward then reads that result and the
+  // log-sum-exp the forward saved. Scaling the kept result after the forward must change the
+  // gradients (delta = rowsum(dout * out) is read from it).
   using buffer = sg::cuda::backend::buffer;
   sg::cuda::backend cuda;
   const dtype t = dtype::bf16;
@@ -613,16 +616,17 @@ TEST_CASE(
           call.token_major = token_major;
           return call;
         };
+        buffer saved = cuda.allocate(dtype::f32, a.batch * a.heads * a.seq(t));
         auto forward = call_of(op::attention, out);
         forward.output_kept = true;
+        forward.saved = &saved;
         cuda.run(forward);
-        // dq, dk, dv, the first call making all three (the cache of attention_backward)
         const auto gradients = [&](bool read_kept) {
           std::vector<std::vector<double>> all;
           for (const op kind : {op::attention_grad_q, op::attention_grad_k, op::attention_grad_v}) {
             buffer d = cuda.allocate(t, kind == op::attention_grad_q ? a.q_numel(t) : a.kv_numel(t));
             auto call = call_of(kind, d);
-            if (read_kept) call.side = &out;
+            if (read_kept) call.side = &out, call.saved = &saved;
             cuda.run(call);
             all.push_back(values_of(cuda, d));
           }
@@ -683,8 +687,9 @@ TEST_CASE(
     "cuda backend: the cross-entropy gradient reading the statistics its loss kept equals the one "
     "computing them",
     "[cuda][gpu]") {
-  // kernel_call::output_kept on the loss, the loss as side on the gradient: the gradient reads each
-  // row's log-sum-exp kept with the logits instead of a pass over them. Halving the logits after
+  // kernel_call::saved on the loss, the loss as side and the same saved on the gradient
+  // (fused::cross_entropy_saved): the gradient reads each row's log-sum-exp the loss saved instead
+  // of a pass over the logits. Halving the logits after
   // the loss must change that gradient (the kept statistics are of the old logits).
   using buffer = sg::cuda::backend::buffer;
   sg::cuda::backend cuda;
@@ -697,6 +702,7 @@ TEST_CASE(
       buffer targets = make_buffer(cuda, id_tensor(targets_for(rows, classes)));
       buffer loss = cuda.allocate(loss_type, 1);
       buffer loss_gradient = make_buffer(cuda, host_tensor{loss_type, {2.5}});
+      buffer saved = cuda.allocate(t == dtype::f64 ? dtype::f64 : dtype::f32, rows);
       sg::compute::kernel_call<buffer> forward;
       forward.kind = op::cross_entropy;
       forward.type = loss_type;
@@ -704,6 +710,7 @@ TEST_CASE(
       forward.in[0] = &logits;
       forward.in[1] = &targets;
       forward.output_kept = true;
+      forward.saved = &saved;
       set_dims(forward, {rows, vocab, classes, global_rows, -100});
       cuda.run(forward);
       const auto gradient = [&](bool read_kept) {
@@ -715,7 +722,7 @@ TEST_CASE(
         call.in[0] = &logits;
         call.in[1] = &targets;
         call.in[2] = &loss_gradient;
-        if (read_kept) call.side = &loss;
+        if (read_kept) call.side = &loss, call.saved = &saved;
         set_dims(call, {rows, vocab, classes, global_rows, -100});
         cuda.run(call);
         return values_of(cuda, d);

@@ -38,11 +38,15 @@ struct no_fused_calls {
 };
 struct bias_epilogue {
   using buffer = int;
-  static constexpr bool linear_bias_epilogue = true;
+  struct traits {
+    static constexpr sg::compute::fused_set runs{sg::compute::fused::linear_bias};
+  };
 };
 struct loss_with_gradient {
   using buffer = int;
-  static constexpr bool cross_entropy_gradient_with_loss = true;
+  struct traits {
+    static constexpr sg::compute::fused_set runs{sg::compute::fused::loss_with_gradient};
+  };
 };
 
 // One rank's plan at plan_test_models' sizes (batch 4, seq 2, model 5, ffn 6, vocab 7, 2 layers)
@@ -79,7 +83,7 @@ struct rank_plan {
     }
     sg::plan::step_fusion f = sg::plan::plan_step_fusion(
         {.program = p, .steps = steps, .layout = layout, .recomputed = again, .kept_per_layer = kept},
-        sg::plan::traits_of<Backend>());
+        sg::plan::traits_of<Backend>(sg::compute::fused_kinds_run_by<Backend>()));
     sg::plan::apply_producer_moves(f, steps);
     return f;
   }

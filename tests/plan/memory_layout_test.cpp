@@ -78,8 +78,13 @@ struct no_fused_calls {
   using buffer = int;
 };
 struct batched_products {
-  using buffer = int;
-  static constexpr bool products_batched = true;
+  struct buffer {
+    buffer at_offset(std::size_t) const { return {}; }
+  };
+  static const void* address(const buffer&) { return nullptr; }
+  struct traits {
+    static constexpr sg::compute::fused_set runs{sg::compute::fused::batched_products};
+  };
 };
 
 // Batch 2, sequence 4, width 16, vocabulary 32, 3 layers, one rank: a (B, T, d) f32 value is 512 bytes.
@@ -121,7 +126,7 @@ struct planned {
     }
     sg::plan::step_fusion f = sg::plan::plan_step_fusion(
         {.program = p, .steps = steps, .layout = layout, .recomputed = again, .kept_per_layer = kept},
-        sg::plan::traits_of<Backend>());
+        sg::plan::traits_of<Backend>(sg::compute::fused_kinds_run_by<Backend>()));
     sg::plan::apply_producer_moves(f, steps);
     return f;
   }

@@ -11,6 +11,7 @@
 #include <shardgraph/threads.hpp>
 
 #include "catch.hpp"
+#include "support/cpu_fused_calls.hpp"
 #include "support/cpu_threads_rank_program.hpp"
 
 namespace sg = shardgraph;
@@ -26,10 +27,10 @@ constexpr sg::graph single_rank_gpt2() {
 template <sg::dtype T, sg::recompute R = sg::recompute::none>
 constexpr sg::program trained = sg::compile<single_rank_gpt2<T>, sg::training{.recompute = R}>();
 
-// The cpu backend, counting every call it receives.
-struct counting_backend : sg::cpu::backend {
+// The cpu backend receiving every fused call as the plan made it, counting every call it receives.
+struct counting_backend : sg::testing::cpu_fused_calls {
   std::int64_t* calls = nullptr;
-  void run(const sg::compute::kernel_call<buffer>& c) { ++*calls, sg::cpu::backend::run(c); }
+  void run(const sg::compute::kernel_call<buffer>& c) { ++*calls, sg::testing::cpu_fused_calls::run(c); }
   void copy(const buffer& from, buffer& to) { ++*calls, sg::cpu::backend::copy(from, to); }
   void add_scaled(const buffer& from, buffer& to, double f) { ++*calls, sg::cpu::backend::add_scaled(from, to, f); }
   void scale(buffer& b, double f) { ++*calls, sg::cpu::backend::scale(b, f); }

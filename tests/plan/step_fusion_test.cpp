@@ -20,6 +20,7 @@ namespace {
 
 using Mesh = sg::mesh<"dp", "tp">;
 using sg::plan::backend_traits;
+using sg::compute::fused;
 using sg::plan::step_fusion;
 using written = step_fusion::written_value;
 
@@ -165,24 +166,10 @@ std::vector<written> written_by(const step_fusion& f, int i, bool seed_is_one = 
   return {w.begin(), w.end()};
 }
 
-// Every fused call the traits name, as the cpu backend declares them.
-constexpr backend_traits every_fused_call() {
-  return {.linear_bias_epilogue = true,
-          .linear_bias_grad_epilogue = true,
-          .norm_bias_grad_fused = true,
-          .linear_epilogues = true,
-          .norm_grad_add_epilogue = true,
-          .embedding_grad_add_epilogue = true,
-          .attention_token_major = true,
-          .attention_output_reuse = true,
-          .cross_entropy_statistics_kept = true,
-          .cross_entropy_gradient_with_loss = true,
-          .attention_gradients_together = true,
-          .norm_gradients_together = true,
-          .products_batched = true};
-}
+// Every fused kind.
+constexpr backend_traits every_fused_call() { return {.fused = sg::compute::fused_set::all()}; }
 
-// A backend that declares no fused call (traits_of reads only its buffer type).
+// A backend that runs no fused kind and whose buffers have no at_offset.
 struct plain_backend {
   struct buffer {};
 };
@@ -211,11 +198,16 @@ const sg::program* const all_programs[] = {&mlp_program,  &mlp_inference,     &p
 
 }  // namespace
 
-TEST_CASE("plan_step_fusion: with no fused call declared every step runs", "[plan]") {
-  STATIC_REQUIRE(!sg::plan::traits_of<plain_backend>().products_batched);
+TEST_CASE("plan_step_fusion: with no fused kind allowed every step runs", "[plan]") {
+  // The rewrite introduces every kind for any backend (the core lowers those it does not run), but
+  // the saved statistics only for a backend running them, and batched products only where the core
+  // can find their strides.
+  constexpr sg::compute::fused_set plain = sg::plan::traits_of<plain_backend>().fused;
+  STATIC_REQUIRE(plain == sg::compute::fused_set::all().without(
+                              {fused::batched_products, fused::attention_saved, fused::cross_entropy_saved}));
   for (const sg::program* p : all_programs) {
     const fusion_case c(*p);
-    for (const step_fusion& f : {c.plan(backend_traits{}), c.plan(sg::plan::traits_of<plain_backend>())}) {
+    for (const step_fusion& f : {c.plan(backend_traits{}), c.plan(sg::plan::traits_of<plain_backend>({}))}) {
       CHECK(taken(f).empty());
       CHECK(f.producer_moves.empty());
       for (int i = 0; i < p->nodes.size(); ++i) {
@@ -237,7 +229,7 @@ TEST_CASE("plan_step_fusion: a linear's bias and gelu in its epilogue", "[plan]"
   const int product = c.named("w", sg::op::linear), bias = c.reader(product, sg::op::add_bias);
   const int gelu = c.reader(bias, sg::op::gelu);
   SECTION("the bias alone: the add_bias step is the product's") {
-    const step_fusion f = c.plan({.linear_bias_epilogue = true});
+    const step_fusion f = c.plan({.fused = {fused::linear_bias}});
     CHECK(f.bias_epilogue_of[at(product)] == bias);
     CHECK(f.bias_done_by_product[at(bias)]);
     CHECK(taken(f) == std::map<int, int>{{bias, product}});
@@ -246,7 +238,7 @@ TEST_CASE("plan_step_fusion: a linear's bias and gelu in its epilogue", "[plan]"
     CHECK(f.runs(gelu, true));
   }
   SECTION("and the gelu: the product writes it, the pre-activation kept for gelu_grad as its side") {
-    const step_fusion f = c.plan({.linear_bias_epilogue = true, .linear_epilogues = true});
+    const step_fusion f = c.plan({.fused = {fused::linear_bias, fused::linear_epilogue}});
     CHECK(f.epilogue_of[at(product)].kind == sg::compute::product_epilogue::gelu);
     CHECK(f.epilogue_of[at(product)].out == gelu);
     CHECK(f.epilogue_of[at(product)].side == bias);
@@ -261,7 +253,7 @@ TEST_CASE("plan_step_fusion: a linear's bias and gelu in its epilogue", "[plan]"
   }
   SECTION("inference: the fused add_bias + gelu chain becomes the product's epilogue") {
     const fusion_case inference(mlp_inference);
-    const step_fusion f = inference.plan({.linear_bias_epilogue = true, .linear_epilogues = true});
+    const step_fusion f = inference.plan({.fused = {fused::linear_bias, fused::linear_epilogue}});
     const sg::step& chain = inference.p.steps[inference.step_of(gelu)];
     REQUIRE(chain.kind == sg::step_kind::fused);
     CHECK(chain.first == bias);
@@ -277,7 +269,7 @@ TEST_CASE("plan_step_fusion: a bias gradient written by its weight product, from
   const int bias_grad = c.named("d.b", sg::op::bias_grad),
             weight_grad = c.named("d.w", sg::op::linear_weight_grad);
   REQUIRE(c.step_of(bias_grad) < c.step_of(weight_grad));
-  const step_fusion f = c.plan({.linear_bias_grad_epilogue = true});
+  const step_fusion f = c.plan({.fused = {fused::weight_grad_with_bias}});
   CHECK(f.bias_grad_of[at(weight_grad)] == bias_grad);
   CHECK(taken(f) == std::map<int, int>{{bias_grad, weight_grad}});
   CHECK(written_by(f, weight_grad) == std::vector<written>{{bias_grad, bias_grad}});
@@ -298,7 +290,7 @@ TEST_CASE("plan_step_fusion: q, k and v products of one input in one batched cal
   REQUIRE(c.step_of(dv) < c.step_of(dk));
   REQUIRE(c.step_of(dk) < c.step_of(dq));
   SECTION("products alone") {
-    const step_fusion f = c.plan({.products_batched = true});
+    const step_fusion f = c.plan({.fused = {fused::batched_products}});
     CHECK(f.batched_with[at(q)] == std::vector<int>{k, v});
     CHECK(f.batched_with[at(dv)] == std::vector<int>{dk, dq});
     CHECK(taken(f) == std::map<int, int>{{k, q}, {v, q}, {dk, dv}, {dq, dv}});
@@ -309,7 +301,7 @@ TEST_CASE("plan_step_fusion: q, k and v products of one input in one batched cal
   }
   SECTION("with their biases and bias gradients") {
     const step_fusion f =
-        c.plan({.linear_bias_epilogue = true, .linear_bias_grad_epilogue = true, .products_batched = true});
+        c.plan({.fused = {fused::linear_bias, fused::weight_grad_with_bias, fused::batched_products}});
     const int q_bias = c.reader(q, sg::op::add_bias), k_bias = c.reader(k, sg::op::add_bias),
               v_bias = c.reader(v, sg::op::add_bias);
     const int dq_bias = c.named("d.q_bias", sg::op::bias_grad),
@@ -350,14 +342,14 @@ TEST_CASE("plan_step_fusion: a layer norm's input, weight and bias gradients in 
   const int weight_grad = c.named("d.ln.weight", sg::op::layer_norm_grad_w);
   const int bias_grad = c.named("d.ln.bias", sg::op::bias_grad);
   SECTION("the weight gradient with the input gradient") {
-    const step_fusion f = c.plan({.norm_gradients_together = true});
+    const step_fusion f = c.plan({.fused = {fused::norm_backward}});
     CHECK(f.weight_grad_of[at(input_grad)] == weight_grad);
     CHECK(taken(f) == std::map<int, int>{{weight_grad, input_grad}});
     CHECK(written_by(f, input_grad) == std::vector<written>{{weight_grad, weight_grad}});
     CHECK(moved(f) == std::map<int, std::size_t>{{weight_grad, c.step_of(input_grad)}});
   }
   SECTION("and the bias gradient with the weight gradient: all three at the input gradient's step") {
-    const step_fusion f = c.plan({.norm_bias_grad_fused = true, .norm_gradients_together = true});
+    const step_fusion f = c.plan({.fused = {fused::norm_weight_grad_with_bias, fused::norm_backward}});
     CHECK(f.bias_grad_of[at(weight_grad)] == bias_grad);
     CHECK(taken(f) == std::map<int, int>{{weight_grad, input_grad}, {bias_grad, input_grad}});
     CHECK(written_by(f, input_grad) ==
@@ -387,7 +379,7 @@ TEST_CASE("plan_step_fusion: attention in the products' layout, its gradients in
                                         {dout, dout_product}, {merge, attention}, {merge_dq, dq},
                                         {merge_dk, dk},       {merge_dv, dv}};
   SECTION("token-major: no split or merge of heads runs") {
-    const step_fusion f = c.plan({.attention_token_major = true});
+    const step_fusion f = c.plan({.fused = {fused::attention_token_major}});
     for (int call : {attention, dq, dk, dv}) CHECK(f.token_major[at(call)]);
     CHECK(taken(f) == layout_steps);
     for (const auto& [held, writer] : layout_steps) {
@@ -400,7 +392,7 @@ TEST_CASE("plan_step_fusion: attention in the products' layout, its gradients in
   }
   SECTION("and the three gradients from the query gradient's call, reading the kept forward result") {
     const step_fusion f = c.plan(
-        {.attention_token_major = true, .attention_output_reuse = true, .attention_gradients_together = true},
+        {.fused = {fused::attention_token_major, fused::attention_saved, fused::attention_backward}},
         {merge});
     CHECK(f.key_grad_of[at(dq)] == dk);
     CHECK(f.value_grad_of[at(dq)] == dv);
@@ -414,12 +406,12 @@ TEST_CASE("plan_step_fusion: attention in the products' layout, its gradients in
     check_agreement(f);
   }
   SECTION("the forward result is not reused where the merge is not kept per layer") {
-    const step_fusion f = c.plan({.attention_token_major = true, .attention_output_reuse = true});
+    const step_fusion f = c.plan({.fused = {fused::attention_token_major, fused::attention_saved}});
     CHECK(f.forward_output_of[at(dq)] == -1);
     CHECK(!f.output_kept[at(attention)]);
   }
   SECTION("with the products batched, a split names the batch's first product") {
-    const step_fusion f = c.plan({.attention_token_major = true, .products_batched = true});
+    const step_fusion f = c.plan({.fused = {fused::attention_token_major, fused::batched_products}});
     CHECK(f.batched_with[at(q)] == std::vector<int>{k, v});
     CHECK(f.taken_over_by[at(split_k)] == q);
     CHECK(f.taken_over_by[at(split_v)] == q);
@@ -433,14 +425,14 @@ TEST_CASE("plan_step_fusion: the loss's call writes the logits' gradient while t
   const int loss = c.named("cross_entropy", sg::op::cross_entropy);
   const int gradient = c.reader(c.p.nodes[loss].inputs[0], sg::op::cross_entropy_grad);
   SECTION("the statistics kept: the gradient reads them, its step runs") {
-    const step_fusion f = c.plan({.cross_entropy_statistics_kept = true});
+    const step_fusion f = c.plan({.fused = {fused::cross_entropy_saved}});
     CHECK(f.forward_output_of[at(gradient)] == loss);
     CHECK(f.output_kept[at(loss)]);
     CHECK(taken(f).empty());
   }
   SECTION("the gradient with the loss supersedes them") {
     const step_fusion f =
-        c.plan({.cross_entropy_statistics_kept = true, .cross_entropy_gradient_with_loss = true});
+        c.plan({.fused = {fused::cross_entropy_saved, fused::loss_with_gradient}});
     CHECK(f.logits_grad_of[at(loss)] == gradient);
     CHECK(f.forward_output_of[at(gradient)] == -1);
     CHECK(!f.output_kept[at(loss)]);
@@ -454,7 +446,7 @@ TEST_CASE("plan_step_fusion: the loss's call writes the logits' gradient while t
     check_agreement(f);
   }
   SECTION("pipelines leave them apart") {
-    const step_fusion f = c.plan({.cross_entropy_gradient_with_loss = true}, {}, true);
+    const step_fusion f = c.plan({.fused = {fused::loss_with_gradient}}, {}, true);
     CHECK(taken(f).empty());
   }
 }

@@ -65,15 +65,16 @@ void add_slices(const Parts& parts, weights& whole) {
 
 // Trains `steps` steps on dp*tp ranks (each step: `micro` micro-batches splitting the batch) and
 // returns the whole weights assembled from every rank's slices, plus rank 0's reports.
-// make_backend() gives each rank its compute backend.
+// make_backend() gives each rank its compute backend; `memory` is bind's memory options.
 template <class MakeBackend>
 weights train_on(MakeBackend make_backend, const sg::program& p, int dp, int tp, int steps, int micro,
-                 std::vector<sg::step_report>* reports, const sg::training_options& o = options) {
+                 std::vector<sg::step_report>* reports, const sg::training_options& o = options,
+                 const sg::memory_options& memory = {}) {
   weights whole;
   std::mutex m;
   sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
     auto rank = sg::bind(p, config.sizes(batch / micro, seq), comm, make_backend(),
-                         sg::mesh_shape{{"dp", dp}, {"tp", tp}}, sg::random_weights(3, 0.3));
+                         sg::mesh_shape{{"dp", dp}, {"tp", tp}}, sg::random_weights(3, 0.3), {}, memory);
     sg::trainer t(rank, o);
     for (int s = 0; s < steps; ++s) {
       std::vector<sg::tensor_map> parts;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "support/cpu_fused_calls.hpp"
 #include "support/cpu_threads_rank_program.hpp"
 #include "tiny_gpt2_training.hpp"
 
@@ -310,14 +311,13 @@ TEST_CASE("trainer: activation recomputation (full, attention) trains like one r
   CHECK(attention < kept);
 }
 
-// The cpu backend runs a weight product's or a layer norm's bias gradient as its own column sums,
-// whether the executor hands it to the weight gradient (linear_bias_grad_epilogue, as a GPU's GEMM
-// epilogue takes it; norm_bias_grad_fused, as a GPU's column sums take it) or runs the bias_grad
-// step: the same bytes either way.
-struct cpu_without_bias_grad_epilogue : sg::cpu::backend {
-  static constexpr bool linear_bias_grad_epilogue = false;
-  static constexpr bool norm_bias_grad_fused = false;
-};
+// A weight product's or a layer norm's bias gradient, written by the weight gradient's call
+// (fused::weight_grad_with_bias, as a GPU's GEMM epilogue takes it; norm_weight_grad_with_bias, as
+// a GPU's column sums take it) and lowered onto the cpu's kernels, or run as the bias_grad step: the
+// same bytes either way.
+const sg::memory_options without_bias_grad_epilogue{
+    .fusion = sg::compute::fused_set::all().without(
+        {sg::compute::fused::weight_grad_with_bias, sg::compute::fused::norm_weight_grad_with_bias})};
 
 TEST_CASE("trainer: bias gradients written with their weight gradients train exactly as apart",
           "[runtime][training][threads]") {
@@ -325,7 +325,7 @@ TEST_CASE("trainer: bias gradients written with their weight gradients train exa
     CAPTURE(p == &single, dp, tp);
     const weights fused = train_on([] { return sg::cpu::backend{}; }, *p, dp, tp, 2, 1, nullptr);
     const weights apart =
-        train_on([] { return cpu_without_bias_grad_epilogue{}; }, *p, dp, tp, 2, 1, nullptr);
+        train_on([] { return sg::cpu::backend{}; }, *p, dp, tp, 2, 1, nullptr, options, without_bias_grad_epilogue);
     CHECK(fused == apart);
   }
   // Every bias gradient whose dy a weight product or a layer norm's weight gradient also reads is
@@ -359,26 +359,24 @@ TEST_CASE("trainer: bias gradients written with their weight gradients train exa
     for (const auto& [p, want] : {std::pair{&sharded, in_sharded}, {&single, in_single}}) {
       auto paired =
           sg::bind(*p, config.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights());
-      auto apart = sg::bind(*p, config.sizes(batch, seq), comm, cpu_without_bias_grad_epilogue{}, {},
-                            sg::random_weights());
+      auto apart = sg::bind(*p, config.sizes(batch, seq), comm, sg::cpu::backend{}, {}, sg::random_weights(),
+                            {}, without_bias_grad_epilogue);
       CHECK(paired.bias_gradients_with_weights() == want.linears + want.norms);
       CHECK(apart.bias_gradients_with_weights() == 0);
     }
   });
 }
 
-// The cpu backend runs a linear's epilogue (GELU, GELU's gradient, an add) as the product and the
-// elementwise call it stands for: with or without the executor handing it over, the same bytes.
-struct cpu_every_step_apart : sg::cpu::backend {
-  static constexpr bool linear_epilogues = false;
-  static constexpr bool norm_grad_add_epilogue = false;
-  static constexpr bool embedding_grad_add_epilogue = false;
-  static constexpr bool attention_token_major = false;
-  static constexpr bool attention_output_reuse = false;
-  static constexpr bool attention_gradients_together = false;
-  static constexpr bool norm_gradients_together = false;
-  static constexpr bool cross_entropy_gradient_with_loss = false;
-  static constexpr bool products_batched = false;
+// A plan of fused calls, each lowered into the steps it stands for (compute/lower_fused.hpp), and
+// the plan with every step a call of its own: the same bytes.
+const sg::memory_options every_step_apart{.fusion = {}};
+
+// The cpu backend declaring no fused kind at all (not even a linear's bias, which the cpu's kernel
+// takes): the core lowers every one.
+struct cpu_running_no_fused_kind : sg::cpu::backend {
+  struct traits {
+    static constexpr sg::compute::fused_set runs{};
+  };
 };
 
 TEST_CASE(
@@ -399,13 +397,16 @@ TEST_CASE(
                    layout{&recompute_attention, 2, 1}, layout{&zero3, 2, 1}}) {
     CAPTURE(l.dp, l.tp);
     const weights fused = train_on([] { return sg::cpu::backend{}; }, *l.p, l.dp, l.tp, 2, 1, nullptr);
-    const weights apart = train_on([] { return cpu_every_step_apart{}; }, *l.p, l.dp, l.tp, 2, 1, nullptr);
+    const weights apart =
+        train_on([] { return sg::cpu::backend{}; }, *l.p, l.dp, l.tp, 2, 1, nullptr, options, every_step_apart);
     CHECK(fused == apart);
+    const weights lowered = train_on([] { return cpu_running_no_fused_kind{}; }, *l.p, l.dp, l.tp, 2, 1, nullptr);
+    CHECK(lowered == apart);
   }
 }
 
 // The calls one training step makes on its backend, by kind: what a GPU launches per step.
-struct cpu_counting_calls : sg::cpu::backend {
+struct cpu_counting_calls : sg::testing::cpu_fused_calls {
   std::map<std::string, int>* calls = nullptr;
   void copy(const buffer& from, buffer& to) {
     ++(*calls)["copy"];
@@ -442,7 +443,7 @@ struct cpu_counting_calls : sg::cpu::backend {
       ++(*calls)[std::string(sg::op_name(call.kind)) + " batch of " + std::to_string(call.batch)];
     if (call.side != nullptr && call.kind != sg::op::linear && call.epilogue == product_epilogue::none)
       ++(*calls)[std::string(sg::op_name(call.kind)) + " reading the forward's result"];
-    sg::cpu::backend::run(call);
+    sg::testing::cpu_fused_calls::run(call);
   }
 };
 
@@ -516,11 +517,12 @@ TEST_CASE("trainer: an inference forward batches q's, k's and v's products, with
           "[runtime][threads]") {
   static constexpr sg::program forward_only = sg::compile<gpt2_single>();
   std::map<std::string, int> calls;
-  const auto logits = [&](auto backend) {
+  const auto logits = [&](auto backend, sg::memory_options memory = {}) {
     std::vector<std::byte> bytes;
+    memory.outputs = {"logits"};
     sg::threads::world(1).run([&](sg::threads::communicator& comm) {
       auto rank = sg::bind(forward_only, config.sizes(batch, seq), comm, backend, {}, sg::random_weights(),
-                           {}, {.outputs = {"logits"}});
+                           {}, memory);
       const sg::host_tensor out = rank.forward(tokens(batch, 0, 0)).at("logits");
       bytes.assign(out.bytes().begin(), out.bytes().end());
     });
@@ -535,7 +537,7 @@ TEST_CASE("trainer: an inference forward batches q's, k's and v's products, with
   // last layer the block's value (plan_block_inputs, plan_carried_results): only the logits' output
   // copies.
   CHECK(calls["copy"] == 1);
-  CHECK(logits(cpu_every_step_apart{}) == batched);
+  CHECK(logits(sg::cpu::backend{}, every_step_apart) == batched);
 }
 
 // One micro-batch reads the gradients directly (no sum); two sum them first: the same update.

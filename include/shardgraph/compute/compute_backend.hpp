@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shardgraph/compute/fused_kinds.hpp"
 #include "shardgraph/compute/rope_frequencies.hpp"
 #include "shardgraph/core/dtype.hpp"
 #include "shardgraph/ir/node.hpp"
@@ -55,19 +56,21 @@ struct elementwise_step {
   std::int64_t period = 0;
 };
 
-// What a linear's product does after its bias (kernel_call::epilogue), for a backend declaring
-// `static constexpr bool linear_epilogues = true`; kernel_call::side is the other buffer it touches.
-// A layer_norm_grad_x or rms_norm_grad_x call may carry `add` too, for a backend declaring
-// `static constexpr bool norm_grad_add_epilogue = true` (the residual stream's gradient sum), and
-// an embedding_grad call for one declaring `static constexpr bool embedding_grad_add_epilogue =
-// true` (a tied table's gradient: the output layer's weight gradient plus the lookup's).
-// Each stands for the elementwise step the executor then skips (a GPU's GEMM does it in its epilogue):
+// What a linear's product does after its bias (kernel_call::epilogue, fused::linear_epilogue);
+// kernel_call::side is the other buffer it touches. A layer_norm_grad_x or rms_norm_grad_x call may
+// carry `add` too (fused::norm_grad_add: the residual stream's gradient sum), and an embedding_grad
+// call (fused::embedding_grad_add: a tied table's gradient, the output layer's weight gradient plus
+// the lookup's). Each stands for the elementwise step after the call (a GPU's GEMM does it in its
+// epilogue):
 //   gelu       out = gelu(x w + b); side, when set, receives x w + b (gelu_grad's input, kept for the
 //              backward)
 //   gelu_grad  out = (x w) * gelu'(side): side is gelu's input (the backward of a gelu after a linear)
 //   add        out = x w + b + side (a residual, or a gradient summed from two branches)
 enum class product_epilogue : std::uint8_t { none, gelu, gelu_grad, add };
 
+// One call. The fields past `rope` are set only in a call of a fused kind (compute/fused_kinds.hpp
+// names each); a backend receives only the fused kinds its traits declare it runs, the core lowers
+// the others into the calls they stand for (compute/lower_fused.hpp).
 template <class Buffer>
 struct kernel_call {
   op kind = op::add;
@@ -80,52 +83,50 @@ struct kernel_call {
   // rope and rope_grad only: the inverse frequencies and the cos/sin factor, planned at bind from
   // the node's rope_scaling and the local sizes (runtime/rope_plan.hpp); rope_grad's are its rope's.
   const rope_frequencies* rope = nullptr;
-  // linear only: out = x w + bias (n, broadcast over rows), set when the backend declares
-  // `static constexpr bool linear_bias_epilogue = true` (a GEMM that adds it in its epilogue).
+  // fused::linear_bias: out = x w + bias (n, broadcast over rows).
   const Buffer* bias = nullptr;
-  // linear_weight_grad and layer_norm_grad_w only: also the bias gradient, the column sums of
-  // dy = in[1] ((n), as a bias_grad call would write them), set when the backend declares
-  // `static constexpr bool linear_bias_grad_epilogue = true` (a GEMM that sums them in its epilogue)
-  // or, for the norm's, `norm_bias_grad_fused = true` (one pass over dy for both sums).
+  // fused::weight_grad_with_bias (linear_weight_grad) and norm_weight_grad_with_bias
+  // (layer_norm_grad_w, or a norm_backward): also the bias gradient, the column sums of dy = in[1]
+  // ((n), as a bias_grad call would write them).
   Buffer* bias_grad = nullptr;
-  // linear (and layer_norm_grad_x, rms_norm_grad_x: add): see product_epilogue.
+  // fused::linear_epilogue, norm_grad_add, embedding_grad_add: see product_epilogue.
   product_epilogue epilogue = product_epilogue::none;
   Buffer* side = nullptr;
-  // attention and its gradients only, set when the backend declares
-  // `static constexpr bool attention_token_major = true`: q, k, v, dout and the result are laid out
-  // (batch, seq, heads, head_dim) (as before split_heads and after merge_heads, whose steps the
-  // executor then skips) instead of (batch, heads, seq, head_dim); dims are the same.
+  // fused::attention_token_major, attention and its gradients: q, k, v, dout and the result are laid
+  // out (batch, seq, heads, head_dim) (as before split_heads and after merge_heads, whose steps the
+  // call stands for) instead of (batch, heads, seq, head_dim); dims are the same.
   bool token_major = false;
-  // attention only, set when the backend declares `static constexpr bool attention_output_reuse =
-  // true`: the result stays unchanged until its gradients' calls, which receive it as `side` (the
-  // backend may keep what its backward needs with it: flash attention keeps the rows' log-sum-exp).
-  // attention_grad_q, _k, _v: side, when set, is that result, in the layout of the output gradient.
-  // cross_entropy, set when the backend declares `static constexpr bool cross_entropy_statistics_kept
-  // = true`: the logits stay unchanged until the cross_entropy_grad call of the same logits and
-  // targets, whose side is then this call's loss (the backend may keep each row's log-sum-exp).
+  // fused::attention_saved, attention: the result stays unchanged until its gradients' calls, which
+  // receive it as `side`; the call writes each row's log-sum-exp of the scaled scores into `saved`
+  // ((batch, heads, seq) f32, in the form the backend's backward reads), which the gradients' calls
+  // receive as `saved`. A backend may leave `saved` unwritten when its gradients' calls of the same
+  // operands would not read it (the backward then computes the forward again); the plan allocates
+  // it and keeps it alive.
+  // fused::cross_entropy_saved, cross_entropy: the logits stay unchanged until the cross_entropy_grad
+  // call of the same logits and targets; the call writes each row's log-sum-exp of the logits into
+  // `saved` ((rows), f64 for f64 logits, else f32), which that gradient's call receives as `saved`
+  // (with `side`, the loss).
   bool output_kept = false;
-  // cross_entropy only: also the logits' gradient, what the cross_entropy_grad call of the same
-  // logits and targets would write for a loss gradient of 1 (the backward's seed), set when the
-  // backend declares `static constexpr bool cross_entropy_gradient_with_loss = true` (one kernel
-  // reads each row once for both). It may be the logits' own memory (the memory plan puts it there
-  // when nothing reads the logits later); the gradient's step is then skipped.
+  Buffer* saved = nullptr;
+  // fused::loss_with_gradient, cross_entropy: also the logits' gradient, what the cross_entropy_grad
+  // call of the same logits and targets would write for a loss gradient of 1 (the backward's seed).
+  // It may be the logits' own memory (the memory plan puts it there when nothing reads the logits
+  // later).
   Buffer* logits_grad = nullptr;
-  // attention_grad_q only: also dk and dv, the results the attention_grad_k and _v calls of the same
-  // operands would write, set when the backend declares `static constexpr bool
-  // attention_gradients_together = true` (one backward makes all three).
+  // fused::attention_backward, attention_grad_q: also dk and dv, the results the attention_grad_k
+  // and _v calls of the same operands would write.
   Buffer* key_grad = nullptr;
   Buffer* value_grad = nullptr;
-  // layer_norm_grad_x and rms_norm_grad_x only: also the weight gradient, what the layer_norm_grad_w
-  // (rms_norm_grad_w) call of the same x = in[0] and dy = in[2] would write, and with it bias_grad
-  // when that call carried one; set when the backend declares `static constexpr bool
-  // norm_gradients_together = true` (one pass over x and dy for the three).
+  // fused::norm_backward, layer_norm_grad_x and rms_norm_grad_x: also the weight gradient, what the
+  // layer_norm_grad_w (rms_norm_grad_w) call of the same x = in[0] and dy = in[2] would write, and
+  // with it bias_grad when that call carried one.
   Buffer* weight_grad = nullptr;
-  // linear and linear_weight_grad only, set when the backend declares `static constexpr bool
-  // products_batched = true` (and `static const void* address(const buffer&)`, by which the
-  // executor finds the strides): `batch` products of the same sizes in one call (q, k and v of one
-  // x). Product b reads in[0] (shared) and in[1] + b * batch_strides[0] elements, writes out +
-  // b * batch_strides[1], and reads bias (writes bias_grad) + b * batch_strides[2]; the buffers
-  // given are product 0's, and the others' memory lies past them at these strides.
+  // fused::batched_products, linear and linear_weight_grad: `batch` products of the same sizes in
+  // one call (q, k and v of one x). Product b reads in[0] (shared) and in[1] + b * batch_strides[0]
+  // elements, writes out + b * batch_strides[1], and reads bias (writes bias_grad) +
+  // b * batch_strides[2]; the buffers given are product 0's, and the others' memory lies past them at
+  // these strides. A backend running it declares `static const void* address(const buffer&)`, by
+  // which the core finds the strides.
   std::int64_t batch = 1;
   std::int64_t batch_strides[3]{};
 
@@ -134,6 +135,12 @@ struct kernel_call {
   const Buffer* operands[max_chain + 1]{};
   int operand_count = 0;
 };
+
+// The fused kinds call c carries.
+template <class Buffer>
+constexpr fused_set fused_kinds_of(const kernel_call<Buffer>& c) {
+  return fused_kinds_of(c, c.kind, [](const Buffer* b) { return b != nullptr; }, c.batch > 1);
+}
 
 // The scale of an attention call's scores (and its gradients'): kernel_call::scalar, where 0 stands
 // for 1 / sqrt(head_dim).
@@ -150,183 +157,6 @@ struct block_layout {
   std::int64_t parts = 1, outer = 1, mid = 1, inner = 1;
   std::int64_t element_bytes = 4;
 };
-
-// A linear_weight_grad or layer_norm_grad_w call carrying bias_grad, as the two calls it stands
-// for: the weight gradient alone, and the bias_grad call (dy's column sums over its rows), for a
-// backend that runs them apart.
-template <class Buffer>
-struct weight_and_bias_grad {
-  kernel_call<Buffer> product, bias_grad;
-};
-template <class Buffer>
-weight_and_bias_grad<Buffer> split_bias_grad(const kernel_call<Buffer>& c) {
-  weight_and_bias_grad<Buffer> apart{.product = c, .bias_grad = {}};
-  apart.product.bias_grad = nullptr;
-  apart.bias_grad.kind = op::bias_grad;
-  apart.bias_grad.type = c.bias_grad->type();
-  apart.bias_grad.out = c.bias_grad;
-  apart.bias_grad.in[0] = c.in[1];      // dy (rows, n) of both
-  apart.bias_grad.dims[0] = c.dims[0];  // rows
-  // n: a product's dims are (rows, k, n), a norm's (rows, n)
-  apart.bias_grad.dims[1] = c.kind == op::layer_norm_grad_w ? c.dims[1] : c.dims[2];
-  return apart;
-}
-
-// Product b of a batched call (kernel_call::batch) as a call of its own, for a backend that runs
-// them one at a time. Buffer::at_offset(bytes) is a buffer of the same dtype and size that many
-// bytes past the buffer's start; `views` holds those made while the call runs.
-template <class Buffer>
-kernel_call<Buffer> batch_member(const kernel_call<Buffer>& c, std::int64_t b, std::array<Buffer, 3>& views) {
-  kernel_call<Buffer> m = c;
-  m.batch = 1;
-  const auto moved = [&](const Buffer& from, int k) {
-    views[static_cast<std::size_t>(k)] =
-        from.at_offset(static_cast<std::size_t>(b * c.batch_strides[k]) * dtype_size(from.type()));
-    return &views[static_cast<std::size_t>(k)];
-  };
-  m.in[1] = moved(*c.in[1], 0);
-  m.out = moved(*c.out, 1);
-  if (c.bias != nullptr) m.bias = moved(*c.bias, 2);
-  if (c.bias_grad != nullptr) m.bias_grad = moved(*c.bias_grad, 2);
-  return m;
-}
-
-// An attention_grad_q call carrying key_grad and value_grad, as the three calls it stands for: dq,
-// dk and dv of the same operands, for a backend that runs them apart.
-template <class Buffer>
-std::array<kernel_call<Buffer>, 3> split_attention_gradients(const kernel_call<Buffer>& c) {
-  std::array<kernel_call<Buffer>, 3> apart{c, c, c};
-  for (kernel_call<Buffer>& a : apart) a.key_grad = a.value_grad = nullptr;
-  apart[1].kind = op::attention_grad_k;
-  apart[1].out = c.key_grad;
-  apart[2].kind = op::attention_grad_v;
-  apart[2].out = c.value_grad;
-  return apart;
-}
-
-// A cross_entropy call carrying logits_grad, as the two calls it stands for, to run in this order
-// (logits_grad may be the logits' memory): the loss alone, then the cross_entropy_grad of the same
-// logits and targets writing logits_grad, whose loss gradient is `one` (one element of the loss's
-// dtype holding 1).
-template <class Buffer>
-struct loss_and_logits_grad {
-  kernel_call<Buffer> loss, gradient;
-};
-template <class Buffer>
-loss_and_logits_grad<Buffer> split_cross_entropy_gradient(const kernel_call<Buffer>& c, const Buffer& one) {
-  loss_and_logits_grad<Buffer> apart{.loss = c, .gradient = c};
-  apart.loss.logits_grad = nullptr;
-  kernel_call<Buffer>& g = apart.gradient;
-  g.logits_grad = nullptr;
-  g.output_kept = false;
-  g.kind = op::cross_entropy_grad;
-  g.type = c.logits_grad->type();
-  g.out = c.logits_grad;
-  g.in[2] = &one;  // dims: (rows, vocab, global rows), as the loss's
-  return apart;
-}
-
-// A layer_norm_grad_x or rms_norm_grad_x call carrying weight_grad (and bias_grad), as the two calls
-// it stands for: the input gradient alone, and the weight gradient of the same x and dy (with the
-// bias gradient, as split_bias_grad splits it further), for a backend that runs them apart.
-template <class Buffer>
-struct input_and_weight_grad {
-  kernel_call<Buffer> input_grad, weight_grad;
-};
-template <class Buffer>
-input_and_weight_grad<Buffer> split_norm_gradients(const kernel_call<Buffer>& c) {
-  input_and_weight_grad<Buffer> apart{.input_grad = c, .weight_grad = {}};
-  apart.input_grad.weight_grad = apart.input_grad.bias_grad = nullptr;
-  kernel_call<Buffer>& w = apart.weight_grad;
-  w.kind = c.kind == op::layer_norm_grad_x ? op::layer_norm_grad_w : op::rms_norm_grad_w;
-  w.type = c.weight_grad->type();
-  w.out = c.weight_grad;
-  w.bias_grad = c.bias_grad;
-  w.in[0] = c.in[0];      // x
-  w.in[1] = c.in[2];      // dy
-  w.dims[0] = c.dims[0];  // rows
-  w.dims[1] = c.dims[1];  // cols
-  w.scalar = c.scalar;    // eps
-  return apart;
-}
-
-// A linear call with an epilogue (product_epilogue), as the two calls it stands for: the product
-// (with its bias) into out, or into side for gelu when side is set, then the elementwise call on
-// out (in place), for a backend that runs them apart. The rounding is that of the two steps.
-template <class Buffer>
-struct product_and_elementwise {
-  kernel_call<Buffer> product, elementwise;
-};
-template <class Buffer>
-product_and_elementwise<Buffer> split_epilogue(const kernel_call<Buffer>& c) {
-  product_and_elementwise<Buffer> apart{.product = c, .elementwise = {}};
-  apart.product.epilogue = product_epilogue::none;
-  apart.product.side = nullptr;
-  kernel_call<Buffer>& e = apart.elementwise;
-  e.type = c.type;
-  e.out = c.out;
-  e.dims[0] = c.out->numel();
-  switch (c.epilogue) {
-    case product_epilogue::gelu:
-      if (c.side != nullptr) apart.product.out = c.side;
-      e.kind = op::gelu;
-      e.operands[e.operand_count++] = apart.product.out;
-      e.chain[e.chain_length++] = {op::gelu, -1, 0};
-      break;
-    case product_epilogue::add:
-      e.kind = op::add;
-      e.operands[e.operand_count++] = c.out;
-      e.operands[e.operand_count++] = c.side;
-      e.chain[e.chain_length++] = {op::add, 1, 0};
-      break;
-    case product_epilogue::gelu_grad:  // gelu_grad's inputs: x, dy
-      e.kind = op::gelu_grad;
-      e.in[0] = c.side;
-      e.in[1] = c.out;
-      break;
-    case product_epilogue::none:
-      break;
-  }
-  return apart;
-}
-
-// A token-major attention call (kernel_call::token_major) run as the split_heads steps, the
-// head-major call and the merge_heads step it stands for would run it, for a backend whose kernel
-// takes head-major operands only: the same values, rounded the same. `copy_of(like)` gives a
-// buffer of like's dtype and size for a head-major copy (inputs in order, then the result).
-template <class Buffer, class Run, class CopyOf>
-void run_token_major_apart(const kernel_call<Buffer>& call, Run&& run, CopyOf&& copy_of) {
-  const std::int64_t* d = call.dims;  // batch, heads, kv_heads, seq, head_dim
-  const int inputs = call.kind == op::attention ? 3 : 4;
-  const auto heads_of = [&](int k) { return k == 1 || k == 2 ? d[2] : d[1]; };  // k, v: kv heads
-  const std::int64_t out_heads =
-      call.kind == op::attention_grad_k || call.kind == op::attention_grad_v ? d[2] : d[1];
-  const auto permute = [&](const Buffer& from, Buffer& to, std::int64_t heads, bool split) {
-    kernel_call<Buffer> p;
-    p.kind = split ? op::split_heads : op::merge_heads;
-    p.type = call.type;
-    p.in[0] = &from;
-    p.out = &to;
-    const std::int64_t dims[4] = {d[0], d[3], heads, d[4]};  // batch, seq, heads, head_dim
-    std::copy(dims, dims + 4, p.dims);
-    run(p);
-  };
-  std::array<Buffer, 5> copies;
-  kernel_call<Buffer> apart = call;
-  apart.token_major = false;
-  apart.output_kept = false;  // (the kept output is token-major; the head-major call recomputes it)
-  apart.side = nullptr;
-  for (int k = 0; k < inputs; ++k) {
-    Buffer& copy = copies[static_cast<std::size_t>(k)];
-    copy = copy_of(*call.in[k]);
-    permute(*call.in[k], copy, heads_of(k), true);
-    apart.in[k] = &copy;
-  }
-  copies[4] = copy_of(*call.out);
-  apart.out = &copies[4];
-  run(apart);
-  permute(copies[4], *call.out, out_heads, false);
-}
 
 template <class B>
 concept ComputeBackend = requires(B& b, typename B::buffer& buf, const typename B::buffer& cbuf,

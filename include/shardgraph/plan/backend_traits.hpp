@@ -5,30 +5,20 @@
 //   constexpr plan::backend_traits t = plan::traits_of<cpu::backend>();
 //   t.views;              // view(buffer, offset, dtype, numel): values may share one arena
 //
-// A backend declares each fused call it runs as `static constexpr bool <name> = true` (the flags
-// of compute/compute_backend.hpp); the abilities below `views` are read from its members.
+// The fused kinds come from the backend's traits type (compute/fused_kinds.hpp) and bind's options;
+// the buffer abilities are read from its members.
 #include <cstddef>
 #include <cstdint>
 
+#include "shardgraph/compute/fused_kinds.hpp"
 #include "shardgraph/core/dtype.hpp"
 
 namespace shardgraph::plan {
 
 struct backend_traits {
-  // Fused calls (compute/compute_backend.hpp documents each).
-  bool linear_bias_epilogue = false;
-  bool linear_bias_grad_epilogue = false;
-  bool norm_bias_grad_fused = false;
-  bool linear_epilogues = false;
-  bool norm_grad_add_epilogue = false;
-  bool embedding_grad_add_epilogue = false;
-  bool attention_token_major = false;
-  bool attention_output_reuse = false;
-  bool cross_entropy_statistics_kept = false;
-  bool cross_entropy_gradient_with_loss = false;
-  bool attention_gradients_together = false;
-  bool norm_gradients_together = false;
-  bool products_batched = false;
+  // The fused kinds the plan's fusion rewrite introduces (compute/fused_kinds.hpp): the core lowers
+  // those the backend does not run (compute/lower_fused.hpp).
+  compute::fused_set fused;
   // Buffer abilities.
   bool views = false;      // view(buffer, offset, dtype, numel): a buffer inside another's memory
   bool packs = false;      // copy_range(from, offset, to, offset, n) and fill_zero(buffer): buckets
@@ -36,23 +26,36 @@ struct backend_traits {
   bool checks_finite = false;  // all_finite(buffer): the finite check
 };
 
+// The fused kinds the rewrite introduces for a backend running `runs`, of those `allowed`: every
+// kind, lowered where the backend does not run it (the same plan for every backend), except the
+// saved statistics (fused::attention_saved, cross_entropy_saved), whose buffers only a backend
+// running them reads, and batched products where the backend neither runs them nor has what their
+// lowering needs (`strided`: Backend::address and buffers' at_offset).
+constexpr compute::fused_set introduced_kinds(compute::fused_set runs, compute::fused_set allowed, bool strided) {
+  using compute::fused;
+  compute::fused_set kinds = allowed;
+  for (fused k : {fused::attention_saved, fused::cross_entropy_saved})
+    if (!runs.has(k)) kinds.remove(k);
+  if (!strided) kinds.remove(fused::batched_products);
+  return kinds;
+}
+
+// Whether the core can find a batched call's strides and lower it: Backend::address(buffer) and
+// buffer::at_offset(bytes).
 template <class Backend>
-constexpr backend_traits traits_of() {
+constexpr bool finds_strides() {
+  using buffer = typename Backend::buffer;
+  return requires(const buffer& b) {
+    Backend::address(b);
+    b.at_offset(std::size_t{0});
+  };
+}
+
+template <class Backend>
+constexpr backend_traits traits_of(compute::fused_set allowed = compute::fused_set::all()) {
   using buffer = typename Backend::buffer;
   backend_traits t;
-  t.linear_bias_epilogue = requires { requires Backend::linear_bias_epilogue; };
-  t.linear_bias_grad_epilogue = requires { requires Backend::linear_bias_grad_epilogue; };
-  t.norm_bias_grad_fused = requires { requires Backend::norm_bias_grad_fused; };
-  t.linear_epilogues = requires { requires Backend::linear_epilogues; };
-  t.norm_grad_add_epilogue = requires { requires Backend::norm_grad_add_epilogue; };
-  t.embedding_grad_add_epilogue = requires { requires Backend::embedding_grad_add_epilogue; };
-  t.attention_token_major = requires { requires Backend::attention_token_major; };
-  t.attention_output_reuse = requires { requires Backend::attention_output_reuse; };
-  t.cross_entropy_statistics_kept = requires { requires Backend::cross_entropy_statistics_kept; };
-  t.cross_entropy_gradient_with_loss = requires { requires Backend::cross_entropy_gradient_with_loss; };
-  t.attention_gradients_together = requires { requires Backend::attention_gradients_together; };
-  t.norm_gradients_together = requires { requires Backend::norm_gradients_together; };
-  t.products_batched = requires { requires Backend::products_batched; };
+  t.fused = introduced_kinds(compute::fused_kinds_run_by<Backend>(), allowed, finds_strides<Backend>());
   t.views = requires(Backend& b, buffer& x) { b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0}); };
   t.fills_zero = requires(Backend& b, buffer& x) { b.fill_zero(x); };
   t.packs = t.fills_zero && requires(Backend& b, buffer& x) { b.copy_range(x, 0, x, 0, 0); };

@@ -22,7 +22,7 @@
 namespace shardgraph::plan {
 
 enum class call_kind : std::uint8_t {
-  kernel,        // one kernel call (compute::kernel_call) of `node`'s op, with the fused operands set
+  kernel,        // one kernel call (compute::kernel_call) of `node`'s op, with its fused kinds' operands
   batched,       // a product and `batched` (same sizes, same first input): one call where strided
   elementwise,   // one kernel for the chain of elementwise nodes ending at `node` (chain, operands)
   collective,    // `node`'s all_reduce, all_gather, reduce_scatter or all_to_all over `axis`
@@ -78,7 +78,12 @@ struct bound_call {
   int input_count = 0;
   int bias = none, bias_grad = none, side = none, logits_grad = none;
   int key_grad = none, value_grad = none, weight_grad = none;
+  // The value whose saved statistics the call writes or reads (fused::attention_saved: the
+  // attention's result; cross_entropy_saved: the logits): they live with that value's memory.
+  int saved = none;
 
+  // kernel, batched: the fused kinds of the call (compute/fused_kinds.hpp), from its operands.
+  compute::fused_set fused;
   // kernel: what kernel_call carries besides its buffers.
   std::array<std::int64_t, 6> dims{};
   double scalar = 0.0;

@@ -51,6 +51,11 @@ inline void set_fused_operands(const compute_call_inputs& in, int i, bound_call&
   c.output_kept = f.output_kept[at];
   if (in.seed_is_one && f.logits_grad_of[at] >= 0) c.logits_grad = f.logits_grad_of[at];
   if (f.forward_output_of[at] >= 0) c.side = f.forward_output_of[at];
+  // Saved statistics live with the attention's result, or with the cross-entropy's logits.
+  const node& n = in.program.nodes[i];
+  const int forward = c.output_kept ? i : f.forward_output_of[at];
+  const bool loss = n.kind == op::cross_entropy || n.kind == op::cross_entropy_grad;
+  if (forward >= 0) c.saved = loss ? n.inputs[0] : forward;
   if (const step_fusion::epilogue& e = f.epilogue_of[at]; e.out >= 0) {
     c.epilogue = e.kind;
     c.out = e.out;
@@ -81,6 +86,11 @@ inline bound_call kernel_call_of(const compute_call_inputs& in, int i) {
     c.divisor_entry = in.divisor_entry[detail::node_at(i)];
   c.scalar_is_loss_scale = n.kind == op::ones;  // the seed of backward: d loss / d loss, times the scale
   return c;
+}
+
+// The fused kinds of call c, from its operands.
+inline compute::fused_set fused_kinds_of(const bound_call& c) {
+  return compute::fused_kinds_of(c, c.kernel, [](int v) { return v >= 0; }, c.kind == call_kind::batched);
 }
 
 // One kernel for the elementwise chain [first, last] (compute::elementwise_step); none when the
@@ -138,6 +148,7 @@ inline std::vector<bound_call> compute_step_calls(const compute_call_inputs& in,
     c = kernel_call_of(in, i);
     for (int j : in.fused.batched_with[detail::node_at(i)]) c->batched.push_back(kernel_call_of(in, j));
     if (!c->batched.empty()) c->kind = call_kind::batched;
+    c->fused = fused_kinds_of(*c);
   }
   if (!c) return {};
   c->checked = checked_after(in, i);

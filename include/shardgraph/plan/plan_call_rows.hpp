@@ -23,7 +23,7 @@ struct call_row {
   kind what = kind::call;
   std::size_t step = 0;
   int node = -1;
-  std::string op;            // "linear+add_bias", "add_bias+add", "all_reduce @tp"
+  std::string op;            // "linear+add_bias [linear_bias]", "add_bias+add", "all_reduce @tp"
   int out = -1;              // the value its call writes (-1: none)
   std::vector<int> reads;    // the values it reads
   std::vector<int> also;     // the other values its call writes
@@ -58,7 +58,8 @@ inline std::vector<int> also_written(const bound_plan& p, const bound_call& c) {
   return v;
 }
 
-// A kernel or batched call: "linear+add_bias x3" reads its inputs, the bias, the side value it does
+// A kernel or batched call: "linear+add_bias x3 [linear_bias+batched_products]" (its fused kinds in
+// brackets) reads its inputs, the bias, the side value it does
 // not write, and the batched products' weights and biases.
 inline void kernel_row(const bound_plan& p, const bound_call& c, call_row& r) {
   const graph& g = p.compiled.nodes;
@@ -66,6 +67,7 @@ inline void kernel_row(const bound_plan& p, const bound_call& c, call_row& r) {
   if (c.bias >= 0) r.op += "+add_bias";
   if (c.epilogue != compute::product_epilogue::none) r.op += "+" + std::string(op_name(g[c.out].kind));
   if (!c.batched.empty()) r.op += " x" + std::to_string(c.batched.size() + 1);
+  if (!c.fused.empty()) r.op += " [" + c.fused.names() + "]";
   for (int k = 0; k < c.input_count; ++k) r.reads.push_back(c.in[at(k)]);
   add_unique(r.reads, c.bias);
   r.also = also_written(p, c);

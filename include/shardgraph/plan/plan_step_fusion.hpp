@@ -1,7 +1,7 @@
 #pragma once
-// plan_step_fusion: the steps a backend's calls take over (plan/step_fusion.hpp), planned from a
-// rank's program and the fused calls the backend declares (plan::backend_traits; none declared:
-// nothing fused, every step runs).
+// plan_step_fusion: the fusion rewrite. It plans the calls of fused kinds (compute/fused_kinds.hpp)
+// that take over steps of a rank's program (plan/step_fusion.hpp), from the program and the kinds
+// plan::backend_traits::fused lets it introduce (none: nothing fused, every step runs).
 //
 //   plan::step_fusion f = plan::plan_step_fusion({.program = p, .steps = idx, .layout = layout,
 //                                                 .recomputed = r, .kept_per_layer = k},

@@ -1,6 +1,6 @@
 #pragma once
 // Step fusion: attention in the products' layout (attention_token_major) and its backward reading
-// the forward's result (attention_output_reuse), run in this order.
+// the forward's result (fused::attention_saved), run in this order.
 #include "shardgraph/plan/step_fusion_state.hpp"
 
 namespace shardgraph::plan::detail {
@@ -44,14 +44,14 @@ inline bool stays_token_major(const fusion_state& s, int i) {
   return true;
 }
 
-// Attention in the products' layout, for backends declaring attention_token_major: a split_heads
+// Attention in the products' layout (fused::attention_token_major): a split_heads
 // whose readers are all attention (or its gradients) is skipped, its input's step writing the bytes
 // straight into its buffer ((batch, seq, heads, head_dim) is the input's layout); an attention's
 // (or gradient's) result read only by a merge_heads is written straight into the merge's buffer, and
 // the merge skipped. The attention calls then say token_major. All or nothing per call: each of its
 // q, k, v (and dout) must come so and its result leave so.
 inline void plan_token_major_attention(fusion_state& s) {
-  if (!s.traits.attention_token_major) return;
+  if (!s.introduces(compute::fused::attention_token_major)) return;
   const graph& g = s.nodes();
   for (int i = 0; i < g.size(); ++i)
     s.plan.token_major[at(i)] = is_attention_call(g[i].kind) && s.computed_alone(i);
@@ -76,12 +76,12 @@ inline void plan_token_major_attention(fusion_state& s) {
   }
 }
 
-// For backends declaring attention_output_reuse: an attention gradient reads the forward's result
+// fused::attention_saved: an attention gradient reads the forward's result
 // (kernel_call::side) where that result stays in memory of its own until then: a token-major result
 // held in its merge's per-layer buffer, which the backward keeps anyway (the projection's weight
 // gradient reads it). No value is kept longer for it. The forward's call says output_kept.
 inline void plan_attention_output_reuse(fusion_state& s) {
-  if (!s.traits.attention_output_reuse) return;
+  if (!s.introduces(compute::fused::attention_saved)) return;
   const graph& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
     if (!s.plan.token_major[at(i)] || g[i].kind == op::attention) continue;  // a token-major gradient

@@ -1,5 +1,5 @@
 #pragma once
-// Step fusion: products of the same sizes and input run as one batched call (products_batched).
+// Step fusion: products of the same sizes and input run as one batched call (fused::batched_products).
 // Run last: it reads every other pass's epilogues and moved steps.
 #include "shardgraph/plan/step_fusion_state.hpp"
 
@@ -39,7 +39,7 @@ inline bool batches_with(const fusion_state& s, int i, int j) {
          s.step_of(s.plan.writer_of(g, m.inputs[1])) < s.step_of(i);
 }
 
-// For backends declaring products_batched: products of the same sizes that read the same input run
+// fused::batched_products: products of the same sizes that read the same input run
 // as one batched call at the first one's step (kernel_call::batch), where their buffers lie at equal
 // strides (bind places them so). Attention's q, k and v: three (model, model) products of the same
 // normed x forward, and three weight gradients of that x and dq, dk, dv backward; one batched product
@@ -49,7 +49,7 @@ inline bool batches_with(const fusion_state& s, int i, int j) {
 // at the first one's step. A product with an epilogue other than its bias (gelu, add) is not
 // batched. Pipelines (micro-batch banks) and ZeRO-3 (gathered weights) are left out.
 inline void plan_products_batched(fusion_state& s) {
-  if (!s.traits.products_batched || s.in.pipelined || s.in.program.zero_stage >= 3) return;
+  if (!s.introduces(compute::fused::batched_products) || s.in.pipelined || s.in.program.zero_stage >= 3) return;
   const graph& g = s.nodes();
   for (const step& st : s.steps()) {
     const int i = st.node;

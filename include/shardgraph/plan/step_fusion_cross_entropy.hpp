@@ -1,17 +1,17 @@
 #pragma once
 // Step fusion: the cross-entropy's gradient reading the statistics its loss kept
-// (cross_entropy_statistics_kept), or written by the loss's call (cross_entropy_gradient_with_loss),
+// (fused::cross_entropy_saved), or written by the loss's call (fused::loss_with_gradient),
 // run in this order; the second supersedes the first.
 #include "shardgraph/plan/step_fusion_state.hpp"
 
 namespace shardgraph::plan::detail {
 
-// For backends declaring cross_entropy_statistics_kept: the cross-entropy gradient reads the rows'
+// fused::cross_entropy_saved: the cross-entropy gradient reads the rows'
 // log-sum-exp that the loss's call kept with the logits (output_kept; the gradient's side is the
 // loss) instead of computing it again in a pass over the logits. Every value is written once, so the
 // logits are unchanged in between.
 inline void plan_cross_entropy_statistics(fusion_state& s) {
-  if (!s.traits.cross_entropy_statistics_kept) return;
+  if (!s.introduces(compute::fused::cross_entropy_saved)) return;
   const graph& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
     if (g[i].kind != op::cross_entropy_grad) continue;
@@ -32,7 +32,7 @@ inline bool loss_writes_gradient_of(const fusion_state& s, int f, int i) {
          s.step_of(f) != step_index::no_step && s.step_of(f) <= s.step_of(i);
 }
 
-// For backends declaring cross_entropy_gradient_with_loss: the loss's call also writes the logits'
+// fused::loss_with_gradient: the loss's call also writes the logits'
 // gradient, for a gradient whose loss gradient is the backward's seed (op::ones). One read of each
 // row makes both, and the gradient's step is skipped; nothing in between writes the logits or the
 // targets (every value is written once). The gradient's lifetime starts at the loss's step (the
@@ -41,7 +41,7 @@ inline bool loss_writes_gradient_of(const fusion_state& s, int f, int i) {
 // computing the rows' statistics again. Pipelines interleave micro-batches between a loss and its
 // gradient, and recomputed or per-layer values are not planned.
 inline void plan_cross_entropy_gradient_with_loss(fusion_state& s) {
-  if (!s.traits.cross_entropy_gradient_with_loss || s.in.pipelined) return;
+  if (!s.introduces(compute::fused::loss_with_gradient) || s.in.pipelined) return;
   const graph& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
     if (g[i].kind != op::cross_entropy_grad || !s.computed_alone(i) || g[i].input_count != 3) continue;

@@ -11,7 +11,7 @@ namespace shardgraph::plan::detail {
 // x w + b straight into the add_bias node's value, and the chain starting at that add_bias skips it.
 // An add_bias step of its own (as before split_heads or gelu) is taken over by the linear.
 inline void plan_bias_epilogues(fusion_state& s) {
-  if (!s.traits.linear_bias_epilogue) return;
+  if (!s.introduces(compute::fused::linear_bias)) return;
   const graph& g = s.nodes();
   for (const step& st : s.steps()) {
     const bool chain = st.kind == step_kind::fused;
@@ -28,16 +28,17 @@ inline void plan_bias_epilogues(fusion_state& s) {
   }
 }
 
-// bias_grad -> linear_weight_grad pairs reading the same output gradient dy, for backends declaring
-// linear_bias_grad_epilogue: the weight product also writes the bias gradient (cuBLASLt sums dy's
+// bias_grad -> linear_weight_grad pairs reading the same output gradient dy
+// (fused::weight_grad_with_bias): the weight product also writes the bias gradient (cuBLASLt sums dy's
 // rows in its epilogue as it reads them). The product's step comes later (autodiff emits the bias's
 // gradient first), so the pair is taken only when nothing reads the bias gradient in between; its
 // value is then written at the product's step.
 // Likewise bias_grad -> layer_norm_grad_w pairs (a layer norm's bias and weight gradients), for
-// backends declaring norm_bias_grad_fused: the norm's weight gradient comes first, so the bias
+// fused::norm_weight_grad_with_bias: the norm's weight gradient comes first, so the bias
 // gradient is written earlier than its own step, where nothing can have read it yet.
 inline void plan_bias_grad_epilogues(fusion_state& s) {
-  const bool products = s.traits.linear_bias_grad_epilogue, norms = s.traits.norm_bias_grad_fused;
+  const bool products = s.introduces(compute::fused::weight_grad_with_bias);
+  const bool norms = s.introduces(compute::fused::norm_weight_grad_with_bias);
   if (!products && !norms) return;
   const graph& g = s.nodes();
   for (int j = 0; j < g.size(); ++j) {
@@ -63,9 +64,10 @@ inline void plan_bias_grad_epilogues(fusion_state& s) {
 
 // Whether `kind`'s call can add a value to its result (the `add` epilogue).
 inline bool adds_after(const backend_traits& t, op kind) {
-  return (t.linear_epilogues && kind == op::linear) ||
-         (t.norm_grad_add_epilogue && (kind == op::layer_norm_grad_x || kind == op::rms_norm_grad_x)) ||
-         (t.embedding_grad_add_epilogue && kind == op::embedding_grad);
+  using compute::fused;
+  return (t.fused.has(fused::linear_epilogue) && kind == op::linear) ||
+         (t.fused.has(fused::norm_grad_add) && (kind == op::layer_norm_grad_x || kind == op::rms_norm_grad_x)) ||
+         (t.fused.has(fused::embedding_grad_add) && kind == op::embedding_grad);
 }
 
 // The value elementwise step `st` reads that a product's call writes: an add_bias whose bias the
@@ -73,7 +75,7 @@ inline bool adds_after(const backend_traits& t, op kind) {
 // nothing more; of an add's two inputs it is the one computed last (the other must be there before).
 inline int product_written_input(const fusion_state& s, const step& st) {
   const graph& g = s.nodes();
-  const bool linears = s.traits.linear_epilogues;
+  const bool linears = s.introduces(compute::fused::linear_epilogue);
   const int k = st.node;
   const node& n = g[k];
   if (st.kind == step_kind::fused)
@@ -125,13 +127,16 @@ inline step_fusion::epilogue elementwise_epilogue(const fusion_state& s, int k, 
   return {.kind = compute::product_epilogue::add, .out = k, .side = other};
 }
 
-// Elementwise steps (gelu, gelu_grad, add) that a product does in its epilogue, for backends
-// declaring linear_epilogues (and norm_grad_add_epilogue, embedding_grad_add_epilogue for the add).
+// Elementwise steps (gelu, gelu_grad, add) that a product does in its epilogue
+// (fused::linear_epilogue; norm_grad_add and embedding_grad_add for the add).
 // The product's call writes the step's value, which is live from the product's step on; the
 // product's own value, and the add_bias's unless it is the kept pre-activation, is not kept.
 inline void plan_product_epilogues(fusion_state& s) {
   const backend_traits& t = s.traits;
-  if (!t.linear_epilogues && !t.norm_grad_add_epilogue && !t.embedding_grad_add_epilogue) return;
+  using compute::fused;
+  if (!t.fused.has(fused::linear_epilogue) && !t.fused.has(fused::norm_grad_add) &&
+      !t.fused.has(fused::embedding_grad_add))
+    return;
   const graph& g = s.nodes();
   for (const step& st : s.steps()) {
     if (st.kind != step_kind::compute && st.kind != step_kind::fused) continue;

@@ -22,13 +22,13 @@ inline int attention_sibling(const fusion_state& s, int i, op kind) {
   return -1;
 }
 
-// For backends declaring attention_gradients_together: an attention_grad_q call also writes the
+// fused::attention_backward: an attention_grad_q call also writes the
 // attention_grad_k and _v of the same operands (a flash backward makes all three at once), whose
 // steps are then skipped. They come after it (autodiff emits q, k, v in turn), so dk and dv are
 // written before their own steps, where nothing can have read them yet: their lifetimes then start
 // at the query gradient's step (the memory plan).
 inline void plan_attention_gradients_together(fusion_state& s) {
-  if (!s.traits.attention_gradients_together) return;
+  if (!s.introduces(compute::fused::attention_backward)) return;
   const graph& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
     if (g[i].kind != op::attention_grad_q || !s.computed_alone(i)) continue;
@@ -52,14 +52,14 @@ inline bool pairs_with_input_grad(const fusion_state& s, int i, int j, op weight
          g[j].scalar == g[i].scalar && s.step_of(j) >= s.step_of(i) && s.plan.taken_over_by[at(j)] < 0;
 }
 
-// For backends declaring norm_gradients_together: a norm's input gradient call also writes the
+// fused::norm_backward: a norm's input gradient call also writes the
 // weight gradient of the same x and dy (and the bias gradient paired with that), whose step is then
 // skipped: one pass over x and dy for all three. The weight gradient comes after the input gradient
 // (autodiff emits x's first), so it and its bias gradient are written before their own steps, where
 // nothing can have read them yet: their lifetimes then start at the input gradient's step. Under
 // tensor parallelism dy differs (the weight gradient reads the all-reduced one), and nothing pairs.
 inline void plan_norm_gradients_together(fusion_state& s) {
-  if (!s.traits.norm_gradients_together) return;
+  if (!s.introduces(compute::fused::norm_backward)) return;
   const graph& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
     const op kind = g[i].kind;

@@ -1,15 +1,18 @@
 #pragma once
 // call_runner: makes one bound call (plan/bound_call.hpp) on a compute backend and a communicator.
 // The call says what to do; the runner only turns its value references into buffers, through
-// `value_of(node) -> buffer&` (the executor's buffer of that node in the running layer), and takes
-// the two run-time quantities a call names (a mean loss's divisor, the loss scale).
+// `value_of(node) -> buffer&` (the executor's buffer of that node in the running layer) and
+// `saved_of(node) -> buffer&` (the statistics saved with that value), and takes the two run-time
+// quantities a call names (a mean loss's divisor, the loss scale).
 //
-//   call_runner<Backend, Comm> run{backend, rope, divisors, loss_scale};
-//   run.kernel(call, value_of);                       // kernel, batched, elementwise
+//   call_runner<Backend, Comm> run{backend, lowering, rope, divisors, loss_scale};
+//   run.kernel(call, value_of, saved_of);             // kernel, batched, elementwise
 //   run.collective(call, group, value_of, staging);   // all_reduce, all_gather, reduce_scatter, all_to_all
 //
-// Each call builds its kernel_call in place; a batched product checks that its operands lie at one
-// stride (they are addresses, known here only) and else runs its products one by one.
+// Each call builds its kernel_call in place and hands it to the backend through `lowering`, which
+// lowers the fused kinds the backend does not run (compute/lower_fused.hpp); a batched product checks
+// that its operands lie at one stride (they are addresses, known here only) and else runs its
+// products one by one.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,6 +20,7 @@
 
 #include "shardgraph/comm/communicator.hpp"
 #include "shardgraph/compute/compute_backend.hpp"
+#include "shardgraph/compute/lower_fused.hpp"
 #include "shardgraph/plan/backend_traits.hpp"
 #include "shardgraph/plan/bound_call.hpp"
 #include "shardgraph/runtime/axis_channels.hpp"
@@ -38,24 +42,27 @@ struct call_runner {
   using kernel_call = compute::kernel_call<buffer>;
 
   Backend& backend;
+  compute::fused_lowering<Backend>& lowering;
   const rope_plan& rope;
   std::span<const std::int64_t> loss_divisors;  // this run's counted targets, per targets input
   double loss_scale = 1.0;
 
+  static constexpr compute::fused_set runs = compute::fused_kinds_run_by<Backend>();
+
   // A kernel, batched or elementwise call.
-  template <class ValueOf>
-  void kernel(const plan::bound_call& c, ValueOf&& value_of) {
+  template <class ValueOf, class SavedOf>
+  void kernel(const plan::bound_call& c, ValueOf&& value_of, SavedOf&& saved_of) {
     if (c.kind == plan::call_kind::elementwise) return backend.run(elementwise_call(c, value_of));
-    kernel_call call = resolved(c, value_of);
-    if constexpr (plan::traits_of<Backend>().products_batched) {
-      if (c.kind == plan::call_kind::batched) return batched(c, call, value_of);
+    kernel_call call = resolved(c, value_of, saved_of);
+    if constexpr (plan::finds_strides<Backend>()) {
+      if (c.kind == plan::call_kind::batched) return batched(c, call, value_of, saved_of);
     }
-    backend.run(call);
+    lowering.run(backend, call, runs);
   }
 
   // c's kernel_call, its value references resolved.
-  template <class ValueOf>
-  kernel_call resolved(const plan::bound_call& c, ValueOf& value_of) const {
+  template <class ValueOf, class SavedOf>
+  kernel_call resolved(const plan::bound_call& c, ValueOf& value_of, SavedOf& saved_of) const {
     const auto at = [&](int v) { return v >= 0 ? &value_of(v) : nullptr; };
     kernel_call call;
     call.kind = c.kernel;
@@ -75,6 +82,7 @@ struct call_runner {
     call.key_grad = at(c.key_grad);
     call.value_grad = at(c.value_grad);
     call.weight_grad = at(c.weight_grad);
+    if (c.saved >= 0) call.saved = &saved_of(c.saved);
     call.epilogue = c.epilogue;
     call.token_major = c.token_major;
     call.output_kept = c.output_kept;
@@ -98,10 +106,10 @@ struct call_runner {
 
   // A product and those batched with it: one batched call where each operand's products lie at
   // one stride from the first's (bind places them so), else each call in turn.
-  template <class ValueOf>
-  void batched(const plan::bound_call& c, kernel_call& call, ValueOf& value_of) {
+  template <class ValueOf, class SavedOf>
+  void batched(const plan::bound_call& c, kernel_call& call, ValueOf& value_of, SavedOf& saved_of) {
     std::vector<kernel_call> calls{call};
-    for (const plan::bound_call& b : c.batched) calls.push_back(resolved(b, value_of));
+    for (const plan::bound_call& b : c.batched) calls.push_back(resolved(b, value_of, saved_of));
     const auto operand = [](const kernel_call& k, int which) -> const buffer* {
       return which == 0 ? k.in[1] : which == 1 ? k.out : k.bias != nullptr ? k.bias : k.bias_grad;
     };
@@ -120,11 +128,11 @@ struct call_runner {
       call.batch_strides[k] = stride / element;
     }
     if (!strided) {
-      for (const kernel_call& k : calls) backend.run(k);
+      for (const kernel_call& k : calls) lowering.run(backend, k, runs);
       return;
     }
     call.batch = static_cast<std::int64_t>(calls.size());
-    backend.run(call);
+    lowering.run(backend, call, runs);
   }
 
   // A collective over `group` (c.parts ranks): the block moves around the communicator's call,

@@ -109,7 +109,7 @@ class rank_program {
     if (pipelined())
       tied_comm_.push_back(split_tied_group(axis_comms_[index(stages_.axis)],
                                             axis_sizes_[index(stages_.axis)], stages_.coordinate));
-    fused_ = plan::plan_step_fusion(fusion_inputs(), plan::traits_of<Backend>());
+    fused_ = plan::plan_step_fusion(fusion_inputs(), plan::traits_of<Backend>(memory_options_.fusion));
     plan::apply_producer_moves(fused_, step_index_);
     loss_ = loss_divisors(g, layout_, sizes_);
     held_ = plan::plan_held_parameters(g, layout_, layers_, stages_);
@@ -457,7 +457,7 @@ class rank_program {
   std::string located(int i) const;
   // Hands one call to the backend, the communicator or the bucket, then checks what it wrote.
   void run_call(const plan::bound_call& c);
-  call_runner<Backend, Comm> runner() { return {backend_, rope_, loss_.current(), loss_scale_}; }
+  call_runner<Backend, Comm> runner() { return {backend_, lowering_, rope_, loss_.current(), loss_scale_}; }
   // A pipeline stage's param_grad, summed over the step's micro-batches.
   void sum_gradient(buffer& from, buffer& to);
 
@@ -549,6 +549,7 @@ class rank_program {
   memory_options memory_options_;
   model_sizes sizes_;
   Backend backend_;
+  compute::fused_lowering<Backend> lowering_;  // the fused kinds the backend does not run, as their parts
   local_layout layout_;
   rope_plan rope_ = plan_rope_frequencies(program_, layout_);  // the rope steps' tables
   int world_rank_ = 0;  // errors name it

@@ -72,6 +72,8 @@ void rank_program<Backend, Comm>::allocate() {
     return storage_.allocate(backend_, what, type, n);
   });
   storage_.allocate_arena(backend_, memory_, g, layout_);
+  storage_.allocate_saved(backend_, memory_, g, plan::plan_saved_statistics(program_, layout_, sizes_, fused_), layers_,
+                          stages_);
   if (pipelined()) allocate_micro_batch_slots();
   storage_.check(world_rank_);
 }

@@ -93,7 +93,11 @@ void rank_program<Backend, Comm>::run_call(const plan::bound_call& c) {
     case plan::call_kind::kernel:
     case plan::call_kind::batched:
     case plan::call_kind::elementwise:
-      runner().kernel(c, [this](int v) -> buffer& { return value(v); });
+      runner().kernel(c, [this](int v) -> buffer& { return value(v); },
+                      [this](int v) -> buffer& {  // the statistics saved with v's memory (plan/saved_statistics.hpp)
+                        const plan::value_place at = memory_.place_of(v, layer_);
+                        return storage_.saved_at(at.node, at.layer);
+                      });
       in_backward_ = in_backward_ || c.scalar_is_loss_scale;  // the seed of backward ran
       break;
     case plan::call_kind::collective:

@@ -17,6 +17,11 @@
 // and fused cross-entropy kernels do. Values that only those outputs read are not computed either:
 // a sharded model's logits are then not gathered over dp and tp (a B x T x vocab all_gather).
 //
+// `fusion` is the fused kinds (compute/fused_kinds.hpp) the plan may make: each a call standing for
+// several steps, run by the backend where its traits declare the kind, else lowered into its parts
+// by the core. Every kind by default; `{}` makes every step a call of its own, the reference a fused
+// plan is tested against.
+//
 // `available_bytes` is what bind may allocate on this rank's device; bind fails, saying how much the
 // plan needs, when its values need more (memory_budget.hpp). Unset: the backend's free_bytes() when
 // bind starts (the cpu backend: MemAvailable; cuda: the GPU's free memory), no limit without one.
@@ -27,12 +32,15 @@
 #include <string>
 #include <vector>
 
+#include "shardgraph/compute/fused_kinds.hpp"
+
 namespace shardgraph {
 
 struct memory_options {
   bool reuse = true;
   std::vector<std::string> outputs{};
   std::optional<std::size_t> available_bytes{};
+  compute::fused_set fusion = compute::fused_set::all();
 };
 
 }  // namespace shardgraph

@@ -34,6 +34,7 @@ memory_report report_memory(const graph& g, const value_storage<Backend>& storag
     std::int64_t bytes =
         memory.values[at(i)].kind == plan::storage::arena ? 0 : bytes_of(storage.values()[at(i)]);
     for (const auto& b : storage.per_layer(i)) bytes += bytes_of(b);
+    for (const auto& b : storage.saved(i)) bytes += bytes_of(b);
     for (const auto& b : storage.staging(i)) m.communication += bytes_of(b);
     if (g[i].kind == op::parameter && zero3) {
       m.parameters += zero3.stored_bytes(i);

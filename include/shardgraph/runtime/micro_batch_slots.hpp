@@ -44,12 +44,15 @@ class micro_batch_slots {
       slot& s = slots_[k];
       s.values.resize(at(g.size()));
       s.per_layer.resize(at(g.size()));
+      s.saved.resize(at(g.size()));
       if (k == 0) continue;
       for (int i = 0; i < g.size(); ++i) {
         if (!banked(i)) continue;
         s.values[at(i)] = allocate(i, g[i].type, running.values()[at(i)].numel());
         for (const buffer& layer : running.per_layer(i))
           s.per_layer[at(i)].push_back(allocate(i, g[i].type, layer.numel()));
+        for (const buffer& statistics : running.saved(i))
+          s.saved[at(i)].push_back(allocate(i, statistics.type(), statistics.numel()));
       }
     }
   }
@@ -61,8 +64,10 @@ class micro_batch_slots {
       if (!banked(i)) continue;
       std::swap(running.values()[at(i)], slots_[at(active_)].values[at(i)]);
       std::swap(running.per_layer(i), slots_[at(active_)].per_layer[at(i)]);
+      std::swap(running.saved(i), slots_[at(active_)].saved[at(i)]);
       std::swap(running.values()[at(i)], slots_[at(k)].values[at(i)]);
       std::swap(running.per_layer(i), slots_[at(k)].per_layer[at(i)]);
+      std::swap(running.saved(i), slots_[at(k)].saved[at(i)]);
     }
     active_ = k;
   }
@@ -76,6 +81,8 @@ class micro_batch_slots {
       for (const buffer& v : s.values) bytes += static_cast<std::int64_t>(v.size_bytes());
       for (const auto& layers : s.per_layer)
         for (const buffer& v : layers) bytes += static_cast<std::int64_t>(v.size_bytes());
+      for (const auto& statistics : s.saved)
+        for (const buffer& v : statistics) bytes += static_cast<std::int64_t>(v.size_bytes());
     }
     return bytes;
   }
@@ -91,6 +98,7 @@ class micro_batch_slots {
       if (!banked(i)) continue;
       bytes += static_cast<std::int64_t>(running.values()[at(i)].size_bytes());
       for (const buffer& v : running.per_layer(i)) bytes += static_cast<std::int64_t>(v.size_bytes());
+      for (const buffer& v : running.saved(i)) bytes += static_cast<std::int64_t>(v.size_bytes());
     }
     return bytes;
   }
@@ -101,6 +109,7 @@ class micro_batch_slots {
   struct slot {
     std::vector<buffer> values;                  // per node (banked ones only)
     std::vector<std::vector<buffer>> per_layer;  // per node: per block layer
+    std::vector<std::vector<buffer>> saved;      // per node: statistics saved with it
   };
   plan::micro_batch_banks plan_;  // the values with one copy per micro-batch in flight
   std::vector<slot> slots_;

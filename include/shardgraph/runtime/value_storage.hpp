@@ -7,6 +7,7 @@
 //   s.allocate_values(backend, {.nodes = g, .layout = layout, ...}, store_chunks);   // per node, in order
 //   s.allocate_layer_blocks(backend, memory, g, layers, stages);
 //   s.allocate_arena(backend, memory, g, layout);
+//   s.allocate_saved(backend, memory, g, saved, layers, stages);   // statistics saved with values
 //   s.check(rank);                                     // throws when the plan did not fit
 //   buffer& v = s.at(place.node, place.layer);         // where memory_layout::place_of points
 //
@@ -27,6 +28,7 @@
 #include "shardgraph/plan/backend_traits.hpp"
 #include "shardgraph/plan/memory_layout.hpp"
 #include "shardgraph/plan/pipeline_stages.hpp"
+#include "shardgraph/plan/saved_statistics.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
 #include "shardgraph/runtime/memory_budget.hpp"
@@ -82,6 +84,7 @@ class value_storage {
     const graph& g = in.nodes;
     values_.reserve(at(g.size()));
     staging_.resize(at(g.size()));
+    saved_.resize(at(g.size()));
     per_layer_.resize(at(g.size()));
     for (int i = 0; i < g.size(); ++i) {
       if (in.sharded_parameters && g[i].kind == op::parameter) {
@@ -133,6 +136,26 @@ class value_storage {
     }
   }
 
+  // The statistics each saving forward call writes (plan/saved_statistics.hpp), with the memory that
+  // holds its value in each layer (memory_layout::place_of): one per layer where that memory is per
+  // layer, else one.
+  void allocate_saved(Backend& backend, const plan::memory_layout& memory, const graph& g,
+                      const std::vector<plan::saved_statistics>& saved, std::int64_t layers,
+                      const plan::pipeline_stages& stages) {
+    saved_.resize(at(g.size()));
+    for (const plan::saved_statistics& s : saved)
+      for (std::int64_t l = 0; l < layers; ++l) {
+        const plan::value_place place = memory.place_of(s.value, l);
+        const bool layered = !per_layer_[at(place.node)].empty();
+        std::vector<buffer>& held = saved_[at(place.node)];
+        const std::size_t slot = layered ? at(place.layer) : 0;
+        if (held.size() <= slot) held.resize(layered ? at(layers) : 1);
+        if (held[slot].numel() != 0 || (layered && !stages.holds_layer(place.layer))) continue;
+        const std::string what = "statistics saved with '" + std::string(g[s.value].name.view()) + "'";
+        held[slot] = allocate(backend, what, s.type, s.numel);
+      }
+  }
+
   // After the last allocation: the error saying how much the plan needs, if it does not fit.
   void check(int rank) const { budget_.check(rank); }
 
@@ -148,6 +171,14 @@ class value_storage {
   std::vector<buffer>& per_layer(int i) { return per_layer_[at(i)]; }
   const std::vector<buffer>& per_layer(int i) const { return per_layer_[at(i)]; }
   std::vector<buffer>& staging(int i) { return staging_[at(i)]; }
+  // The statistics saved with node i's memory (empty: none; one, or one per layer).
+  std::vector<buffer>& saved(int i) { return saved_[at(i)]; }
+  const std::vector<buffer>& saved(int i) const { return saved_[at(i)]; }
+  // Those of node i's memory in `layer` (a place memory_layout::place_of resolved).
+  buffer& saved_at(int i, std::int64_t layer) {
+    std::vector<buffer>& held = saved_[at(i)];
+    return held.size() > 1 ? held[at(layer)] : held.at(0);
+  }
   const std::vector<buffer>& staging(int i) const { return staging_[at(i)]; }
   std::int64_t arena_bytes() const { return static_cast<std::int64_t>(arena_.size_bytes()); }
 
@@ -185,6 +216,7 @@ class value_storage {
   std::vector<buffer> values_;                  // per node
   std::vector<std::vector<buffer>> per_layer_;  // per node: per block layer (empty: one value)
   std::vector<std::vector<buffer>> staging_;    // per node: a collective's staging buffers
+  std::vector<std::vector<buffer>> saved_;      // per node: statistics saved with its memory
   buffer arena_;                                // the values that share memory by lifetime
   std::deque<buffer> layer_block_memory_;       // the layer blocks, one per group and layer
   memory_budget budget_;                        // what bind has allocated, against what the device has

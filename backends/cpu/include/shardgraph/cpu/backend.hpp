@@ -29,39 +29,13 @@ namespace shardgraph::cpu {
 class backend {
  public:
   using buffer = cpu::buffer;
-  // A linear's kernel_call may carry its bias (the executor then skips the add_bias pass), as a GPU
-  // backend's GEMM epilogue does; the sum is the same, x w then + b in T.
-  static constexpr bool linear_bias_epilogue = true;
-  // A linear_weight_grad's kernel_call may carry its bias gradient (the executor then skips the
-  // bias_grad step), as a GPU backend's GEMM sums it in its epilogue; here the two run in turn.
-  static constexpr bool linear_bias_grad_epilogue = true;
-  // A layer_norm_grad_w's kernel_call may carry the norm's bias gradient likewise (one pass over dy
-  // on a GPU); here the two run in turn.
-  static constexpr bool norm_bias_grad_fused = true;
-  // A linear's kernel_call may carry an epilogue (compute::product_epilogue: gelu, gelu_grad or a
-  // residual add; the executor then skips that step); here the two run in turn, rounded as apart.
-  static constexpr bool linear_epilogues = true;
-  // A norm's input-gradient call may carry the add after it (product_epilogue::add), likewise.
-  static constexpr bool norm_grad_add_epilogue = true;
-  // An embedding_grad call may carry the add after it (a tied table's gradient sum), likewise.
-  static constexpr bool embedding_grad_add_epilogue = true;
-  // Attention calls may be token-major (kernel_call::token_major); here they run on head-major
-  // copies, as the split_heads and merge_heads steps would make them.
-  static constexpr bool attention_token_major = true;
-  // Attention's gradients may be handed the forward's result (kernel_call::side, output_kept): a
-  // GPU's backward reads it instead of running the forward again; here they compute as before.
-  static constexpr bool attention_output_reuse = true;
-  // An attention_grad_q call may carry dk and dv (kernel_call::key_grad, value_grad), as a GPU's
-  // flash backward makes all three at once; here the three run in turn.
-  static constexpr bool attention_gradients_together = true;
-  // kernel_call::weight_grad of a norm's input gradient: run as the two calls it stands for
-  static constexpr bool norm_gradients_together = true;
-  // A cross_entropy call may carry the logits' gradient (kernel_call::logits_grad), as a GPU's
-  // kernel makes both in one read of the logits; here the loss, then the gradient in place.
-  static constexpr bool cross_entropy_gradient_with_loss = true;
-  // Products of the same sizes and first input may come as one call (kernel_call::batch), as a
-  // GPU's batched GEMM runs them; here one at a time. address() finds the strides between them.
-  static constexpr bool products_batched = true;
+  // The reference kernels run one step each; the only fused kind they take is a linear's bias (x w
+  // then + b in T, as the add_bias step rounds it). The core lowers every other fused kind into the
+  // steps it stands for (compute/lower_fused.hpp).
+  struct traits {
+    static constexpr compute::fused_set runs{compute::fused::linear_bias};
+  };
+  // Where a buffer's memory starts: the core finds a batched call's strides by it.
   static const void* address(const buffer& b) { return b.bytes(); }
   backend() = default;
   backend(const backend&) {}  // scratch memory is per instance
@@ -179,45 +153,6 @@ class backend {
   }
 
   void run(const compute::kernel_call<buffer>& call) {
-    if (call.batch > 1) {  // one product at a time, each at its strides
-      std::array<buffer, 3> views;
-      for (std::int64_t b = 0; b < call.batch; ++b) run(compute::batch_member(call, b, views));
-      return;
-    }
-    if (call.key_grad != nullptr) {
-      for (const compute::kernel_call<buffer>& apart : compute::split_attention_gradients(call)) run(apart);
-      return;
-    }
-    if (call.weight_grad != nullptr) {
-      const auto apart = compute::split_norm_gradients(call);
-      run(apart.input_grad);
-      return run(apart.weight_grad);
-    }
-    if (call.bias_grad != nullptr) {
-      const auto apart = compute::split_bias_grad(call);
-      run(apart.product);
-      return run(apart.bias_grad);
-    }
-    if (call.logits_grad != nullptr) {
-      if (unit_.type() != call.type || unit_.numel() != 1) {  // the loss gradient 1, in the loss's dtype
-        buffer one(dtype::f32, 1);
-        one.as<float>()[0] = 1.0f;
-        unit_ = buffer(call.type, 1);
-        convert_floats(one, unit_);
-      }
-      const auto apart = compute::split_cross_entropy_gradient(call, unit_);
-      run(apart.loss);
-      return run(apart.gradient);
-    }
-    if (call.epilogue != compute::product_epilogue::none) {
-      const auto apart = compute::split_epilogue(call);
-      run(apart.product);
-      return run(apart.elementwise);
-    }
-    if (call.token_major)
-      return compute::run_token_major_apart(
-          call, [&](const compute::kernel_call<buffer>& c) { run(c); },
-          [&](const buffer& like) { return allocate(like.type(), like.numel()); });
     if (touches_half_floats(call)) return run_widened(call);
     if (call.type == dtype::f64) return run_typed<double>(call);
     if (call.type == dtype::f32) return run_typed<float>(call);
@@ -239,7 +174,6 @@ class backend {
 
   std::vector<std::byte> scratch_;
   std::vector<buffer> widened_;  // f32 copies of a call's 16-bit buffers, reused across calls
-  buffer unit_;                  // a cross-entropy gradient's loss gradient of 1 (run)
 
   static bool touches_half_floats(const compute::kernel_call<buffer>& c) {
     if (is_half_float(c.out->type())) return true;

@@ -5,15 +5,13 @@
 //
 //   attention          {batch, heads, kv_heads, seq, head_dim}  q, k, v -> out
 //   attention_grad_*   {batch, heads, kv_heads, seq, head_dim}  q, k, v, dout -> dq, dk or dv
-// The gradient calls' dq, dk and dv are made together: by the first of the three calls, kept in
-// scratch for the other two until anything else is written (backend_state::attention_cache_valid),
-// or written in place when an attention_grad_q call carries key_grad and value_grad.
+// The gradient calls' dq, dk and dv are made together: in place when an attention_grad_q call carries
+// key_grad and value_grad (fused::attention_backward), else the two not asked for in scratch.
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/attention_shape.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
 #include <shardgraph/cuda/check.hpp>
 #include <shardgraph/cuda/fused_attention.hpp>
-#include <shardgraph/cuda/kept_statistics.hpp>
 #include <shardgraph/cuda/kernel_launch.hpp>
 #include <shardgraph/cuda/kernels/norms.cuh>
 #include <shardgraph/cuda/kernels/softmax.cuh>
@@ -52,7 +50,6 @@ void attention_forward(backend_state& s, const kernel_call& c) {
   if (cudnn_applies(s, c, a)) return cudnn_forward(s, c, a);
   if (flash_applies(c, a))
     return q.type() == dtype::bf16 ? flash_forward<__nv_bfloat16>(s, c, a) : flash_forward<__half>(s, c, a);
-  forget_lse(s, c.out->data());  // (its backward runs the batched products again)
   const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
   void* scores = s.scratch.get(scratch_use::scores, score_elements * dtype_size(score_type(q.type())));
   void* p = s.scratch.get(scratch_use::probabilities, score_elements * dtype_size(q.type()));
@@ -104,43 +101,24 @@ inline void require_attention_gradient_dtypes(const kernel_call& c) {
            "this is a bug in the executor; please report it");
 }
 
-// dq, dk and dv are made together on the first of the three calls and kept until another op runs;
-// an attention_grad_q call carrying key_grad and value_grad gets all three written in place.
+// dq, dk and dv are made together: an attention_grad_q call carrying key_grad and value_grad
+// (fused::attention_backward) gets all three written in place; a call of one gradient alone writes
+// its own into its output and the other two into scratch.
 template <class C>
 void attention_backward(backend_state& s, const kernel_call& c) {
   const attention_shape a = attention_of(c);
-  const tensor_buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2], &dout = *c.in[3];
+  const tensor_buffer &q = *c.in[0], &k = *c.in[1];
   require_attention_gradient_dtypes(c);
   if (c.key_grad != nullptr) {
-    s.attention_cache_valid = false;  // nothing kept: the three results are where they belong
     if (c.key_grad->type() != q.type() || c.value_grad->type() != q.type())
       fail("cuda::backend: attention gradient", "dk and dv must share q's dtype",
            "this is a bug in the executor; please report it");
     return attention_gradients<C>(s, c, a, c.out->data(), c.key_grad->data(), c.value_grad->data());
   }
-  const std::size_t q_bytes = q.size_bytes(), kv_bytes = k.size_bytes();
-  const auto dq_scratch = [&] { return s.scratch.get(scratch_use::attention_dq, q_bytes); };
-  void* dk = s.scratch.get(scratch_use::attention_dk, kv_bytes);
-  void* dv = s.scratch.get(scratch_use::attention_dv, kv_bytes);
-  const bool wants_dq = c.kind == op::attention_grad_q;
-  const bool cached = s.attention_cache_valid && s.attention_inputs[0] == q.data() &&
-                      s.attention_inputs[1] == k.data() && s.attention_inputs[2] == v.data() &&
-                      s.attention_inputs[3] == dout.data() && (!wants_dq || s.attention_dq_cached);
-  if (!cached) {
-    // The call asking for dq (the first of the three, in the order autodiff emits them) gets it
-    // written straight into its output: one copy fewer.
-    attention_gradients<C>(s, c, a, wants_dq ? c.out->data() : dq_scratch(), dk, dv);
-    s.attention_inputs[0] = q.data();
-    s.attention_inputs[1] = k.data();
-    s.attention_inputs[2] = v.data();
-    s.attention_inputs[3] = dout.data();
-    s.attention_cache_valid = true;
-    s.attention_dq_cached = !wants_dq;
-    if (wants_dq) return;
-  }
-  const void* wanted = wants_dq ? dq_scratch() : c.kind == op::attention_grad_k ? dk : dv;
-  check_cuda(cudaMemcpyAsync(c.out->data(), wanted, c.out->size_bytes(), cudaMemcpyDeviceToDevice, s.stream),
-             "backend: attention gradient (cudaMemcpyAsync)");
+  void* dq = c.kind == op::attention_grad_q ? c.out->data() : s.scratch.get(scratch_use::attention_dq, q.size_bytes());
+  void* dk = c.kind == op::attention_grad_k ? c.out->data() : s.scratch.get(scratch_use::attention_dk, k.size_bytes());
+  void* dv = c.kind == op::attention_grad_v ? c.out->data() : s.scratch.get(scratch_use::attention_dv, k.size_bytes());
+  attention_gradients<C>(s, c, a, dq, dk, dv);
 }
 
 }  // namespace shardgraph::cuda::detail

@@ -6,7 +6,6 @@
 #include <shardgraph/core/dtype.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
 #include <shardgraph/cuda/gemm.hpp>
-#include <shardgraph/cuda/kept_statistics.hpp>
 #include <shardgraph/cuda/kernel_launch.hpp>
 #include <shardgraph/cuda/kernels/flash_attention.cuh>
 #include <shardgraph/cuda/tensor_buffer.hpp>
@@ -85,13 +84,6 @@ inline bool aligned_operands(const kernel_call& c) {
   for (const tensor_buffer* b : c.in)
     if (!aligned(b)) return false;
   return aligned(c.out) && aligned(c.key_grad) && aligned(c.value_grad);
-}
-
-// The log-sum-exp kept with a fused attention output for its backward (kernel_call::output_kept):
-// (batch, heads, seq) f32.
-inline float* kept_lse(backend_state& s, const void* out, const attention_shape& a, bool make) {
-  return static_cast<float*>(
-      kept_lse(s, out, static_cast<std::size_t>(a.batch * a.heads * a.seq) * sizeof(float), make));
 }
 
 }  // namespace shardgraph::cuda::detail

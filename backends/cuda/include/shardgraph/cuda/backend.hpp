@@ -23,6 +23,7 @@
 // The class holds the options and the shared backend_state (backend_state.hpp) and picks, per
 // call, the launch functions of the headers above, which take that state.
 #include <shardgraph/compute/compute_backend.hpp>
+#include <shardgraph/compute/lower_fused.hpp>
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/attention_calls.hpp>
 #include <shardgraph/cuda/attention_shape.hpp>
@@ -37,7 +38,6 @@
 #include <shardgraph/cuda/embedding_calls.hpp>
 #include <shardgraph/cuda/fused_attention.hpp>
 #include <shardgraph/cuda/gemm.hpp>
-#include <shardgraph/cuda/kept_statistics.hpp>
 #include <shardgraph/cuda/kernel_launch.hpp>
 #include <shardgraph/cuda/loss_calls.hpp>
 #include <shardgraph/cuda/memory_moves.hpp>
@@ -69,40 +69,20 @@ namespace shardgraph::cuda {
 class backend {
  public:
   using buffer = tensor_buffer;
-  static constexpr bool linear_bias_epilogue = true;  // kernel_call::bias of a linear: the GEMM adds it
-  // kernel_call::bias_grad of a linear_weight_grad: the GEMM sums dy's columns in its epilogue
-  static constexpr bool linear_bias_grad_epilogue = true;
-  // kernel_call::bias_grad of a layer_norm_grad_w: its column sums take dy's in the same pass
-  static constexpr bool norm_bias_grad_fused = true;
-  // kernel_call::key_grad and value_grad of an attention_grad_q: one backward writes dq, dk and dv
-  static constexpr bool attention_gradients_together = true;
-  // kernel_call::epilogue of a linear (GELU keeping its input, GELU's gradient, a residual add): in
-  // the GEMM's epilogue where cuBLASLt has one, else by the elementwise kernel after it
-  static constexpr bool linear_epilogues = true;
-  // kernel_call::epilogue add of a norm's input gradient: the warp-per-row kernel adds it as it writes
-  static constexpr bool norm_grad_add_epilogue = true;
-  // kernel_call::epilogue add of an embedding_grad (a tied table's gradient sum): the row kernel
-  // adds the other gradient's row as it writes each row, rounded as the add apart would round it
-  static constexpr bool embedding_grad_add_epilogue = true;
-  // kernel_call::token_major of attention and its gradients: flash attention reads and writes the
-  // products' (batch, seq, heads, head_dim) rows in place; other attention runs on permuted copies
-  static constexpr bool attention_token_major = true;
-  // kernel_call::output_kept / side of attention: the backward reads the forward's output and its
-  // log-sum-exp instead of running the forward again
-  static constexpr bool attention_output_reuse = true;
-  // kernel_call::output_kept / side of cross_entropy: its gradient reads the rows' log-sum-exp the
-  // loss kept, one pass over the logits instead of two
-  static constexpr bool cross_entropy_statistics_kept = true;
-  // kernel_call::weight_grad (and bias_grad) of a norm's input gradient: one pass over x and dy
-  // writes the three where the rows fit the warp kernels, else the calls run apart
-  static constexpr bool norm_gradients_together = true;
-  // kernel_call::logits_grad of cross_entropy: one kernel reads each row of logits once for the loss
-  // and writes its gradient (in place where the memory plan puts it in the logits' memory)
-  static constexpr bool cross_entropy_gradient_with_loss = true;
-  // kernel_call::batch of linear and linear_weight_grad: q's, k's and v's products as one strided
-  // batched GEMM (x shared), which fills the GPU better than three small ones. address() lets the
-  // executor find the strides between the products' operands.
-  static constexpr bool products_batched = true;
+  // Every fused kind (compute/fused_kinds.hpp): a linear's bias and epilogue (GELU keeping its
+  // input, GELU's gradient, a residual add) in cuBLASLt's epilogue where it has one, else by the
+  // elementwise kernel after the GEMM; a weight gradient's bias gradient summed in the GEMM's
+  // epilogue; a norm's weight, bias and input gradients in one pass where the rows fit the warp
+  // kernels (and the add after it as it writes); a tied table's gradient sum in the row kernel; flash
+  // or cuDNN attention reading and writing the products' (batch, seq, heads, head_dim) rows in place,
+  // its forward saving its log-sum-exp for the backward, which writes dq, dk and dv at once; the
+  // loss and its gradient in one read of each row (or the gradient reading the loss's saved
+  // log-sum-exp); q's, k's and v's products as one strided batched GEMM. A call a kernel does not
+  // take runs as its parts (compute/lower_fused.hpp's split functions).
+  struct traits {
+    static constexpr compute::fused_set runs = compute::fused_set::all();
+  };
+  // Where a buffer's memory starts: the core finds a batched call's strides by it.
   static const void* address(const buffer& b) { return b.data(); }
 
   explicit backend(backend_options options = {})
@@ -139,7 +119,6 @@ class backend {
   // allocated anew since: the caller runs the work itself and records it again.
   bool replay(const recording& r) {
     if (r.memory_generation != state_->memory_generation()) return false;
-    state_->attention_cache_valid = false;
     r.graph.replay(stream());
     return true;
   }
@@ -178,7 +157,6 @@ class backend {
   // Returns once `host` may be reused: the bytes are staged in pinned memory and the device copy
   // runs on, in stream order (pinned_staging.hpp).
   void upload(buffer& b, const void* host) {
-    state_->attention_cache_valid = false;
     if (b.numel() == 0) return;
     state_->staging.copy(b.data(), host, b.size_bytes(), stream());
     if (options_.host_visible) synchronize();  // the host may read the buffer next (threads communicator)
@@ -192,7 +170,6 @@ class backend {
   void copy(const buffer& from, buffer& to) { detail::copy(*state_, from, to); }
   // The memory a communicator writes: the attention gradients kept for the next call may be stale.
   void* data(buffer& b) {
-    state_->attention_cache_valid = false;
     return b.data();
   }
 
@@ -282,15 +259,7 @@ class backend {
   // One kernel (or GEMM) per call, as the executor describes it (compute/compute_backend.hpp).
   void run(const compute::kernel_call<buffer>& call) {
     if (call.batch > 1 && !detail::batch_fits(call)) return run_batch_apart(call);
-    const bool attention_gradient = call.kind == op::attention_grad_q || call.kind == op::attention_grad_k ||
-                                    call.kind == op::attention_grad_v;
-    if (!attention_gradient) state_->attention_cache_valid = false;
-    if (call.token_major && !fused_attention_applies(call)) {
-      if (call.key_grad == nullptr) return run_token_major_apart(call);
-      // dk and dv with dq only where the backward writes them in place, not on head-major copies
-      for (const call_t& apart : compute::split_attention_gradients(call)) run(apart);
-      return;
-    }
+    if (call.token_major && !fused_attention_applies(call)) return run_token_major_apart(call);
     if (call.weight_grad != nullptr && !detail::norm_gradients_fit(call)) {
       const auto apart = compute::split_norm_gradients(call);
       run(apart.input_grad);
@@ -326,11 +295,11 @@ class backend {
 
   // A token-major attention call that fused attention does not take (f32, f64, another head_dim):
   // on head-major copies of its operands (compute::run_token_major_apart), in one scratch buffer.
-  // Its backward runs the batched products again: no log-sum-exp stays kept with its result.
+  // It saves no statistics: its backward runs the batched products again.
   void run_token_major_apart(const call_t& call) {
-    if (call.kind == op::attention) detail::forget_lse(*state_, call.out->data());
     std::int64_t numel = call.out->numel();
-    for (const buffer* b : call.in)
+    for (const buffer* b : {call.in[0], call.in[1], call.in[2], call.in[3], static_cast<const buffer*>(call.key_grad),
+                            static_cast<const buffer*>(call.value_grad)})
       if (b != nullptr) numel += b->numel();
     buffer& held = state_->head_major;
     if (held.numel() < numel || held.type() != call.type) {

@@ -43,15 +43,8 @@ struct backend_state {
   std::map<std::string, op_time> times;
   std::vector<kernels::adamw_task> adamw_tasks;  // adamw_many's tables, kept to reuse their memory
   std::vector<kernels::adamw_chunk> adamw_chunks;
-  // Attention's dq, dk, dv in scratch, valid for these q, k, v, dout until anything else is written.
-  bool attention_cache_valid = false;
-  const void* attention_inputs[4]{};
-  bool attention_dq_cached = false;  // false: the last backward wrote dq straight into its call's output
   // A token-major attention call run apart: its operands' copies.
   tensor_buffer head_major;
-  // Rows' log-sum-exp kept for a backward (kernel_call::output_kept), by address: of flash
-  // attention's outputs ((batch, heads, seq) f32) and of cross-entropy's logits (rows, in C).
-  std::map<const void*, device_buffer> kept_lse;
   pinned_staging staging;  // uploads
 #if SHARDGRAPH_CUDA_CUDNN
   std::unique_ptr<cuda::cudnn_attention> cudnn;  // made at its first use; null: not chosen

@@ -2,9 +2,10 @@
 // cuda::backend's fused causal attention: cuDNN's (cudnn_attention.hpp, built with
 // SHARDGRAPH_CUDA_CUDNN and chosen) where it takes the call, else shardgraph's flash attention
 // kernels (kernels/flash_attention.cuh) for 16-bit inputs with head_dim 64. Forward and backward
-// decide alike, so a kept log-sum-exp (cuDNN's natural log, the own kernels' log2) is read by the
-// kernel that wrote it. The forward keeps its log-sum-exp with its output (kernel_call::output_kept);
-// a backward given that output (kernel_call::side) reads both, else runs the forward again.
+// decide alike, so a saved log-sum-exp (cuDNN's natural log, the own kernels' log2) is read by the
+// kernel that wrote it. A forward saving statistics (fused::attention_saved) writes its log-sum-exp
+// into kernel_call::saved, which the plan allocates with its result; a backward given both
+// (kernel_call::saved, side) reads them where its forward ran fused, else runs the forward again.
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/attention_shape.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
@@ -12,7 +13,6 @@
 #if SHARDGRAPH_CUDA_CUDNN
 #include <shardgraph/cuda/cudnn_attention.hpp>
 #endif
-#include <shardgraph/cuda/kept_statistics.hpp>
 #include <shardgraph/cuda/kernel_launch.hpp>
 #include <shardgraph/cuda/kernels/flash_attention.cuh>
 #include <shardgraph/cuda/scratch.hpp>
@@ -52,6 +52,26 @@ inline bool cudnn_applies([[maybe_unused]] const backend_state& s, [[maybe_unuse
 #endif
 }
 
+// Whether the forward of a gradient call's operands wrote the statistics the call is given: the
+// attention call of q, k, v = in[0..2] writing its result into `side` ran fused (cuDNN or flash).
+inline bool saved_by_forward(const backend_state& s, const kernel_call& c) {
+  if (c.saved == nullptr || c.side == nullptr) return false;
+  kernel_call forward = c;
+  forward.kind = op::attention;
+  forward.out = c.side;
+  forward.in[3] = nullptr;
+  forward.side = nullptr;
+  forward.key_grad = forward.value_grad = nullptr;
+  const attention_shape a = attention_of(forward);
+  return cudnn_applies(s, forward, a) || flash_applies(forward, a);
+}
+
+// The statistics a forward writes: kernel_call::saved, else scratch.
+inline float* statistics_of_forward(backend_state& s, const kernel_call& c, const attention_shape& a) {
+  if (c.saved != nullptr) return static_cast<float*>(c.saved->data());
+  return s.scratch.get<float>(scratch_use::attention_statistics, static_cast<std::size_t>(a.batch * a.heads * a.seq));
+}
+
 #if SHARDGRAPH_CUDA_CUDNN
 // cuDNN's workspace for the forward and the backward of `shape`: one region, so that the backward
 // does not grow it after a step was recorded.
@@ -62,12 +82,7 @@ inline void* cudnn_workspace(backend_state& s, const cuda::cudnn_attention::shap
 }
 inline void cudnn_forward(backend_state& s, const kernel_call& c, const attention_shape& a) {
   const auto shape = cudnn_shape_of(c, a);
-  float* lse = c.output_kept ? kept_lse(s, c.out->data(), a, true) : nullptr;
-  if (lse == nullptr) {
-    forget_lse(s, c.out->data());
-    lse = s.scratch.get<float>(scratch_use::attention_statistics,
-                               static_cast<std::size_t>(a.batch * a.heads * a.seq));
-  }
+  float* lse = statistics_of_forward(s, c, a);
   void* workspace = cudnn_workspace(s, shape);
   s.cudnn->forward(shape, c.in[0]->data(), c.in[1]->data(), c.in[2]->data(), c.out->data(), lse, workspace,
                    s.stream);
@@ -76,7 +91,7 @@ inline void cudnn_backward(backend_state& s, const kernel_call& c, const attenti
                            void* dk, void* dv) {
   const auto shape = cudnn_shape_of(c, a);
   const void *q = c.in[0]->data(), *k = c.in[1]->data(), *v = c.in[2]->data();
-  float* lse = c.side != nullptr ? kept_lse(s, c.side->data(), a, false) : nullptr;
+  float* lse = saved_by_forward(s, c) ? static_cast<float*>(c.saved->data()) : nullptr;
   const void* out = lse != nullptr ? c.side->data() : nullptr;
   void* workspace = cudnn_workspace(s, shape);
   if (lse == nullptr) {
@@ -104,8 +119,7 @@ inline void cudnn_backward(backend_state& s, const kernel_call& c, const attenti
 
 template <class T>
 void flash_forward(backend_state& s, const kernel_call& c, const attention_shape& a) {
-  float* lse = c.output_kept ? kept_lse(s, c.out->data(), a, true) : nullptr;
-  if (lse == nullptr) forget_lse(s, c.out->data());
+  float* lse = c.saved != nullptr ? static_cast<float*>(c.saved->data()) : nullptr;
   kernels::flash::forward<T>(typed<T>(*c.in[0]), typed<T>(*c.in[1]), typed<T>(*c.in[2]),
                              static_cast<T*>(c.out->data()), lse, flash_shape_of(c, a), s.stream);
   check_cuda(cudaGetLastError(), "backend: flash attention (launch)");
@@ -114,8 +128,8 @@ template <class T>
 void flash_backward(backend_state& s, const kernel_call& c, const attention_shape& a, void* dq, void* dk,
                     void* dv) {
   const std::size_t rows = static_cast<std::size_t>(a.batch * a.heads * a.seq);
-  float* lse = c.side != nullptr ? kept_lse(s, c.side->data(), a, false) : nullptr;
-  const bool kept = lse != nullptr;
+  const bool kept = saved_by_forward(s, c);
+  float* lse = kept ? static_cast<float*>(c.saved->data()) : nullptr;
   T* out = kept ? static_cast<T*>(c.side->data())
                 : static_cast<T*>(s.scratch.get(scratch_use::attention_output, c.in[0]->size_bytes()));
   float* statistics = s.scratch.get<float>(scratch_use::attention_statistics, 2 * rows);

@@ -7,7 +7,6 @@
 //   cross_entropy_grad  {rows, vocab, classes, divisor, ignore_index}  logits, targets, dloss
 //                       -> dlogits (rows, vocab)
 #include <shardgraph/cuda/backend_state.hpp>
-#include <shardgraph/cuda/kept_statistics.hpp>
 #include <shardgraph/cuda/kernel_launch.hpp>
 #include <shardgraph/cuda/kernels/norms.cuh>
 #include <shardgraph/cuda/kernels/softmax.cuh>
@@ -29,8 +28,8 @@ inline kernels::loss_targets loss_targets_of(const kernel_call& c) {
 
 // Cross-entropy rows of logits (in 0, rows x vocab) against targets (in 1): the vector kernels
 // for 16-byte aligned rows of whole vectors, whose logits are computed in C.
-// With kernel_call::output_kept, the vector kernels keep each row's log-sum-exp with the logits'
-// address for the gradient (kept_lse).
+// With kernel_call::saved (fused::cross_entropy_saved), the vector kernels write each row's
+// log-sum-exp into it for the gradient.
 template <class C>
 void cross_entropy_rows(backend_state& s, const kernel_call& c, C* losses) {
   const std::int64_t* d = c.dims;
@@ -38,17 +37,13 @@ void cross_entropy_rows(backend_state& s, const kernel_call& c, C* losses) {
   const unsigned rows = static_cast<unsigned>(d[0]);
   const void* logits = c.in[0]->data();
   if (vector_ready(t, d[1], {in(c, 0)}) && compute_type_is<C>(t)) {
-    C* lse = c.output_kept
-                 ? static_cast<C*>(kept_lse(s, logits, static_cast<std::size_t>(d[0]) * sizeof(C), true))
-                 : nullptr;
-    if (lse == nullptr) forget_lse(s, logits);
+    C* lse = c.saved != nullptr ? static_cast<C*>(c.saved->data()) : nullptr;
     return with_vector_types(t, [&]<class T, class V>() {
       if constexpr (std::is_same_v<V, C>)
         kernels::cross_entropy_rows_vector_kernel<T, C><<<rows, kernels::row_threads, 0, s.stream>>>(
             typed<T>(*c.in[0]), in(c, 1), losses, d[1], loss_targets_of(c), s.bad_target(), lse);
     });
   }
-  forget_lse(s, logits);
   kernels::cross_entropy_rows_kernel<C><<<rows, kernels::row_threads, 0, s.stream>>>(
       in(c, 0), in(c, 1), losses, d[1], loss_targets_of(c), s.bad_target());
 }
@@ -62,7 +57,6 @@ void cross_entropy_with_gradient(backend_state& s, const kernel_call& c, C* loss
   tensor_buffer& g = *c.logits_grad;
   const dtype t = g.type();
   const unsigned rows = static_cast<unsigned>(d[0]);
-  forget_lse(s, c.in[0]->data());
   if (c.in[0]->type() == t && vector_ready(t, d[1], {in(c, 0), in(g)}) && compute_type_is<C>(t)) {
     return with_vector_types(t, [&]<class T, class V>() {
       if constexpr (std::is_same_v<V, C>) {
@@ -104,8 +98,16 @@ void cross_entropy(backend_state& s, const kernel_call& c) {
   kernels::sum_rows_kernel<C><<<1, 1024, 0, s.stream>>>(losses, d[0], C(d[3]), out(*c.out));
 }
 
-// logits (in 0), targets (in 1), the loss's gradient (in 2) -> dlogits; with kernel_call::side
-// (the loss's output), the vector kernel reads the rows' log-sum-exp the loss kept.
+// Whether the cross_entropy call of a gradient call's logits wrote the rows' log-sum-exp it is given
+// (kernel_call::saved): the loss's vector kernel ran, decided from the same logits as here.
+template <class C>
+bool saved_by_loss(const kernel_call& c) {
+  const dtype t = c.in[0]->type();
+  return c.saved != nullptr && vector_ready(t, c.dims[1], {in(c, 0)}) && compute_type_is<C>(t);
+}
+
+// logits (in 0), targets (in 1), the loss's gradient (in 2) -> dlogits; given kernel_call::saved,
+// the vector kernel reads the rows' log-sum-exp the loss wrote there.
 template <class C>
 void cross_entropy_grad(backend_state& s, const kernel_call& c) {
   const std::int64_t* d = c.dims;
@@ -113,10 +115,7 @@ void cross_entropy_grad(backend_state& s, const kernel_call& c) {
   const dtype t = o.type();
   const unsigned rows = static_cast<unsigned>(d[0]);
   if (vector_ready(t, d[1], {in(c, 0), in(o)}) && compute_type_is<C>(t)) {
-    const C* lse = c.side != nullptr
-                       ? static_cast<const C*>(
-                             kept_lse(s, c.in[0]->data(), static_cast<std::size_t>(d[0]) * sizeof(C), false))
-                       : nullptr;
+    const C* lse = saved_by_loss<C>(c) ? static_cast<const C*>(c.saved->data()) : nullptr;
     return with_vector_types(t, [&]<class T, class V>() {
       if constexpr (std::is_same_v<V, C>)
         kernels::cross_entropy_grad_vector_kernel<T, C><<<rows, kernels::row_threads, 0, s.stream>>>(

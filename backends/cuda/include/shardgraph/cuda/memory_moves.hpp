@@ -20,7 +20,6 @@
 namespace shardgraph::cuda::detail {
 
 inline void fill_zero(backend_state& s, tensor_buffer& b) {
-  s.attention_cache_valid = false;
   if (b.numel() == 0) return;
   check_cuda(cudaMemsetAsync(b.data(), 0, b.size_bytes(), s.stream), "backend::fill_zero (cudaMemsetAsync)");
 }
@@ -29,7 +28,6 @@ inline void copy(backend_state& s, const tensor_buffer& from, tensor_buffer& to)
   if (from.size_bytes() != to.size_bytes())
     fail("cuda::backend::copy", text(from.size_bytes(), " bytes into ", to.size_bytes()),
          "this is a bug in the executor; please report it");
-  s.attention_cache_valid = false;
   if (from.numel() == 0 || from.data() == to.data()) return;
   const op_timer timer(s, "copy", to.type());
   check_cuda(cudaMemcpyAsync(to.data(), from.data(), from.size_bytes(), cudaMemcpyDeviceToDevice, s.stream),
@@ -43,7 +41,6 @@ inline void copy_range(backend_state& s, const tensor_buffer& from, std::int64_t
       from_offset + count > from.numel() || to_offset + count > to.numel())
     fail("cuda::backend::copy_range", "the range leaves a buffer or the dtypes differ",
          "this is a bug in the trainer; please report it");
-  s.attention_cache_valid = false;
   if (count == 0) return;
   const std::size_t e = dtype_size(from.type());
   check_cuda(cudaMemcpyAsync(static_cast<char*>(to.data()) + to_offset * e,
@@ -55,7 +52,6 @@ inline void copy_range(backend_state& s, const tensor_buffer& from, std::int64_t
 // Block `index` (outer, mid, inner) of (outer, parts*mid, inner).
 inline void slice(backend_state& s, const tensor_buffer& from, tensor_buffer& to, compute::block_layout l,
                   std::int64_t index) {
-  s.attention_cache_valid = false;
   const std::size_t row = static_cast<std::size_t>(l.mid * l.inner * l.element_bytes);
   if (row == 0 || l.outer == 0) return;
   check_cuda(
@@ -67,7 +63,6 @@ inline void slice(backend_state& s, const tensor_buffer& from, tensor_buffer& to
 // [parts][outer][mid][inner] -> (outer, parts*mid, inner) when to_interleaved, else the reverse.
 inline void move_blocks(backend_state& s, const tensor_buffer& from, tensor_buffer& to,
                         compute::block_layout l, bool to_interleaved) {
-  s.attention_cache_valid = false;
   const std::size_t row = static_cast<std::size_t>(l.mid * l.inner * l.element_bytes);
   if (row == 0 || l.outer == 0) return;
   for (std::int64_t p = 0; p < l.parts; ++p) {

@@ -7,6 +7,7 @@
 //   *_norm_grad_x                {rows, cols}  x, w, dy -> dx (rows, cols) [+ dw, db: norm_gradients]
 //   *_norm_grad_w                {rows, cols}  x, dy -> dw (cols) [+ db (cols)]
 #include <shardgraph/compute/compute_backend.hpp>
+#include <shardgraph/compute/lower_fused.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
 #include <shardgraph/cuda/column_sums.hpp>
 #include <shardgraph/cuda/kernel_launch.hpp>

@@ -29,7 +29,6 @@ namespace shardgraph::cuda::detail {
 // to = alpha to + beta from, element by element (to's dtype).
 inline void axpby(backend_state& s, const tensor_buffer& from, tensor_buffer& to, double alpha, double beta,
                   const char* what) {
-  s.attention_cache_valid = false;
   if (to.numel() == 0) return;
   const op_timer timer(s, what, to.type());
   const unsigned blocks = kernels::blocks_for(to.numel());
@@ -125,7 +124,6 @@ inline void adamw_tables(backend_state& s, std::span<const compute::adamw_update
 
 // Every update in one launch (compute::adamw_update): the trainer's step without ZeRO.
 inline void adamw_many(backend_state& s, std::span<const compute::adamw_update<tensor_buffer>> updates) {
-  s.attention_cache_valid = false;
   adamw_tables(s, updates);
   const std::vector<kernels::adamw_task>& tasks = s.adamw_tasks;
   const std::vector<kernels::adamw_chunk>& chunks = s.adamw_chunks;
@@ -149,7 +147,6 @@ inline void adamw_many(backend_state& s, std::span<const compute::adamw_update<t
 inline void adamw(backend_state& s, tensor_buffer& param, const tensor_buffer& grad, tensor_buffer& m,
                   tensor_buffer& v, const compute::adamw_arguments& a) {
   const kernels::adamw_scalars scalars = adamw_scalars_for(param, grad, m, v, a);
-  s.attention_cache_valid = false;
   if (param.numel() == 0) return;
   const op_timer timer(s, "adamw", param.type());
   const unsigned blocks = kernels::blocks_for(param.numel());

@@ -7,6 +7,7 @@
 //   matmul              {b, m, k, n}  a (b, m, k) . b (b, k, n) -> (b, m, n)
 //   linear_weight_grad  {rows, k, n}  x^T (k, rows) . dy (rows, n) -> (k, n) [or dy^T x: (n, k)]
 #include <shardgraph/compute/compute_backend.hpp>
+#include <shardgraph/compute/lower_fused.hpp>
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
 #include <shardgraph/cuda/column_sums.hpp>
