@@ -86,7 +86,7 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
       extent m = n.transpose_b ? b[0] : b[1];
       if (!(a.last() == k))
         return mismatch(g, i, "the input's last dimension differs from the weight's input dimension",
-                        {{"input", a}, {n.transpose_b ? "weight (out, in)" : "weight (in, out)", b}},
+                        {{"input", a}, {"weight", b}},
                         "check the weight's shape (linear weights are (in, out); HF Linear weights are (out, in): "
                         "use transpose_b)");
       out[a.rank() - 1] = m;
