@@ -30,7 +30,8 @@ constexpr sg::graph deep_stack() {
   using namespace sg::dim;
   sg::builder<sg::mesh<"dp", "tp">> g;
   auto h = g.input("x", {batch, model}, sg::dtype::f32, sg::on<"dp">(sg::shard<0>));
-  for (int i = 0; i < layers; ++i) h = h + sg::gelu(sg::linear(h, g.param(weight_name(i).view(), {model, model})));
+  for (int i = 0; i < layers; ++i)
+    h = h + sg::gelu(sg::linear(h, g.param(weight_name(i).view(), {model, model})));
   sg::output(h, "y");
   return g.finish();
 }
@@ -58,5 +59,6 @@ TEST_CASE("a graph past its capacity keeps an error naming the capacity and how 
   REQUIRE(g.ok());
   CHECK(g.add(n) == static_cast<int>(sg::max_nodes) - 1);
   CHECK(g.size() == static_cast<int>(sg::max_nodes));
-  CHECK(g.error.view().starts_with("shardgraph: graph: more than 512 nodes (at 'x'). define SHARDGRAPH_MAX_NODES"));
+  CHECK(g.error.view().starts_with(
+      "shardgraph: graph: more than 512 nodes (at 'x'). define SHARDGRAPH_MAX_NODES"));
 }

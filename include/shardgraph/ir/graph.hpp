@@ -34,9 +34,10 @@ struct graph {
   constexpr int add(const node& n) {
     if (nodes.size() == max_nodes) {
       if (ok())
-        error << "shardgraph: graph: more than " << static_cast<int>(max_nodes) << " nodes (at '" << n.name.view()
-              << "'). define SHARDGRAPH_MAX_NODES to a larger capacity for every translation unit of the program "
-                 "(e.g. -DSHARDGRAPH_MAX_NODES=640), or build repeated layers once with repeat()";
+        error << "shardgraph: graph: more than " << static_cast<int>(max_nodes) << " nodes (at '"
+              << n.name.view() << "'). define SHARDGRAPH_MAX_NODES to a larger capacity for every "
+              << "translation unit of the program (e.g. -DSHARDGRAPH_MAX_NODES=640), or build repeated "
+              << "layers once with repeat()";
       return size() - 1;
     }
     nodes.push_back(n);

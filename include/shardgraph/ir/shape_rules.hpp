@@ -66,7 +66,8 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::embedding:
       if (!expect(g, i, !is_floating(ta), "token ids must be integers. declare the ids input with dtype i64")) return false;
       if (b.rank() != 2)
-        return mismatch(g, i, "the table must be (vocab, model)", {{"table", b}}, "declare the weight with two dimensions");
+        return mismatch(g, i, "the table must be (vocab, model)", {{"table", b}},
+                        "declare the weight with two dimensions");
       out = a;
       out.dims.push_back(b[1]);
       type = tb;
@@ -74,8 +75,8 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::position_embedding:
       if (!same_float(ta, tb)) return false;
       if (!(a.rank() == 3 && b.rank() == 2 && a[2] == b[1]))
-        return mismatch(g, i, "expects x (batch, seq, model) and a table (positions, model)", {{"x", a}, {"table", b}},
-                        "check the table's shape");
+        return mismatch(g, i, "expects x (batch, seq, model) and a table (positions, model)",
+                        {{"x", a}, {"table", b}}, "check the table's shape");
       return true;
     case op::linear: {
       if (!same_float(ta, tb)) return false;
@@ -85,20 +86,22 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
       extent k = n.transpose_b ? b[1] : b[0];
       extent m = n.transpose_b ? b[0] : b[1];
       if (!(a.last() == k))
-        return mismatch(g, i, "the input's last dimension differs from the weight's input dimension",
-                        {{"input", a}, {"weight", b}},
-                        "check the weight's shape (linear weights are (in, out); HF Linear weights are (out, in): "
-                        "use transpose_b)");
+        return mismatch(
+            g, i, "the input's last dimension differs from the weight's input dimension",
+            {{"input", a}, {"weight", b}},
+            "check the weight's shape (linear weights are (in, out); HF Linear weights are (out, in): "
+            "use transpose_b)");
       out[a.rank() - 1] = m;
       return true;
     }
     case op::matmul:
       if (!same_float(ta, tb)) return false;
       if (!(a.rank() >= 2 && a.rank() == b.rank()))
-        return mismatch(g, i, "expects (..., m, k) @ (..., k, n) of equal rank", {{"a", a}, {"b", b}}, "check both shapes");
+        return mismatch(g, i, "expects (..., m, k) @ (..., k, n) of equal rank", {{"a", a}, {"b", b}},
+                        "check both shapes");
       if (!(a[a.rank() - 1] == b[b.rank() - 2]))
-        return mismatch(g, i, "the inner dimensions differ (a's last, b's second to last)", {{"a", a}, {"b", b}},
-                        "give a (..., m, k) and b (..., k, n) the same k");
+        return mismatch(g, i, "the inner dimensions differ (a's last, b's second to last)",
+                        {{"a", a}, {"b", b}}, "give a (..., m, k) and b (..., k, n) the same k");
       for (int d = 0; d + 2 < a.rank(); ++d)
         if (!(a[d] == b[d]))
           return mismatch(g, i, "batch dimensions differ", {{"a", a}, {"b", b}},
@@ -108,7 +111,9 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::add:
     case op::mul:
       if (!same_float(ta, tb)) return false;
-      if (!(a == b)) return mismatch(g, i, "operands have different shapes", {{"a", a}, {"b", b}}, "elementwise ops need equal shapes");
+      if (!(a == b))
+        return mismatch(g, i, "operands have different shapes", {{"a", a}, {"b", b}},
+                        "elementwise ops need equal shapes");
       return true;
     case op::add_bias:
       if (!same_float(ta, tb)) return false;
@@ -133,7 +138,8 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
                         {{"input", a}, {"weight", b}}, "check its shape");
       return true;
     case op::rope:
-      if (a.rank() != 4) return mismatch(g, i, "expects (batch, heads, seq, head_dim)", {{"x", a}}, "apply split_heads first");
+      if (a.rank() != 4)
+        return mismatch(g, i, "expects (batch, heads, seq, head_dim)", {{"x", a}}, "apply split_heads first");
       return expect(g, i, is_floating(ta), "expects a floating-point input. apply it to activations");
     case op::split_heads:
       if (!(a.rank() == 3 && a[2].is_product()))
@@ -143,13 +149,15 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
       return true;
     case op::merge_heads:
       if (a.rank() != 4)
-        return mismatch(g, i, "expects (batch, heads, seq, head_dim)", {{"x", a}}, "merge the output of attention");
+        return mismatch(g, i, "expects (batch, heads, seq, head_dim)", {{"x", a}},
+                        "merge the output of attention");
       out = shape{a[0], a[2], a[1] * a[3]};
       return true;
     case op::attention:
       if (!same_float(ta, tb) || !same_float(ta, g[n.inputs[2]].type)) return false;
       if (!(a.rank() == 4 && b.rank() == 4 && c.rank() == 4))
-        return mismatch(g, i, "expects q (batch, heads, seq, head_dim) and k, v (batch, kv_heads, seq, head_dim)",
+        return mismatch(g, i,
+                        "expects q (batch, heads, seq, head_dim) and k, v (batch, kv_heads, seq, head_dim)",
                         {{"q", a}, {"k", b}, {"v", c}}, "split heads first");
       if (!(b == c))
         return mismatch(g, i, "k and v have different shapes (each key/value head needs its value head)",
