@@ -10,7 +10,10 @@
 #   shardgraph_add_compile_fail_test(<file.cpp> LINK <targets...>)
 #     The test compile_fail.<stem> passes only if <file.cpp> FAILS to compile and the compiler's
 #     output matches every regular expression (CMake syntax) written in the file on a line
-#     `// expect: <regex>`. Label compile_fail.
+#     `// expect: <regex>`, and none written on a line `// reject: <regex>`. Label compile_fail.
+#     Where clang++ is found (SHARDGRAPH_CLANG_CXX) and the build's compiler is another, the file is
+#     also compiled by clang++ (-fsyntax-only) as the test compile_fail.<stem>.clang, against the
+#     same lines: the messages must read under both compilers.
 #
 # Tests see the macros SHARDGRAPH_SOURCE_DIR (the repository root) and SHARDGRAPH_GOLDEN_DIR
 # (tests/golden), as string literals, to find their data.
@@ -174,6 +177,8 @@ endfunction()
 # they share a lock (RESOURCE_LOCK) with every other test that drives the build tree: two build
 # tool runs in one tree at once can corrupt its state. They get no -Werror: the error under test
 # must be an error on its own, as a user would see it.
+find_program(SHARDGRAPH_CLANG_CXX NAMES clang++ clang++-14 clang++-15 clang++-16
+             DOC "clang++ that compiles the compile-fail tests beside the build's compiler")
 function(shardgraph_add_compile_fail_test file)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "LINK")
   get_filename_component(stem "${file}" NAME_WE)
@@ -194,4 +199,19 @@ function(shardgraph_add_compile_fail_test file)
     LABELS compile_fail
     RESOURCE_LOCK shardgraph_build_tree
     TIMEOUT ${SHARDGRAPH_DEFAULT_TEST_TIMEOUT})
+  if(SHARDGRAPH_CLANG_CXX AND NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    set(includes "${PROJECT_SOURCE_DIR}/include")
+    foreach(link IN LISTS arg_LINK)
+      string(REGEX REPLACE "^shardgraph::" "" backend "${link}")
+      if(NOT backend STREQUAL "core")
+        list(APPEND includes "${PROJECT_SOURCE_DIR}/backends/${backend}/include")
+      endif()
+    endforeach()
+    string(REPLACE ";" "|" includes "${includes}")
+    add_test(NAME compile_fail.${stem}.clang
+             COMMAND "${CMAKE_COMMAND}" "-DCOMPILER=${SHARDGRAPH_CLANG_CXX}" "-DINCLUDES=${includes}"
+                     "-DSOURCE=${file}" -P "${PROJECT_SOURCE_DIR}/cmake/expect_build_failure.cmake")
+    set_tests_properties(compile_fail.${stem}.clang PROPERTIES
+      LABELS compile_fail TIMEOUT ${SHARDGRAPH_DEFAULT_TEST_TIMEOUT})
+  endif()
 endfunction()

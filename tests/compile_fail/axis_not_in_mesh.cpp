@@ -1,6 +1,7 @@
 // An annotation names an axis the mesh does not have.
 // expect: shardgraph: parameter .?'mlp.c_fc.weight.?': axis .?'tq.?' is not in the mesh \(dp, tp\)
-#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/dsl/ops.hpp>
+#include <shardgraph/passes/compile.hpp>
 namespace sg = shardgraph;
 constexpr sg::graph build_model() {
   using namespace sg::dim;

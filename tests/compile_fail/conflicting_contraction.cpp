@@ -1,6 +1,7 @@
 // The input is sharded along the contraction dimension on tp, the weight along its output dimension.
 // expect: shardgraph: linear .?'mlp.c_proj.?': on axis .?'tp.?': conflicting shardings of the contraction dimension
-#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/dsl/ops.hpp>
+#include <shardgraph/passes/compile.hpp>
 namespace sg = shardgraph;
 constexpr sg::graph build_model() {
   using namespace sg::dim;

@@ -1,6 +1,7 @@
 // One tensor dimension sharded on two mesh axes at once.
 // expect: shardgraph: parameter .?'wte.weight.?': dimension 0 is sharded on both .?'dp.?' and .?'tp.?'
-#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/dsl/ops.hpp>
+#include <shardgraph/passes/compile.hpp>
 namespace sg = shardgraph;
 constexpr sg::graph build_model() {
   using namespace sg::dim;

@@ -1,6 +1,7 @@
 // The embedding table sharded on the axis that shards the token ids.
 // expect: shardgraph: embedding .?'wte.?': on axis .?'dp.?': the table is sharded on a mesh axis that also shards the token ids
-#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/dsl/ops.hpp>
+#include <shardgraph/passes/compile.hpp>
 namespace sg = shardgraph;
 constexpr sg::graph build_model() {
   using namespace sg::dim;

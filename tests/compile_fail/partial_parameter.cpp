@@ -1,6 +1,7 @@
 // A parameter annotated Partial: no op signature accepts a weight that is a sum of addends.
 // expect: shardgraph: parameter .?'ln_f.weight.?': a parameter cannot be Partial on .?'tp.?'
-#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/dsl/ops.hpp>
+#include <shardgraph/passes/compile.hpp>
 namespace sg = shardgraph;
 constexpr sg::graph build_model() {
   using namespace sg::dim;

@@ -1,6 +1,7 @@
 // Shard<3> of a two-dimensional weight.
 // expect: shardgraph: parameter .?'mlp.c_fc.weight.?': shard<3> on axis .?'tp.?' but the tensor has 2 dimensions
-#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/dsl/ops.hpp>
+#include <shardgraph/passes/compile.hpp>
 namespace sg = shardgraph;
 constexpr sg::graph build_model() {
   using namespace sg::dim;

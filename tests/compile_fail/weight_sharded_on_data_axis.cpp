@@ -1,6 +1,7 @@
 // A weight is sharded on the axis that already shards the batch.
 // expect: shardgraph: linear .?'attn.q.?': on axis .?'dp.?': the weight is sharded on a mesh axis that also shards the activations
-#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/dsl/ops.hpp>
+#include <shardgraph/passes/compile.hpp>
 namespace sg = shardgraph;
 constexpr sg::graph build_model() {
   using namespace sg::dim;

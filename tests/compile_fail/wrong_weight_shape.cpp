@@ -1,6 +1,7 @@
 // A weight declared (out, in) used as (in, out): the shapes do not chain.
 // expect: shardgraph: linear .?'c_fc.?': the input.?'s last dimension differs from the weight.?'s input dimension
-#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/dsl/ops.hpp>
+#include <shardgraph/passes/compile.hpp>
 namespace sg = shardgraph;
 constexpr sg::graph build_model() {
   using namespace sg::dim;

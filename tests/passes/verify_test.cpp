@@ -25,3 +25,30 @@ TEST_CASE("a graph with an error keeps the first diagnostic through every pass",
   CHECK(p.error().find("shardgraph: linear 'w'") == 0);
   CHECK(p.error().find("transpose_b") != std::string_view::npos);
 }
+
+TEST_CASE("a shape error names the op, the node and both shapes, and later ops add nothing", "[passes]") {
+  sg::graph g = [] {
+    using namespace sg::dim;
+    sg::builder<Mesh> b;
+    auto x = b.input("x", {batch, seq, model}, sg::dtype::f32);
+    auto h = b.input("h", {batch, seq, ffn}, sg::dtype::f32);
+    auto y = sg::layer_norm(x + h, b.param("ln_f.weight", {model}), b.param("ln_f.bias", {model}));
+    sg::output(sg::linear(y, b.param("lm_head.weight", {model, vocab})), "logits");
+    return b.finish();
+  }();
+  const sg::program p = sg::compile_graph(g);
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.error() ==
+        "shardgraph: add 'add': operands have different shapes: a (batch, seq, model), b (batch, seq, ffn). "
+        "elementwise ops need equal shapes");
+}
+
+TEST_CASE("shapes in messages are spelled as bind spells them", "[passes]") {
+  constexpr sg::diagnostic d = [] {
+    using namespace sg::dim;
+    sg::diagnostic m;
+    m << sg::shape{batch, seq, heads * head_dim} << " " << sg::shape{};
+    return m;
+  }();
+  STATIC_REQUIRE(d.view() == "(batch, seq, heads*head_dim) ()");
+}

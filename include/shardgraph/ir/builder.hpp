@@ -69,7 +69,9 @@ class graph_builder {
     int i = graph_.add(n);
     shape s;
     dtype t = n.type;
-    if (infer_shape(graph_, i, s, t)) {
+    // After the first error, later nodes keep no shape: their rules would read the failed
+    // node's missing shape and bury the message under errors of their own.
+    if (graph_.ok() && infer_shape(graph_, i, s, t)) {
       graph_[i].shape = s;
       graph_[i].type = t;
     }

@@ -10,7 +10,15 @@
 
 namespace shardgraph {
 
-inline constexpr std::size_t max_nodes = 320;
+// The capacity of a graph in nodes: forward, backward and the collectives the passes insert,
+// with each repeat() block counted once. The program sets it: a model that needs more defines
+// SHARDGRAPH_MAX_NODES, alike for every translation unit of the program, before the first include
+// (e.g. target_compile_definitions(app PRIVATE SHARDGRAPH_MAX_NODES=640)). The graph, the program's
+// steps and the passes' scratch arrays are sized from it, and compile time grows with it.
+#ifndef SHARDGRAPH_MAX_NODES
+#define SHARDGRAPH_MAX_NODES 320
+#endif
+inline constexpr std::size_t max_nodes = SHARDGRAPH_MAX_NODES;
 
 struct graph {
   mesh_axes axes;
@@ -21,7 +29,17 @@ struct graph {
   constexpr int size() const { return static_cast<int>(nodes.size()); }
   constexpr node& operator[](int i) { return nodes[static_cast<std::size_t>(i)]; }
   constexpr const node& operator[](int i) const { return nodes[static_cast<std::size_t>(i)]; }
+  // Appends n and returns its index. A full graph records the error instead and returns the
+  // last node's index, so that callers stay in bounds until the error is reported.
   constexpr int add(const node& n) {
+    if (nodes.size() == max_nodes) {
+      if (ok())
+        error << "shardgraph: graph: more than " << static_cast<int>(max_nodes) << " nodes (at '"
+              << n.name.view() << "'). define SHARDGRAPH_MAX_NODES to a larger capacity for every "
+              << "translation unit of the program (e.g. -DSHARDGRAPH_MAX_NODES=640), or build repeated "
+              << "layers once with repeat()";
+      return size() - 1;
+    }
     nodes.push_back(n);
     return size() - 1;
   }

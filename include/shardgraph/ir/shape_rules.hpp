@@ -2,7 +2,10 @@
 // Shape and dtype rules of every op, in one place: the builder uses them to give each new node
 // its shape, and verify re-checks a finished graph with them. Shapes are global (unsharded) and
 // symbolic; local shapes are derived at bind.
+#include <initializer_list>
+
 #include "shardgraph/ir/graph.hpp"
+#include "shardgraph/ir/shape_text.hpp"
 
 namespace shardgraph {
 
@@ -12,12 +15,35 @@ constexpr bool expect(graph& g, int i, bool condition, std::string_view why_and_
     if (diagnostic* d = g.report(i)) *d << why_and_how;
   return condition;
 }
+
+// One operand's shape as a message shows it: "weight (ffn, model)".
+struct shown_shape {
+  std::string_view label;
+  const shape& value;
+};
+
+// Records "<why>: <label> <shape>, <label> <shape>. <how>" for node i and returns false. Called
+// only once a check failed, so that a valid graph builds no message.
+constexpr bool mismatch(graph& g, int i, std::string_view why, std::initializer_list<shown_shape> shapes,
+                        std::string_view how) {
+  if (diagnostic* d = g.report(i)) {
+    *d << why << ":";
+    bool first = true;
+    for (const shown_shape& s : shapes) {
+      *d << (first ? " " : ", ") << s.label << " " << s.value;
+      first = false;
+    }
+    *d << ". " << how;
+  }
+  return false;
+}
 }  // namespace detail
 
 // Computes (shape, dtype) of node i from its inputs. Returns false and records a diagnostic
 // naming the node when the inputs do not fit the op.
 constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
   using detail::expect;
+  using detail::mismatch;
   node& n = g[i];
   const shape none{};
   const shape& a = n.input_count > 0 ? g[n.inputs[0]].shape : none;
@@ -39,88 +65,119 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
       return true;
     case op::embedding:
       if (!expect(g, i, !is_floating(ta), "token ids must be integers. declare the ids input with dtype i64")) return false;
-      if (!expect(g, i, b.rank() == 2, "the table must be (vocab, model). declare the weight with two dimensions")) return false;
+      if (b.rank() != 2)
+        return mismatch(g, i, "the table must be (vocab, model)", {{"table", b}},
+                        "declare the weight with two dimensions");
       out = a;
       out.dims.push_back(b[1]);
       type = tb;
       return expect(g, i, is_floating(tb), "the table must be floating point. declare it with a float dtype");
     case op::position_embedding:
       if (!same_float(ta, tb)) return false;
-      return expect(g, i, a.rank() == 3 && b.rank() == 2 && a[2] == b[1],
-                    "expects x (batch, seq, model) and a table (positions, model). check the table's shape");
+      if (!(a.rank() == 3 && b.rank() == 2 && a[2] == b[1]))
+        return mismatch(g, i, "expects x (batch, seq, model) and a table (positions, model)",
+                        {{"x", a}, {"table", b}}, "check the table's shape");
+      return true;
     case op::linear: {
       if (!same_float(ta, tb)) return false;
-      if (!expect(g, i, b.rank() == 2 && a.rank() >= 1,
-                  "the weight must have two dimensions. declare it (in, out), or (out, in) with transpose_b"))
-        return false;
+      if (!(b.rank() == 2 && a.rank() >= 1))
+        return mismatch(g, i, "the weight must have two dimensions", {{"input", a}, {"weight", b}},
+                        "declare it (in, out), or (out, in) with transpose_b");
       extent k = n.transpose_b ? b[1] : b[0];
       extent m = n.transpose_b ? b[0] : b[1];
-      if (!expect(g, i, a.last() == k,
-                  "the input's last dimension differs from the weight's input dimension. check the weight's shape "
-                  "(linear weights are (in, out); HF Linear weights are (out, in): use transpose_b)"))
-        return false;
+      if (!(a.last() == k))
+        return mismatch(
+            g, i, "the input's last dimension differs from the weight's input dimension",
+            {{"input", a}, {"weight", b}},
+            "check the weight's shape (linear weights are (in, out); HF Linear weights are (out, in): "
+            "use transpose_b)");
       out[a.rank() - 1] = m;
       return true;
     }
     case op::matmul:
       if (!same_float(ta, tb)) return false;
-      if (!expect(g, i, a.rank() >= 2 && a.rank() == b.rank() && a[a.rank() - 1] == b[b.rank() - 2],
-                  "expects (..., m, k) @ (..., k, n) of equal rank. check both shapes"))
-        return false;
+      if (!(a.rank() >= 2 && a.rank() == b.rank()))
+        return mismatch(g, i, "expects (..., m, k) @ (..., k, n) of equal rank", {{"a", a}, {"b", b}},
+                        "check both shapes");
+      if (!(a[a.rank() - 1] == b[b.rank() - 2]))
+        return mismatch(g, i, "the inner dimensions differ (a's last, b's second to last)",
+                        {{"a", a}, {"b", b}}, "give a (..., m, k) and b (..., k, n) the same k");
       for (int d = 0; d + 2 < a.rank(); ++d)
-        if (!expect(g, i, a[d] == b[d], "batch dimensions differ. give both operands the same leading dimensions"))
-          return false;
+        if (!(a[d] == b[d]))
+          return mismatch(g, i, "batch dimensions differ", {{"a", a}, {"b", b}},
+                          "give both operands the same leading dimensions");
       out[a.rank() - 1] = b[b.rank() - 1];
       return true;
     case op::add:
     case op::mul:
       if (!same_float(ta, tb)) return false;
-      return expect(g, i, a == b, "operands have different shapes. elementwise ops need equal shapes");
+      if (!(a == b))
+        return mismatch(g, i, "operands have different shapes", {{"a", a}, {"b", b}},
+                        "elementwise ops need equal shapes");
+      return true;
     case op::add_bias:
       if (!same_float(ta, tb)) return false;
-      return expect(g, i, b.rank() == 1 && a.rank() >= 1 && b[0] == a.last(),
-                    "the bias must be one-dimensional and match the input's last dimension. check the bias shape");
+      if (!(b.rank() == 1 && a.rank() >= 1 && b[0] == a.last()))
+        return mismatch(g, i, "the bias must be one-dimensional and match the input's last dimension",
+                        {{"input", a}, {"bias", b}}, "check the bias shape");
+      return true;
     case op::gelu:
     case op::silu:
     case op::softmax:
       return expect(g, i, is_floating(ta), "expects a floating-point input. apply it to activations");
     case op::layer_norm:
       if (!same_float(ta, tb) || (n.input_count > 2 && !same_float(ta, g[n.inputs[2]].type))) return false;
-      return expect(g, i, b.rank() == 1 && b[0] == a.last() && (n.input_count < 3 || c == b),
-                    "weight and bias must be (features,) with the input's last dimension. check their shapes");
+      if (!(a.rank() >= 1 && b.rank() == 1 && b[0] == a.last() && (n.input_count < 3 || c == b)))
+        return mismatch(g, i, "weight and bias must be (features,) with the input's last dimension",
+                        {{"input", a}, {"weight", b}, {"bias", c}}, "check their shapes");
+      return true;
     case op::rms_norm:
       if (!same_float(ta, tb)) return false;
-      return expect(g, i, b.rank() == 1 && b[0] == a.last(),
-                    "the weight must be (features,) with the input's last dimension. check its shape");
+      if (!(a.rank() >= 1 && b.rank() == 1 && b[0] == a.last()))
+        return mismatch(g, i, "the weight must be (features,) with the input's last dimension",
+                        {{"input", a}, {"weight", b}}, "check its shape");
+      return true;
     case op::rope:
-      return expect(g, i, a.rank() == 4 && is_floating(ta),
-                    "expects (batch, heads, seq, head_dim). apply split_heads first");
+      if (a.rank() != 4)
+        return mismatch(g, i, "expects (batch, heads, seq, head_dim)", {{"x", a}}, "apply split_heads first");
+      return expect(g, i, is_floating(ta), "expects a floating-point input. apply it to activations");
     case op::split_heads:
-      if (!expect(g, i, a.rank() == 3 && a[2].is_product(),
-                  "expects (batch, seq, heads * head_dim). declare the projection's output as dim::heads * dim::head_dim"))
-        return false;
+      if (!(a.rank() == 3 && a[2].is_product()))
+        return mismatch(g, i, "expects (batch, seq, heads * head_dim)", {{"x", a}},
+                        "declare the projection's output as dim::heads * dim::head_dim");
       out = shape{a[0], extent{a[2].first}, a[1], extent{a[2].second}};
       return true;
     case op::merge_heads:
-      if (!expect(g, i, a.rank() == 4, "expects (batch, heads, seq, head_dim). merge the output of attention")) return false;
+      if (a.rank() != 4)
+        return mismatch(g, i, "expects (batch, heads, seq, head_dim)", {{"x", a}},
+                        "merge the output of attention");
       out = shape{a[0], a[2], a[1] * a[3]};
       return true;
     case op::attention:
       if (!same_float(ta, tb) || !same_float(ta, g[n.inputs[2]].type)) return false;
-      return expect(g, i,
-                    a.rank() == 4 && b.rank() == 4 && b == c && a[0] == b[0] && a[2] == b[2] && a[3] == b[3],
-                    "expects q (batch, heads, seq, head_dim) and k, v (batch, kv_heads, seq, head_dim). split heads first");
+      if (!(a.rank() == 4 && b.rank() == 4 && c.rank() == 4))
+        return mismatch(g, i,
+                        "expects q (batch, heads, seq, head_dim) and k, v (batch, kv_heads, seq, head_dim)",
+                        {{"q", a}, {"k", b}, {"v", c}}, "split heads first");
+      if (!(b == c))
+        return mismatch(g, i, "k and v have different shapes (each key/value head needs its value head)",
+                        {{"k", b}, {"v", c}}, "project k and v to the same number of heads");
+      if (!(a[0] == b[0] && a[2] == b[2] && a[3] == b[3]))
+        return mismatch(g, i, "q and k differ in batch, seq or head_dim", {{"q", a}, {"k", b}},
+                        "split q, k and v into heads of one head_dim");
+      return true;
     case op::cross_entropy:
-      if (!expect(g, i, a.rank() == 3 && b.rank() == 2 && a[0] == b[0] && a[1] == b[1],
-                  "expects logits (batch, seq, vocab) and targets (batch, seq). check both shapes"))
-        return false;
+      if (!(a.rank() == 3 && b.rank() == 2 && a[0] == b[0] && a[1] == b[1]))
+        return mismatch(g, i, "expects logits (batch, seq, vocab) and targets (batch, seq)",
+                        {{"logits", a}, {"targets", b}}, "check both shapes");
       if (!expect(g, i, is_floating(ta) && !is_floating(tb), "logits must be float and targets integer. declare targets as i64"))
         return false;
       out = shape{};
       type = ta == dtype::f64 ? dtype::f64 : dtype::f32;  // 16-bit logits: the loss is kept in f32, as autocast does
       return true;
     case op::transpose:  // (..., m, n) -> (..., n, m)
-      if (!expect(g, i, a.rank() >= 2, "expects at least two dimensions. transpose swaps the last two")) return false;
+      if (a.rank() < 2)
+        return mismatch(g, i, "expects at least two dimensions", {{"x", a}}, "transpose swaps the last two");
       out[a.rank() - 1] = a[a.rank() - 2];
       out[a.rank() - 2] = a.last();
       return true;
