@@ -39,12 +39,7 @@ TEST_CASE("sizes: a named dimension is sized by name, a fixed one needs none", "
 
 namespace {
 std::string error_of(const sg::model_sizes& s, sg::extent e) {
-  try {
-    (void)s.get(e);
-  } catch (const sg::error& err) {
-    return err.what();
-  }
-  return "no error";
+  return sg::testing::error_of([&] { (void)s.get(e); });
 }
 }  // namespace
 
@@ -65,4 +60,20 @@ TEST_CASE("sizes: a product too large for 64 bits names both dimensions", "[core
   sg::model_sizes s;
   s.set("experts", std::int64_t{1} << 40).set("patches", std::int64_t{1} << 40);
   CHECK(error_of(s, dim::named<"experts"> * dim::named<"patches">).find("size 'experts*patches'") != std::string::npos);
+}
+
+// dim::named and dim::fixed check their argument in a constant evaluation, where a failure stops
+// compilation (tests/compile_fail/named_dimension_with_builtin_name.cpp); the same checks at run
+// time throw the message.
+TEST_CASE("a named dimension's name and a fixed one's size are checked", "[core]") {
+  using sg::testing::contains;
+  using sg::testing::error_of;
+  CHECK(contains(error_of([] { sg::detail::user_dimension("model"); }), "dim::named: the name is a built-in dimension's"));
+  CHECK(contains(error_of([] { sg::detail::user_dimension(""); }), "dim::named: a dimension's name is empty"));
+  CHECK(contains(error_of([] { sg::detail::user_dimension("a-b"); }), "holds a character other than a letter, digit or '_'"));
+  CHECK(contains(error_of([] { sg::detail::user_dimension("3d"); }), "starts with a digit"));
+  CHECK(contains(error_of([] { sg::detail::user_dimension(std::string(56, 'x')); }), "longer than 55 characters"));
+  CHECK(sg::detail::user_dimension("image_channels2").name.view() == "image_channels2");
+  CHECK(contains(error_of([] { sg::detail::fixed_dimension_of(0); }), "dim::fixed: a fixed dimension's size is not positive"));
+  CHECK(sg::detail::fixed_dimension_of(9223372036854775807).name.view() == "9223372036854775807");
 }

@@ -96,7 +96,25 @@ TEST_CASE("named dimensions: printers show the user's names", "[runtime][program
     auto rank = sg::bind(train, sizes(), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights());
     sg::plan::print(rank.plan(), plan);
   });
-  CHECK(plan.str().find("batch 2, seq 3, features 5, experts 4, ") != std::string::npos);
+  CHECK(plan.str().find("; batch 2, seq 3, features 5, experts 4, ") != std::string::npos);
+}
+
+TEST_CASE("named dimensions: the bound plan of a model without seq shows the sizes it has", "[runtime][plan]") {
+  static constexpr sg::program p = sg::compile_graph([] {
+    using namespace sg::dim;
+    sg::builder<Mesh> g;
+    auto x = g.input("x", {batch, named<"features">}, sg::dtype::f32);
+    sg::output(sg::linear(x, g.param("w", {named<"features">, fixed<2>})), "y");
+    return g.finish();
+  }());
+  sg::model_sizes s;
+  s.set(sg::size_symbol::batch, 4).set("features", 5);
+  std::ostringstream plan;
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(p, s, comm, sg::cpu::backend{}, sg::mesh_shape{}, sg::random_weights());
+    sg::plan::print(rank.plan(), plan);
+  });
+  CHECK(plan.str().find("of mesh dp=1 tp=1; batch 4, features 5, ") != std::string::npos);
 }
 
 TEST_CASE("named dimensions: a size tp does not divide names the dimension", "[runtime][threads]") {

@@ -70,7 +70,9 @@ constexpr dimension user_dimension(std::string_view name) {
     constexpr_fail("shardgraph: dim::named: a dimension's name starts with a digit. start it with a letter, or fix a number with dim::fixed<16>");
   if (builtin_symbol(name) != size_symbol::none)
     constexpr_fail("shardgraph: dim::named: the name is a built-in dimension's. use the built-in one (dim::model, ...) or another name");
-  return dimension{name};  // a name longer than name_buffer holds fails in its assign
+  if (name.size() >= name_buffer::capacity)
+    constexpr_fail("shardgraph: dim::named: a dimension's name is longer than 55 characters. use a shorter name");
+  return dimension{name};
 }
 
 constexpr dimension fixed_dimension_of(std::int64_t size) {
