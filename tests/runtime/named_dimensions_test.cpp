@@ -7,7 +7,8 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
-#include <shardgraph/shardgraph.hpp>
+#include <shardgraph/dsl/ops.hpp>
+#include <shardgraph/passes/compile.hpp>
 #include <shardgraph/plan/print_bound_plan.hpp>
 #include <shardgraph/program/print_text.hpp>
 #include <shardgraph/runtime/executor.hpp>
