@@ -14,6 +14,7 @@
 
 #include "catch.hpp"
 #include "support/cpu_threads_rank_program.hpp"
+#include "support/whole_gradients.hpp"
 
 namespace sg = shardgraph;
 
@@ -53,34 +54,10 @@ sg::tensor_map token_inputs() {
   return m;
 }
 
-using gradient_map = std::map<std::string, std::vector<double>>;
+using test_support::gradient_map;
 
-// Whole gradients assembled from every rank's slices (slices of replicated weights must agree).
 gradient_map gradients(const sg::program& p, const sg::model_sizes& sizes, int dp, int tp, double* loss) {
-  gradient_map whole;
-  std::mutex m;
-  sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
-    auto rank = sg::bind(p, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", dp}, {"tp", tp}}, sg::random_weights(5, 0.3));
-    auto out = rank.forward(token_inputs());
-    auto grads = rank.gradients();
-    std::lock_guard lock(m);
-    if (comm.rank() == 0) *loss = out.at("loss").at(0);
-    for (auto& [name, g] : grads) {
-      std::vector<double>& dst = whole[name];
-      if (dst.empty()) {
-        std::int64_t n = 1;
-        for (auto v : g.slice.global) n *= v;
-        dst.assign(static_cast<std::size_t>(n), std::nan(""));
-      }
-      sg::for_each_in_slice(g.slice, [&](std::int64_t global, std::int64_t local) {
-        double v = g.values.at(local);
-        double& slot = dst[static_cast<std::size_t>(global)];
-        if (!std::isnan(slot)) REQUIRE(slot == v);  // replicas hold identical bits
-        slot = v;
-      });
-    }
-  });
-  return whole;
+  return test_support::whole_gradients(p, sizes, {{"dp", dp}, {"tp", tp}}, sg::random_weights(5, 0.3), token_inputs(), loss);
 }
 
 void check_layouts(const sg::program& sharded, const sg::program& single, const sg::model_sizes& sizes) {
@@ -95,15 +72,10 @@ void check_layouts(const sg::program& sharded, const sg::program& single, const 
     REQUIRE(got.size() == reference.size());
     for (auto& [name, want] : reference) {
       CAPTURE(name);
-      const std::vector<double>& have = got.at(name);
-      double diff = 0, scale = 0;
-      for (std::size_t i = 0; i < want.size(); ++i) {
-        diff = std::max(diff, std::abs(have[i] - want[i]));
-        scale = std::max(scale, std::abs(want[i]));
-      }
+      const test_support::gradient_difference d = test_support::difference(got.at(name), want);
       // Relative 1e-9, with an absolute floor for gradients that are zero in exact arithmetic and
       // rounding noise in practice: attention's key bias (softmax ignores a shift shared by all keys).
-      CHECK(diff <= 1e-9 * scale + 1e-14);
+      CHECK(d.diff <= 1e-9 * d.scale + 1e-14);
     }
   }
 }

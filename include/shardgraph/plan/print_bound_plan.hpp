@@ -34,6 +34,26 @@ namespace print_detail {
 
 inline std::size_t at(int i) { return static_cast<std::size_t>(i); }
 
+// "batch 8, seq 16, experts 8, patches 196": batch and seq, then the user's dimensions
+// (dim::named), each only if the program uses it, the user's in the order of their first use.
+inline std::string sizes_text(const bound_plan& p) {
+  const graph& g = p.compiled.nodes;
+  std::vector<const dimension*> used;
+  for (int i = 0; i < g.size(); ++i)
+    for (int k = 0; k < g[i].shape.rank(); ++k)
+      for (const dimension* d : {g[i].shape[k].first, g[i].shape[k].second})
+        if (d != nullptr && std::find(used.begin(), used.end(), d) == used.end()) used.push_back(d);
+  std::string text;
+  auto show = [&](const dimension* d) {
+    text += (text.empty() ? "" : ", ") + std::string(dimension_name(d)) + " " + std::to_string(p.sizes.get(d));
+  };
+  for (extent e : {dim::batch, dim::seq})
+    if (std::find(used.begin(), used.end(), e.first) != used.end()) show(e.first);
+  for (const dimension* d : used)
+    if (d->builtin == size_symbol::none && d->fixed == 0) show(d);
+  return text;
+}
+
 // "rank 3: dp=1 tp=1 of mesh dp=2 tp=2; batch 8, seq 16, 2 layers; training, ZeRO-1, buckets of 25.0 MiB"
 inline void print_header(const bound_plan& p, std::ostream& out) {
   const graph& g = p.compiled.nodes;
@@ -43,9 +63,9 @@ inline void print_header(const bound_plan& p, std::ostream& out) {
     coordinates += (a ? " " : "") + name + "=" + std::to_string(p.layout.coordinate(a));
     mesh += (a ? " " : "") + name + "=" + std::to_string(p.axis_sizes[at(a)]);
   }
-  out << "rank " << p.world_rank << ": " << coordinates << " of mesh " << mesh << "; batch "
-      << p.sizes.get(size_symbol::batch) << ", seq " << p.sizes.get(size_symbol::seq) << ", "
-      << count_text(p.steps.layers, "layer") << "; ";
+  const std::string sizes = sizes_text(p);
+  out << "rank " << p.world_rank << ": " << coordinates << " of mesh " << mesh << "; " << sizes
+      << (sizes.empty() ? "" : ", ") << count_text(p.steps.layers, "layer") << "; ";
   if (!p.compiled.is_training()) {
     out << "inference\n";
     return;

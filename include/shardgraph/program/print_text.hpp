@@ -46,7 +46,7 @@ inline std::string shape_text(const graph& g, const node& n, const print_options
         split += "/" + std::string(g.axes.name(a));
       }
     if (o.sizes) t += std::to_string(o.sizes->get(e) / shards);
-    else t += std::string(symbol_name(e.first)) + (e.is_product() ? "*" + std::string(symbol_name(e.second)) : "") + split;
+    else t += extent_text(e) + split;
   }
   return t + ")";
 }
@@ -87,7 +87,7 @@ inline void print_program(std::ostream& out, const program& p, const print_optio
       for (int j = st.first; j <= st.node; ++j) what += (what.empty() ? "" : "+") + std::string(op_name(g[j].kind));
     }
     if (is_redistribution(n.kind)) what += " @" + std::string(g.axes.name(n.axis));
-    char number[16];
+    char number[24];  // any size_t: 20 digits
     std::snprintf(number, sizeof number, "%4zu", s);
     out << "  " << number << ' ' << padded(std::string(step_kind_name(st.kind)), 11) << indent
         << padded(what, 20 - std::min<std::size_t>(indent.size(), 20)) << padded(std::string(n.name.view()), 24)

@@ -23,12 +23,6 @@ struct local_dims {
   std::int64_t rank() const { return static_cast<std::int64_t>(local.size()); }
 };
 
-inline std::string extent_text(extent e) {
-  std::string s(symbol_name(e.first));
-  if (e.is_product()) s += "*" + std::string(symbol_name(e.second));
-  return s;
-}
-
 class local_layout {
  public:
   local_layout(const program& p, const model_sizes& sizes, const mesh_shape& mesh, std::vector<int> coordinates)
@@ -49,11 +43,11 @@ class local_layout {
           if (first % shards != 0)
             fail(std::string("bind: ") + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
                  "dimension " + std::to_string(k) + " (" + extent_text(e) + ") is sharded on '" +
-                     std::string(g.axes.name(a)) + "' but " + std::string(symbol_name(e.first)) + " = " +
+                     std::string(g.axes.name(a)) + "' but " + std::string(dimension_name(e.first)) + " = " +
                      std::to_string(first) + " is not divisible by " + std::string(g.axes.name(a)) + " = " +
                      std::to_string(shards),
-                 "choose a mesh size that divides " + std::string(symbol_name(e.first)) + ", or change the model's " +
-                     std::string(symbol_name(e.first)));
+                 "choose a mesh size that divides " + std::string(dimension_name(e.first)) + ", or change the model's " +
+                     std::string(dimension_name(e.first)));
           local = global / shards;
           offset = coordinates_[static_cast<std::size_t>(a)] * local;
         }
