@@ -1,5 +1,6 @@
 // Every layout trains like one rank, across MPI processes (one rank per process):
 //   mpirun -np 2: dp=2 and tp=2;  mpirun -np 4: dp=2,tp=2, dp=4 and tp=4;
+// also with each process given only its own rows of every batch (dp=2; dp=2,tp=2);
 // each with plain data parallelism in small gradient buckets (4 KiB) and with ZeRO-3; pipeline stages
 // (pp=2; pp=4, dp=2,pp=2 and tp=2,pp=2) under 1F1B and GPipe.
 // Each process also trains the unsharded program alone (on a communicator of itself) and compares
@@ -52,11 +53,27 @@ const sg::training_options options{
     .schedule = std::nullopt,
     .max_grad_norm = 0.5};
 
+// This rank's rows of a step's batch, as a process that reads only its own would hold them.
+sg::tensor_map own_rows(const sg::program& p, const sg::local_layout& layout, const sg::tensor_map& whole) {
+  sg::tensor_map mine;
+  for (const auto& [name, t] : whole) {
+    const sg::local_dims& d = sg::input_slice(p.nodes, layout, name);
+    const auto v = t.values<std::int64_t>();
+    const auto first = v.begin() + d.offset[0] * seq;
+    mine.emplace(name, sg::host_tensor::from<std::int64_t>(
+                           d.local, std::vector<std::int64_t>(first, first + d.local[0] * seq)));
+  }
+  return mine;
+}
+
 template <class Comm>
-auto trained_parameters(const sg::program& p, Comm& comm, const sg::mesh_shape& mesh) {
+auto trained_parameters(const sg::program& p, Comm& comm, const sg::mesh_shape& mesh,
+                        sg::io_part given = sg::io_part::whole) {
   auto rank = sg::bind(p, tiny.sizes(batch, seq), comm, sg::cpu::backend{}, mesh, sg::random_weights(3, 0.3));
   sg::trainer t(rank, options);
-  for (int s = 0; s < 3; ++s) t.step(tokens(s));
+  for (int s = 0; s < 3; ++s)
+    t.step(given == sg::io_part::local ? own_rows(p, rank.layout(), tokens(s)) : tokens(s),
+           {.inputs = given});
   return rank.parameters();
 }
 
@@ -122,6 +139,16 @@ TEST_CASE("MPI processes: every dp x tp layout's weights after 3 steps equal one
       CHECK(got.size() == reference.size());
       check_slices_equal(got, reference);
     }
+}
+
+TEST_CASE("MPI processes: each process given only its own rows trains like one rank", "[mpi][training]") {
+  sg::mpi::communicator world = mpi_test::process.world().world_communicator();
+  sg::mpi::communicator alone = world.split(world.rank(), 0);
+  const auto reference = trained_parameters(single, alone, sg::mesh_shape{});
+  const sg::mesh_shape mesh =
+      world.size() == 4 ? sg::mesh_shape{{"dp", 2}, {"tp", 2}} : sg::mesh_shape{{"dp", 2}};
+  CAPTURE(mesh.to_string(), world.rank());
+  check_slices_equal(trained_parameters(sharded, world, mesh, sg::io_part::local), reference);
 }
 
 TEST_CASE("MPI processes: pipeline stages (pp, with dp or tp) train like one rank",

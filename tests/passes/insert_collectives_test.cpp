@@ -37,6 +37,21 @@ TEST_CASE("insert_collectives: reduce_scatter, all_to_all and local slices where
   STATIC_REQUIRE(p.count(sg::op::all_reduce, "tp") == 1);
 }
 
+// The dp all_gather that redistribute once made for an axis it did not name is gone: the one
+// left gathers the batch for the output, after the last gelu.
+constexpr int gathered_for(const sg::graph& g, std::string_view axis) {
+  for (const sg::node& n : g.nodes)
+    if (n.kind == sg::op::all_gather && g.axes.name(n.axis) == axis) return n.reason;
+  return -1;
+}
+TEST_CASE("insert_collectives: redistribute gathers nothing on an axis it does not name", "[passes]") {
+  static constexpr sg::graph g = sg::compile_graph(redistribute_on_tp_only()).nodes;
+  STATIC_REQUIRE(g.ok());
+  STATIC_REQUIRE(g.count(sg::op::all_to_all, "tp") == 1);
+  STATIC_REQUIRE(g.count(sg::op::all_gather, "dp") == 1);
+  STATIC_REQUIRE(g[gathered_for(g, "dp")].kind == sg::op::output);
+}
+
 TEST_CASE("GPT-2 and LLaMA: the block holds Megatron's two tp all_reduces", "[passes][models]") {
   constexpr sg::program gpt2 = sg::compile_graph(sg::models::gpt2<Mesh>());
   STATIC_REQUIRE(gpt2.ok());

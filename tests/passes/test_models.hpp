@@ -57,6 +57,18 @@ constexpr sg::graph sequence_to_hidden() {
   return g.finish();
 }
 
+// x sharded on dp (batch) and tp (sequence), redistributed on tp only: dp is not named, so the batch
+// stays sharded on dp through the redistribution; only the output gathers it.
+constexpr sg::graph redistribute_on_tp_only() {
+  using namespace sg::dim;
+  sg::builder<Mesh> g;
+  auto x = g.input("x", {batch, seq, model}, sg::dtype::f32, sg::on<"dp">(sg::shard<0>),
+                   sg::on<"tp">(sg::shard<1>));
+  auto y = sg::rename(sg::redistribute(sg::gelu(x), sg::on<"tp">(sg::shard<2>)), "hidden_sharded");
+  sg::output(sg::gelu(y), "y");
+  return g.finish();
+}
+
 // A Partial value asked for as Shard<1>: a reduce_scatter (sequence parallelism's pattern).
 constexpr sg::graph row_parallel_to_sequence_shard() {
   using namespace sg::dim;

@@ -90,6 +90,16 @@ TEST_CASE("all_to_all: sequence-sharded to hidden-sharded equals one rank", "[ru
   check_against_one_rank(p, in);
 }
 
+TEST_CASE("redistribute on tp only: the batch stays sharded on dp, and equals one rank",
+          "[runtime][threads]") {
+  static constexpr sg::program p = sg::compile_graph(test_models::redistribute_on_tp_only());
+  STATIC_REQUIRE(p.count(sg::op::all_to_all, "tp") == 1);
+  STATIC_REQUIRE(p.count(sg::op::all_gather, "dp") == 1);  // for the output only
+  sg::tensor_map in;
+  in.emplace("x", pattern({4, 8, 12}));
+  check_against_one_rank(p, in);
+}
+
 TEST_CASE("local_slice: a replicated input meeting a row-parallel weight equals one rank", "[runtime][threads]") {
   static constexpr sg::program p = sg::compile_graph([] {
     using namespace sg::dim;

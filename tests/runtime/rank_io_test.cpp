@@ -1,5 +1,6 @@
-// rank_io: a rank keeps its slice of each whole input, fails naming an input that is missing or of
-// another dtype or shape, and downloads outputs and parameter slices as it holds them.
+// rank_io: a rank keeps its slice of each whole input, or takes the slice it is given, fails naming an
+// input that is missing or of another dtype or shape (both its global and local shapes), and
+// downloads outputs and parameter slices as it holds them.
 #include <shardgraph/cpu.hpp>
 #include <shardgraph/runtime/rank_io.hpp>
 
@@ -79,4 +80,41 @@ TEST_CASE("download_part: the slice, from a buffer of its size or one padded pas
     CHECK(std::vector<float>(got.begin(), got.end()) ==
           std::vector<float>(values.begin(), values.begin() + 12));
   }
+}
+
+TEST_CASE("local_input: this rank's slice given in place of the whole input says how to mark it",
+          "[runtime]") {
+  CHECK(error_of({{"x", sg::host_tensor(sg::dtype::f32, {2, 2, 3})}}) ==
+        "shardgraph: forward: input 'x': expected f32 (4, 2, 3) but got f32 (2, 2, 3) (this rank's slice is "
+        "f32 "
+        "(2, 2, 3)). this is this rank's slice: say so with io_options{.inputs = io_part::local}, or pass "
+        "the whole "
+        "global tensor");
+}
+
+TEST_CASE("given_local_input: the slice is taken as given; another shape names the local and global ones",
+          "[runtime]") {
+  const sg::node& x = test_models::named(test_models::mlp, "x", sg::op::input);
+  const sg::tensor_map slice{{"x", sg::host_tensor(sg::dtype::f32, {2, 2, 3})}};
+  CHECK(&sg::given_local_input(x, second_half(), slice) == &slice.at("x"));
+  auto error_given = [&](sg::host_tensor t) {
+    try {
+      sg::given_local_input(x, second_half(), {{"x", std::move(t)}});
+    } catch (const sg::error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_given(numbered()) ==
+        "shardgraph: forward: input 'x': expected this rank's slice f32 (2, 2, 3) of the global f32 (4, 2, "
+        "3) but "
+        "got the whole tensor. pass this rank's slice, or the whole tensor without io_options{.inputs = "
+        "io_part::local}");
+  CHECK(error_given(sg::host_tensor(sg::dtype::f32, {3, 2, 3})) ==
+        "shardgraph: forward: input 'x': expected this rank's slice f32 (2, 2, 3) of the global f32 (4, 2, "
+        "3) but "
+        "got f32 (3, 2, 3). give each rank its own slice of the global tensor "
+        "(shardgraph::input_slice gives its offset and shape)");
+  CHECK(error_given(sg::host_tensor(sg::dtype::f64, {2, 2, 3})).find("but got f64 (2, 2, 3)") !=
+        std::string::npos);
 }

@@ -109,7 +109,9 @@ constexpr tensor rename(tensor x, std::string_view name) {
 // Marks a value the program returns; its placement becomes Replicate on every axis.
 constexpr tensor output(tensor x, std::string_view name) { return detail::apply_op(op::output, {x}, name); }
 
-// Asks for a placement explicitly: `redistribute(x, on<"tp">(shard<2>))`.
+// Asks for a placement explicitly on the mesh axes it names, `redistribute(x, on<"tp">(shard<2>))`;
+// on every axis it does not name the value keeps the placement it has (x Shard<0> on dp above stays
+// Shard<0> on dp). Name an axis with `replicate` to gather the value whole on it.
 template <class... Annotations>
 constexpr tensor redistribute(tensor x, const Annotations&... annotations) {
   tensor r = detail::apply_op(op::redistribute, {x});
@@ -126,6 +128,7 @@ constexpr tensor redistribute(tensor x, const Annotations&... annotations) {
         placement p = annotations.where;
         if (p.is_shard() && p.dim < 0) p.dim = static_cast<std::int8_t>(p.dim + g[r.id].shape.rank());
         g[r.id].spec[axis] = p;
+        g[r.id].named_axes = static_cast<std::uint8_t>(g[r.id].named_axes | (1u << axis));
       }(),
       ...);
   return r;

@@ -30,6 +30,8 @@ struct node {
   shard_spec spec;                  // placement of this node's value on every mesh axis
   shard_spec required[max_inputs];  // placement each input must have when this op reads it
   bool annotated = false;           // spec was written by the user (leaves, redistribute)
+  std::uint8_t named_axes = 0;      // redistribute: bit a set where the user named mesh axis a; on
+                                    // the others the value keeps its input's placement
 
   double scalar = 0.0;       // layer_norm / rms_norm: eps
   rope_scaling rope;         // rope and rope_grad: theta and the scaling kind

@@ -14,6 +14,7 @@
 //   elementwise equal placements pass (P*P needs one side reduced); R meets S(d) -> R is sliced
 //   cross_entropy  batch or seq sharded -> P (a partial sum of the mean); vocab sharded -> R first
 //   output      R on every axis
+//   redistribute   the placement it names on an axis; on an axis it does not name, the input's
 #include "shardgraph/ir/graph.hpp"
 
 namespace shardgraph::passes {
@@ -201,8 +202,8 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
     case op::repeat_end:
       r.out = r.need[0] = g[n.region].spec[axis];
       break;
-    case op::redistribute:
-      r.out = r.need[0] = n.spec[axis];
+    case op::redistribute:  // the axes it names; the others keep the input's placement
+      r.out = r.need[0] = (n.named_axes >> axis) & 1u ? n.spec[axis] : in[0];
       break;
     case op::all_reduce:
     case op::all_gather:

@@ -4,6 +4,7 @@
 //
 //   auto rank = shardgraph::bind(program, config.sizes(batch, seq), comm, cpu::backend{}, mesh, weights);
 //   auto outputs = rank.forward({{"input_ids", ids}, {"targets", targets}});   // global host tensors
+//   auto mine = rank.forward(slices, {.inputs = io_part::local});   // each rank's own slices
 //
 // bind checks every size (divisibility, rank count, element counts within 64 bits) before any
 // communication or compute, so a bad size throws the same shardgraph::error on every rank; then it
@@ -12,7 +13,9 @@
 // available, when they do not fit the device) and loads this rank's weight slices
 // (weight_loading.hpp).
 // forward() slices the global inputs (rank_io.hpp), runs the steps in order (a repeat block once
-// per layer, reading that layer's weights) and returns the outputs, whole on every rank.
+// per layer, reading that layer's weights) and returns the outputs, whole on every rank; with
+// io_options it takes each rank's own slices (checked by every rank together, local_inputs.hpp)
+// and returns this rank's slice of each output.
 //
 // Two things the program leaves to run time, because they depend on sizes:
 //  - Gradient buckets (training{.bucket_bytes}): an all_reduce that feeds a param_grad directly is
@@ -67,6 +70,7 @@
 #include "shardgraph/runtime/call_runner.hpp"
 #include "shardgraph/runtime/axis_groups.hpp"
 #include "shardgraph/runtime/gradient_buckets.hpp"
+#include "shardgraph/runtime/local_inputs.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
 #include "shardgraph/runtime/loss_divisors.hpp"
 #include "shardgraph/runtime/memory_budget.hpp"
@@ -218,6 +222,9 @@ class rank_program {
   std::vector<std::int64_t> counted_targets(const tensor_map& batch) const {
     return loss_.counted_targets(program_.nodes, batch);
   }
+  // The same for batches of this rank's own slices (io_part::local), summed over the batches and
+  // over every rank's slices: every rank calls it, and every rank throws when any rank's are wrong.
+  std::vector<std::int64_t> counted_local_targets(std::span<const tensor_map> batches);
   // A mean cross_entropy divides its sum by the number of targets counted in the whole step: by
   // default, those of the batch forward() is given (of all micro-batches, in run_pipeline). The
   // trainer, running one step as several forward() calls, gives the step's counts (the sums of
@@ -277,20 +284,12 @@ class rank_program {
   // Runs the program and returns its outputs; with `only`, just the outputs of that name (a training
   // step reads the loss, not the logits: on a GPU their copy to the host would cost more than the step).
   tensor_map forward(const tensor_map& inputs, std::string_view only = {}) {
-    if (pipelined()) return forward_through_stages(inputs, only);
-    loss_.begin_run(counted_targets(inputs));
-    upload_inputs(inputs);
-    // On a backend that records (cuda::backend), every op of the run is one CUDA graph from the
-    // second run on, where nothing between the ops needs the host (runtime/step_recording.hpp).
-    recorder_.run(backend_, recordable(), baked_values(), [&] {
-      run_segment(segment{});
-      buckets_.finish_all(backend_, channels(), gradient_at());
-    });
-    if (buckets_.half_full())
-      fail("executor", "a gradient bucket was left half full after backward",
-           "this is a bug in the bucket plan; please report it (training{.bucket_bytes = 0} avoids buckets)");
-    return outputs(only);
+    return forward(inputs, io_options{}, only);
   }
+  // With io.inputs = io_part::local each rank passes its own slice of every input (of shape
+  // layout().of(input).local); with io.outputs = io_part::local it receives its slice of each
+  // output (local_outputs in rank_io.hpp).
+  tensor_map forward(const tensor_map& inputs, io_options io, std::string_view only = {});
 
   // Runs of forward() that replayed a recording of the previous ones, and the recordings made
   // (runtime/step_recording.hpp; 0 on a backend that does not record).
@@ -320,13 +319,14 @@ class rank_program {
   // chunk this rank holds, activations and their gradients sent to the neighbouring stages. The
   // parameter gradients this rank holds end as the sum over micro-batches (the caller zeroes them
   // first with zero_gradients()). Returns each micro-batch's loss, on every rank.
-  std::vector<double> run_pipeline(std::span<const tensor_map> micro_batches) {
+  std::vector<double> run_pipeline(std::span<const tensor_map> micro_batches, io_options io = {}) {
+    inputs_given_ = io.inputs;
     if (static_cast<int>(micro_batches.size()) != stages_.schedule.micro_batches)
       fail("trainer::step",
            std::to_string(micro_batches.size()) + " micro-batches for a pipeline bound for " +
                std::to_string(stages_.schedule.micro_batches),
            "pass as many micro-batches as pipeline_options::micro_batches, or bind again");
-    loss_.begin_run(loss_.counted_targets(program_.nodes, micro_batches));  // every one checked first
+    begin_run(micro_batches);  // every one checked first
     pipeline_calls stage{*this};
     return run_pipeline_step(stage, axis_comms_[index(stages_.axis)], stages_, step_index_, micro_batches,
                              slots_.inbox(), observed_in_flight_);
@@ -336,7 +336,7 @@ class rank_program {
   // evaluation; the outputs are sent from the last stage to every rank. It also runs the head's
   // backward, which the last stage's phase holds; the next training step starts its sums afresh.
   tensor_map forward_through_stages(const tensor_map& inputs, std::string_view only) {
-    loss_.begin_run(counted_targets(inputs));
+    begin_run(std::span<const tensor_map>(&inputs, 1));
     pipeline_calls stage{*this};
     forward_stage_by_stage(stage, axis_comms_[index(stages_.axis)], stages_, step_index_, program_.nodes, inputs);
     return outputs(only);
@@ -393,12 +393,10 @@ class rank_program {
     return alone && !finite_check_ && !zero3_ && !overlapping_ && buckets_.plan().buckets.empty();
   }
 
-  void upload_inputs(const tensor_map& inputs) {
-    const graph& g = program_.nodes;
-    for (int i = 0; i < g.size(); ++i)
-      if (g[i].kind == op::input)
-        backend_.upload(storage_.values()[index(i)], local_input(g[i], layout_.of(i), inputs).bytes().data());
-  }
+  // A run starts: its inputs are checked and its targets counted (runtime/executor_io.hpp).
+  void begin_run(std::span<const tensor_map> batches);
+  tensor_map run_forward(const tensor_map& inputs, std::string_view only);  // not pipelined
+  void upload_inputs(const tensor_map& inputs);
   tensor_map outputs(std::string_view only = {}) {
     return download_outputs(backend_, program_.nodes, layout_, memory_.unread,
                             std::span<buffer>(storage_.values()), only);
@@ -559,6 +557,7 @@ class rank_program {
   std::int64_t layers_ = 1;
   std::int64_t layer_ = 0;
   bool finite_check_ = false;
+  io_part inputs_given_ = io_part::whole;  // this run's inputs: whole, or this rank's slices
   double loss_scale_ = 1.0;
   loss_divisors loss_;          // the token inputs and what each mean loss divides by
   plan::held_parameters held_;  // the parameter slices this rank holds (plan/held_parameters.hpp)
@@ -597,4 +596,5 @@ rank_program<Backend, Comm> bind(const program& p, const model_sizes& sizes, Com
 }  // namespace shardgraph
 
 #include "shardgraph/runtime/executor_bind.hpp"   // IWYU pragma: export
+#include "shardgraph/runtime/executor_io.hpp"     // IWYU pragma: export
 #include "shardgraph/runtime/executor_steps.hpp"  // IWYU pragma: export

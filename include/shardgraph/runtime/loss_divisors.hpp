@@ -49,8 +49,17 @@ class loss_divisors {
     return counts;
   }
 
+  // The input node each count of counted_targets() is of (its targets).
+  std::vector<int> targets_inputs() const {
+    std::vector<int> inputs;
+    for (const token_input& t : tokens_)
+      if (t.targets) inputs.push_back(t.input);
+    return inputs;
+  }
+
   void set_step_targets(std::vector<std::int64_t> counts) { step_targets_ = std::move(counts); }
   void clear_step_targets() { step_targets_.reset(); }
+  const std::optional<std::vector<std::int64_t>>& step_targets() const { return step_targets_; }
 
   // A run starts: its counts are the step's, when the trainer gave them, else `counted`.
   void begin_run(const std::vector<std::int64_t>& counted) {

@@ -3,15 +3,17 @@
 //
 //   shardgraph::trainer t(rank, {.adamw = {.lr = 1e-3}, .max_grad_norm = 1.0});
 //   auto report = t.step({micro_batch_0, micro_batch_1});   // gradient accumulation over micro-batches
+//   t.step(my_slices, {.inputs = io_part::local});          // each rank's own slices of the batch
 //
 // A step runs forward and backward once per micro-batch and sums the gradients: a mean loss divides
 // by the number of targets counted (not the ignore index) in the whole step, over every micro-batch
 // and data-parallel rank, so the step's loss and gradients are torch's over the step's tokens
-// however they are split. It then clips by the global gradient norm, and applies AdamW to this rank's slice of every parameter. The norm is correct
-// under every sharding: a rank counts a gradient slice only if it owns it (Shard on an axis: every
-// rank owns its slice; Replicate: only coordinate 0 does; optim/grad_clip.hpp), and the sums are
-// all-reduced over every mesh axis. Weight decay follows nanoGPT: parameters of two or more
-// dimensions decay, biases and norm weights do not.
+// however they are split (given whole or as each rank's slices: rank_program::forward). It then clips by the
+// global gradient norm, and applies AdamW to this rank's slice of every parameter. The norm is correct under
+// every sharding: a rank counts a gradient slice only if it owns it (Shard on an axis: every rank owns its
+// slice; Replicate: only coordinate 0 does; optim/grad_clip.hpp), and the sums are all-reduced over every
+// mesh axis. Weight decay follows nanoGPT: parameters of two or more dimensions decay, biases and norm
+// weights do not.
 //
 // Sharded data parallelism (ZeRO), from the program's zero_stage and zero_axis (training{} at compile
 // time; D ranks; each local parameter slice of N elements is cut into D chunks of ceil(N / D), rank r
@@ -114,24 +116,24 @@ class trainer {
     return m;
   }
 
-  step_report step(std::span<const tensor_map> micro_batches) {
+  // io.inputs: the micro-batches are whole, or this rank's slices of them (io.outputs is not read:
+  // the step returns the loss, a scalar).
+  step_report step(std::span<const tensor_map> micro_batches, io_options io = {}) {
     if (micro_batches.empty()) fail("trainer::step", "no micro-batch was given", "pass at least one batch");
-    const step_targets counted(rank_, step_targets_of(micro_batches));
+    const step_targets counted(rank_, step_targets_of(micro_batches, io.inputs));
     const double loss_scale = scaling_ ? options_.loss_scaler.scale : 1.0;
     rank_.set_loss_scale(loss_scale);
     direct_ = reads_gradients_directly(micro_batches.size(), loss_scale);
     double loss = 0;
     if (rank_.pipelined()) {
-      loss = pipelined_micro_batches(micro_batches, 1.0 / loss_scale);
+      loss = pipelined_micro_batches(micro_batches, 1.0 / loss_scale, io.inputs);
     } else {
       for (std::size_t k = 0; k < micro_batches.size(); ++k) {
         tensor_map out;
         try {
-          out = rank_.forward(micro_batches[k], "loss");
+          out = rank_.forward(micro_batches[k], {.inputs = io.inputs}, "loss");
         } catch (const error& e) {  // the op, layer and rank are named by forward(); the step here
-          throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ", micro-batch " +
-                      std::to_string(k) + ": " +
-                      std::string(e.what()).substr(std::string("shardgraph: ").size()));
+          throw in_step(e, ", micro-batch " + std::to_string(k));
         }
         loss += out.at("loss").at(0);  // each micro-batch's part of the step's loss (and gradients)
         if (!direct_) accumulate_gradients(1.0 / loss_scale, k == 0);
@@ -151,7 +153,9 @@ class trainer {
     apply_adamw(coefficient, lr);
     return report;
   }
-  step_report step(const tensor_map& batch) { return step(std::span<const tensor_map>(&batch, 1)); }
+  step_report step(const tensor_map& batch, io_options io = {}) {
+    return step(std::span<const tensor_map>(&batch, 1), io);
+  }
 
   std::int64_t steps_done() const { return step_; }
   std::int64_t updates_done() const { return updates_; }
@@ -260,6 +264,12 @@ class trainer {
     std::memcpy(out.bytes().data(), bytes.data(), static_cast<std::size_t>(s.n) * e);
   }
 
+  // e, with this step (and `part` of it: ", micro-batch 2") before the place it names.
+  error in_step(const error& e, const std::string& part = {}) const {
+    return error("shardgraph: trainer step " + std::to_string(step_ + 1) + part + ": " +
+                 std::string(e.what()).substr(std::string("shardgraph: ").size()));
+  }
+
   // Sets the step's target counts on the rank for as long as it lives (the step, even one that throws).
   struct step_targets {
     rank_program<Backend, Comm>& rank;
@@ -273,16 +283,22 @@ class trainer {
 
   // Checks every micro-batch's ids and targets before any compute (the same error on every rank)
   // and sums, per loss, the targets that count. A step in which a loss counts none is an error: its
-  // mean would be 0 / 0.
-  std::vector<std::int64_t> step_targets_of(std::span<const tensor_map> micro_batches) {
+  // mean would be 0 / 0. Slices (io_part::local) are checked and counted by every rank together.
+  std::vector<std::int64_t> step_targets_of(std::span<const tensor_map> micro_batches, io_part given) {
     std::vector<std::int64_t> total;
-    for (std::size_t k = 0; k < micro_batches.size(); ++k) {
+    if (given == io_part::local) {
+      try {
+        total = rank_.counted_local_targets(micro_batches);
+      } catch (const error& e) {
+        throw in_step(e);
+      }
+    }
+    for (std::size_t k = 0; given == io_part::whole && k < micro_batches.size(); ++k) {
       std::vector<std::int64_t> c;
       try {
         c = rank_.counted_targets(micro_batches[k]);
       } catch (const error& e) {
-        throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ", micro-batch " +
-                    std::to_string(k) + ": " + std::string(e.what()).substr(std::string("shardgraph: ").size()));
+        throw in_step(e, ", micro-batch " + std::to_string(k));
       }
       total.resize(c.size(), 0);
       for (std::size_t j = 0; j < c.size(); ++j) total[j] += c[j];
@@ -297,14 +313,13 @@ class trainer {
 
   // Pipeline stages: the schedule runs every micro-batch, summing each held gradient over them;
   // then one accumulation, and the first and last stage add their parts of a tied weight's sum.
-  double pipelined_micro_batches(std::span<const tensor_map> micro_batches, double share) {
+  double pipelined_micro_batches(std::span<const tensor_map> micro_batches, double share, io_part given) {
     rank_.zero_gradients();
     std::vector<double> losses;
     try {
-      losses = rank_.run_pipeline(micro_batches);
+      losses = rank_.run_pipeline(micro_batches, {.inputs = given});
     } catch (const error& e) {
-      throw error("shardgraph: trainer step " + std::to_string(step_ + 1) + ": " +
-                  std::string(e.what()).substr(std::string("shardgraph: ").size()));
+      throw in_step(e);
     }
     accumulate_gradients(share, true);
     Backend& b = rank_.backend();
