@@ -9,8 +9,8 @@ constexpr diagnostic& operator<<(diagnostic& d, const shape& s) {
   d << "(";
   for (int i = 0; i < s.rank(); ++i) {
     if (i > 0) d << ", ";
-    d << symbol_name(s[i].first);
-    if (s[i].is_product()) d << "*" << symbol_name(s[i].second);
+    d << dimension_name(s[i].first);
+    if (s[i].is_product()) d << "*" << dimension_name(s[i].second);
   }
   return d << ")";
 }
