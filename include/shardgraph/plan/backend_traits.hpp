@@ -29,8 +29,8 @@ struct backend_traits {
 // The fused kinds the rewrite introduces for a backend running `runs`, of those `allowed`: every
 // kind, lowered where the backend does not run it (the same plan for every backend), except the
 // saved statistics (fused::attention_saved, cross_entropy_saved), whose buffers only a backend
-// running them reads, and batched products where the backend neither runs them nor has what their
-// lowering needs (`strided`: Backend::address and buffers' at_offset).
+// running them reads, and batched products unless the core can find their operands' strides and
+// lower them (`strided`: Backend::address and buffers' at_offset).
 constexpr compute::fused_set introduced_kinds(compute::fused_set runs, compute::fused_set allowed, bool strided) {
   using compute::fused;
   compute::fused_set kinds = allowed;
