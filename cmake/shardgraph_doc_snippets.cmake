@@ -7,7 +7,9 @@
 #     A block is complete when it holds `int main`, or when the line before its fence is
 #     `<!-- compile -->` (a whole translation unit without main: one is added) or `<!-- run -->`
 #     (as compile, and the program is also the test doc_snippet.<file>_<n>, which passes when it
-#     returns 0). Every other block is a fragment and is left alone.
+#     returns 0; a snippet that includes the mpi backend runs under mpirun with 2 processes). A block
+#     that is a fragment says so: the line before its fence is `<!-- fragment -->`, and it is left
+#     alone. A ```cpp block that is neither stops the configure step, naming the doc and its line.
 #     The generated file opens with `#line <n> "<doc>"`, so a compiler error names the doc and its
 #     line. A snippet links the backends whose headers it includes (<shardgraph/cpu.hpp>,
 #     <shardgraph/threads/...>, ...); one that includes a backend not built here is skipped with a
@@ -17,6 +19,7 @@
 #     (cmake/shardgraph_compile_check.cmake).
 #     Editing a doc reruns the configure step.
 include(shardgraph_compile_check)
+include(shardgraph_mpiexec)
 include(shardgraph_warnings)
 
 # Writes one snippet and adds its target (and test, for `run`).
@@ -53,8 +56,19 @@ function(_shardgraph_add_doc_snippet doc_path stem first_line code mode)
   shardgraph_without_optimization(${target})
   shardgraph_cuda_ptx_only(${target})
   if(mode STREQUAL "run" AND SHARDGRAPH_BUILD_TESTS)
-    add_test(NAME doc_snippet.${stem} COMMAND ${target})
-    set_tests_properties(doc_snippet.${stem} PROPERTIES LABELS docs TIMEOUT 120)
+    if("shardgraph::mpi" IN_LIST backends)
+      if(NOT MPIEXEC_EXECUTABLE)
+        message(STATUS "shardgraph: doc snippet ${doc_path}:${first_line} is compiled but not run: no mpirun")
+        return()
+      endif()
+      add_test(NAME doc_snippet.${stem}
+               COMMAND "${MPIEXEC_EXECUTABLE}" ${MPIEXEC_NUMPROC_FLAG} 2 ${SHARDGRAPH_MPIEXEC_PREFLAGS}
+                       $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS})
+      set_tests_properties(doc_snippet.${stem} PROPERTIES LABELS "docs;mpi" TIMEOUT 120 PROCESSORS 2)
+    else()
+      add_test(NAME doc_snippet.${stem} COMMAND ${target})
+      set_tests_properties(doc_snippet.${stem} PROPERTIES LABELS docs TIMEOUT 120)
+    endif()
   endif()
 endfunction()
 
@@ -87,7 +101,7 @@ function(shardgraph_add_doc_snippets)
         set(block "")
         math(EXPR block_first "${line_number} + 1")
         set(mode "")
-        if(previous MATCHES "^<!-- (compile|run) -->[ \t]*$")
+        if(previous MATCHES "^<!-- (compile|run|fragment) -->[ \t]*$")
           set(mode "${CMAKE_MATCH_1}")
         endif()
       elseif(in_block AND line MATCHES "^```[ \t]*$")
@@ -95,7 +109,12 @@ function(shardgraph_add_doc_snippets)
         if(mode STREQUAL "" AND block MATCHES "int main\\(")
           set(mode compile)
         endif()
-        if(NOT mode STREQUAL "")
+        if(mode STREQUAL "")
+          message(FATAL_ERROR "shardgraph: ${doc_path}:${block_first}: this ```cpp block is neither complete nor "
+                              "marked a fragment. put `<!-- fragment -->` on the line before its fence, or make it "
+                              "complete (a main, or `<!-- compile -->` / `<!-- run -->` before the fence)")
+        endif()
+        if(NOT mode STREQUAL "fragment")
           math(EXPR snippets "${snippets} + 1")
           _shardgraph_add_doc_snippet("${doc_path}" "${doc_stem}_${snippets}" ${block_first} "${block}" ${mode})
         endif()
