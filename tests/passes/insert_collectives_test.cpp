@@ -15,6 +15,38 @@ TEST_CASE("insert_collectives: one all_reduce on tp for the MLP, one all_gather 
   STATIC_REQUIRE(with_collectives[ar.reason].kind == sg::op::output);  // needed by the output 'y'
 }
 
+// The index of the first node of kind k on `axis`.
+constexpr int first_of(const sg::graph& g, sg::op k, std::string_view axis) {
+  for (int i = 0; i < g.size(); ++i)
+    if (g[i].kind == k && g.axes.name(g[i].axis) == axis) return i;
+  return -1;
+}
+
+TEST_CASE("insert_collectives: the order moving fewer bytes, a reduction before a gather", "[passes]") {
+  // The MLP's output, Shard<0> on dp and Partial on tp, is all-reduced on tp while each rank holds
+  // its rows, then gathered on dp (the other order all-reduces the whole batch).
+  constexpr int reduce = first_of(with_collectives, sg::op::all_reduce, "tp");
+  constexpr int gather = first_of(with_collectives, sg::op::all_gather, "dp");
+  STATIC_REQUIRE(reduce >= 0);
+  STATIC_REQUIRE(gather == reduce + 1);
+  STATIC_REQUIRE(with_collectives[gather].inputs[0] == reduce);
+  // A slice comes before a gather, unless it would shard one dimension on two axes: moving the
+  // batch from dp to tp gathers it on dp first.
+  constexpr sg::graph moved = sg::compile_graph([] {
+    using namespace sg::dim;
+    sg::builder<Mesh> g;
+    auto x = g.input("x", {batch, model}, sg::dtype::f32, sg::on<"dp">(sg::shard<0>));
+    auto y = sg::redistribute(x, sg::on<"dp">(sg::replicate), sg::on<"tp">(sg::shard<0>));
+    sg::output(y, "y");
+    return g.finish();
+  }()).nodes;
+  STATIC_REQUIRE(moved.ok());
+  constexpr int gathered = first_of(moved, sg::op::all_gather, "dp");
+  constexpr int sliced = first_of(moved, sg::op::local_slice, "tp");
+  STATIC_REQUIRE(gathered >= 0);
+  STATIC_REQUIRE(sliced == gathered + 1);
+}
+
 TEST_CASE("insert_collectives: reduce_scatter, all_to_all and local slices where placements change", "[passes]") {
   constexpr sg::graph rs = sg::compile_graph(row_parallel_to_sequence_shard()).nodes;
   STATIC_REQUIRE(rs.ok());

@@ -7,6 +7,13 @@
 //   Shard<d>    all_gather   all_to_all (to Shard<e>)
 //   Replicate   -            local_slice (no traffic)
 //
+// Where several axes change, the order moves the fewest bytes: each collective's traffic grows
+// with the local size of the value it moves, so the steps that shrink it (local_slice,
+// reduce_scatter) come first, those that keep it (all_reduce, all_to_all) next and the all_gathers
+// last. A value Shard<0> on dp and Partial on tp that is needed whole is all-reduced on tp while it
+// holds 1/dp of the batch, then gathered on dp. An order whose intermediate placement would shard
+// one dimension on two axes is passed over.
+//
 // A redistribution of one value to one placement is made once and reused by later consumers
 // in the same repeat region (or in the backward block of that block). Each inserted node records
 // the consumer that needed it (`reason`).
@@ -61,6 +68,40 @@ constexpr int add_redistribution(graph& g, int source, int axis, placement from,
   return g.add(n);
 }
 
+// How moving from `from` to `to` on one axis changes the local size: 0 shrinks it (local_slice,
+// reduce_scatter), 1 keeps it (all_reduce, all_to_all), 2 grows it (all_gather).
+constexpr int size_change(placement from, placement to) {
+  if (to.is_shard() && !from.is_shard()) return 0;
+  if (to.is_replicate() && from.is_shard()) return 2;
+  return 1;
+}
+
+// Whether no tensor dimension of s is sharded on two of its first `axes` mesh axes.
+constexpr bool one_axis_per_dimension(const shard_spec& s, int axes) {
+  for (int a = 0; a < axes; ++a)
+    for (int b = a + 1; b < axes; ++b)
+      if (s[a].is_shard() && s[a] == s[b]) return false;
+  return true;
+}
+
+// The next axis to redistribute on, from `have` towards `want`: the smallest size_change whose
+// result keeps one axis per dimension, else the first axis that differs; -1 when none differs.
+constexpr int next_axis(const shard_spec& have, const shard_spec& want, int axes) {
+  int best = -1, best_change = 3, first = -1;
+  for (int axis = 0; axis < axes; ++axis) {
+    if (have[axis] == want[axis]) continue;
+    if (first < 0) first = axis;
+    shard_spec next = have;
+    next[axis] = want[axis];
+    const int change = size_change(have[axis], want[axis]);
+    if (change < best_change && one_axis_per_dimension(next, axes)) {
+      best = axis;
+      best_change = change;
+    }
+  }
+  return best >= 0 ? best : first;
+}
+
 // A redistribution made in region `made_in` serves a consumer in `used_in` when both are the same
 // region, or when the consumer is in the backward block of that forward block: a training program
 // keeps every forward block value per layer, so the backward block reads layer l's copy.
@@ -97,10 +138,9 @@ constexpr graph insert_collectives(const graph& in) {
         if (e.source == source && e.target == want && detail::reusable(g, e.region, consumer_region)) found = e.result;
       if (found < 0) {
         int current = source;
-        for (int axis = 0; axis < g.axes.size(); ++axis) {
-          placement have = g[current].spec[axis];
-          if (have == want[axis]) continue;
-          current = detail::add_redistribution(g, current, axis, have, want[axis], consumer_region);
+        for (int axis = detail::next_axis(g[current].spec, want, g.axes.size()); axis >= 0;
+             axis = detail::next_axis(g[current].spec, want, g.axes.size())) {
+          current = detail::add_redistribution(g, current, axis, g[current].spec[axis], want[axis], consumer_region);
           if (!g.ok()) return g;
         }
         cache.push_back({source, want, consumer_region, current});
