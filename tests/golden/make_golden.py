@@ -12,6 +12,8 @@ The vocabulary (61) divides no tensor-parallel size in {2, 3, 4}, so sharded run
 quarter of the targets are the ignore index -100, so the loss's divisor is tested too.
 
     python3 tests/golden/make_golden.py --out tests/golden
+
+The vision models (ViT, LLaVA) are made by multimodal_golden.py, called from here.
 """
 import argparse
 import copy
@@ -24,11 +26,13 @@ import torch.nn.functional as F
 import transformers
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
+from multimodal_golden import make_llava, make_vit
+
 SEED = 1234
 B, T, V = 4, 16, 61  # V divides no tp in {2, 3, 4}
 IGNORED = 0.25        # the share of targets set to the ignore index
 IGNORE_INDEX = -100
-SIZE_LIMIT = 2_000_000  # bytes, all files together: the output is committed
+SIZE_LIMIT = 3_000_000  # bytes, all files together: the output is committed
 
 # Heads (and LLaMA's key/value heads) divide tp = 2, 3 and 4, so the tests run those layouts.
 CONFIGS = {
@@ -353,6 +357,7 @@ def main():
     written = [path for kind in CONFIGS for path in make(kind, args.out)]
     written += [path for name in OPTION_CASES for path in make_option_case(name, args.out)]
     written += [path for name in ROPE_CASES for path in make_rope(name, args.out)] + make_rope_tables(args.out)
+    written += make_vit(args.out, 41, randomize, save) + make_llava(args.out, 42, randomize, save)
     total = 0
     for path in written:
         size = path.stat().st_size

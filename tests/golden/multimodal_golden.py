@@ -1,0 +1,130 @@
+"""Golden data for the vision models: a ViT image classifier and a LLaVA vision-language model.
+
+Called by make_golden.py (which owns the safetensors writer and the weight randomization); each
+case seeds its own generator, so adding one changes no other case's files. As for the language
+models, everything is float64, in eval mode, with HF's "eager" attention and no dropout.
+
+  vit    ViTForImageClassification: 8x8 images of 3 channels in 4x4 patches (4 patches and the
+         class token), 2 pre-LayerNorm encoder layers with bidirectional attention and GELU (erf);
+         the class token's final state, normalized, goes through the classifier. 7 labels.
+  llava  LlavaForConditionalGeneration: a CLIP vision tower (the same images; 3 layers, quick_gelu,
+         pre_layrnorm), whose second-to-last layer's patch states (the class token dropped) go
+         through the projector (linear, GELU, linear) into a LLaMA decoder, replacing the
+         embeddings of the 4 image tokens that open every sequence.
+"""
+import torch
+import torch.nn.functional as F
+import transformers
+from transformers import (CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration,
+                          ViTConfig, ViTForImageClassification)
+
+IMAGE, PATCH, CHANNELS = 8, 4, 3
+PATCHES = (IMAGE // PATCH) ** 2
+IGNORE_INDEX = -100
+
+
+def vit_config():
+    return ViTConfig(image_size=IMAGE, patch_size=PATCH, num_channels=CHANNELS, hidden_size=24,
+                     num_hidden_layers=2, num_attention_heads=12, intermediate_size=24,
+                     hidden_act="gelu", layer_norm_eps=1e-12, qkv_bias=True, num_labels=7,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def llava_config():
+    vision = CLIPVisionConfig(image_size=IMAGE, patch_size=PATCH, num_channels=CHANNELS, hidden_size=24,
+                              num_hidden_layers=3, num_attention_heads=12, intermediate_size=24,
+                              hidden_act="quick_gelu", layer_norm_eps=1e-5, attention_dropout=0.0)
+    text = LlamaConfig(vocab_size=61, hidden_size=48, intermediate_size=24, num_hidden_layers=1,
+                       num_attention_heads=12, num_key_value_heads=6, max_position_embeddings=32,
+                       rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
+                       attention_bias=False, mlp_bias=False, hidden_act="silu")
+    return LlavaConfig(vision_config=vision, text_config=text, image_token_index=60,
+                       projector_hidden_act="gelu", vision_feature_select_strategy="default",
+                       vision_feature_layer=-2, image_seq_length=PATCHES)
+
+
+def metadata(**fields):
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            **{k: str(v) for k, v in fields.items()}}
+
+
+def gradients(params):
+    """grad.<name> for every parameter the loss reaches; the names of those it does not."""
+    reached = {f"grad.{n}": p.grad for n, p in params.items() if p.grad is not None}
+    unused = sorted(n for n, p in params.items() if p.grad is None)
+    assert all(g.abs().max() > 0 for g in reached.values())
+    return reached, unused
+
+
+def write_case(name, out, model, params, golden, meta, save):
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    save(params, folder / "model.safetensors", {"format": "pt"})
+    model.config.to_json_file(str(folder / "config.json"))
+    save(golden, folder / "golden.safetensors", meta)
+    return [folder / "model.safetensors", folder / "config.json", folder / "golden.safetensors"]
+
+
+def make_vit(out, seed, randomize, save):
+    """<out>/vit/: pixels (B, 3, 8, 8), labels (B), logits (B, 7), the encoder's normalized
+    states (B, 5, 24), the loss and every gradient."""
+    gen = torch.Generator().manual_seed(seed)
+    batch = 4
+    model = ViTForImageClassification(vit_config()).double().eval()
+    model.config._attn_implementation = "eager"
+    randomize(model, gen)
+    params = dict(model.named_parameters())
+    pixels = torch.randn((batch, CHANNELS, IMAGE, IMAGE), generator=gen, dtype=torch.float64)
+    labels = torch.randint(0, model.config.num_labels, (batch,), generator=gen, dtype=torch.int64)
+    result = model(pixel_values=pixels, output_hidden_states=True)
+    states = model.vit.layernorm(result.hidden_states[-1])  # (B, 1 + patches, hidden)
+    assert torch.allclose(model.classifier(states[:, 0, :]), result.logits)
+    loss = F.cross_entropy(result.logits, labels)
+    loss.backward()
+    grads, unused = gradients(params)
+    assert not unused, unused
+    assert params["vit.embeddings.patch_embeddings.projection.weight"].shape == (24, CHANNELS, PATCH, PATCH)
+    golden = {"pixel_values": pixels, "labels": labels, "logits": result.logits,
+              "last_hidden_state": states, "loss": loss.reshape(1), **grads}
+    print(f"vit: loss {loss.item():.12f}, {sum(p.numel() for p in params.values())} parameters")
+    return write_case("vit", out, model, params, golden, metadata(B=batch, patches=PATCHES), save)
+
+
+def make_llava(out, seed, randomize, save):
+    """<out>/llava/: pixels (B, 3, 8, 8), input_ids (B, T) opening with 4 image tokens, targets
+    (B, T) (-100 on the image tokens and on about a quarter of the others), logits (B, T, 61), the
+    projected image features (B, 4, 48), the loss and the gradient of every parameter the loss
+    reaches (the vision tower's last layer and post_layernorm are not: metadata `unused`)."""
+    gen = torch.Generator().manual_seed(seed)
+    batch, seq = 2, 12
+    config = llava_config()
+    model = LlavaForConditionalGeneration(config).double().eval()
+    model.config._attn_implementation = "eager"
+    for sub in (model.config.vision_config, model.config.text_config):
+        sub._attn_implementation = "eager"
+    randomize(model, gen)
+    params = dict(model.named_parameters())
+    vocab, image_token = config.text_config.vocab_size, config.image_token_index
+    pixels = torch.randn((batch, CHANNELS, IMAGE, IMAGE), generator=gen, dtype=torch.float64)
+    input_ids = torch.randint(0, image_token, (batch, seq), generator=gen, dtype=torch.int64)
+    input_ids[:, :PATCHES] = image_token
+    targets = torch.randint(0, image_token, (batch, seq), generator=gen, dtype=torch.int64)
+    targets[torch.rand((batch, seq), generator=gen, dtype=torch.float64) < 0.25] = IGNORE_INDEX
+    targets[:, :PATCHES] = IGNORE_INDEX
+    result = model(input_ids=input_ids, pixel_values=pixels, use_cache=False)
+    features = model.model.get_image_features(pixel_values=pixels,
+                                              vision_feature_layer=config.vision_feature_layer,
+                                              vision_feature_select_strategy="default")
+    features = getattr(features, "pooler_output", features)  # an output object, or the features
+    features = torch.cat(list(features)) if isinstance(features, (list, tuple)) else features
+    features = features.reshape(batch, PATCHES, config.text_config.hidden_size)
+    loss = F.cross_entropy(result.logits.reshape(-1, vocab), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+    loss.backward()
+    grads, unused = gradients(params)
+    assert all(".encoder.layers.2." in n or "post_layernorm" in n for n in unused), unused
+    golden = {"pixel_values": pixels, "input_ids": input_ids, "targets": targets, "logits": result.logits,
+              "image_features": features.detach(), "loss": loss.reshape(1), **grads}
+    meta = metadata(B=batch, T=seq, patches=PATCHES, image_token=image_token, ignore_index=IGNORE_INDEX,
+                    counted=int((targets != IGNORE_INDEX).sum()), unused=",".join(unused))
+    print(f"llava: loss {loss.item():.12f}, {sum(p.numel() for p in params.values())} parameters")
+    return write_case("llava", out, model, params, golden, meta, save)
