@@ -21,7 +21,7 @@ pack() {
 }
 
 build_tree() {  # build_tree SOURCE_DIR BUILD_DIR LOG
-  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DSHARDGRAPH_BUILD_GPU_BENCH=ON \
     -DSHARDGRAPH_FUZZ_SECONDS=0 >"$3" 2>&1
   cmake --build "$2" -j "$(nproc)" --target bench_train_gpt2 >>"$3" 2>&1
 }

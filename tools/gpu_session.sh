@@ -37,7 +37,7 @@ timed() {  # timed NAME COMMAND...: runs it, logs to $out/NAME.log, notes the st
 }
 
 stage_build() {
-  timed configure cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+  timed configure cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DSHARDGRAPH_BUILD_GPU_BENCH=ON \
     -DSHARDGRAPH_FUZZ_SECONDS=0 || { tail -30 "$out/configure.log"; return 1; }
   local targets
   targets=$(cmake --build build-gpu --target help | awk '/^\.\.\. ((cuda|nccl|mpi_nccl)[a-z_]*|bench_train_gpt2|bench_attention_cuda|bench_memory_bound_cuda|bench_load_hf|shardgraph_convert|bench_gemm_cuda)$/ {print $2}' | tr '\n' ' ')
