@@ -847,6 +847,59 @@ TEST_CASE("cuda backend: cross_entropy and its gradient match the cpu backend", 
   }
 }
 
+TEST_CASE("cuda backend: the vocabulary-parallel cross-entropy's calls match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  // The middle slice (columns [40, 80)) and the last (columns [80, 120), of which 101 - 80 are
+  // classes) of a vocabulary of 120 padded columns over 3 ranks; row 2 ignored.
+  const std::int64_t rows = 9, columns = 40, classes = 101, ranks = 3;
+  std::vector<std::int64_t> targets = targets_for(rows, classes);
+  targets[2] = -100;
+  for (const std::int64_t offset : {std::int64_t{40}, std::int64_t{80}}) {
+    const std::string where = " at column " + std::to_string(offset);
+    const auto statistics_call = [&](auto& call, op kind) {
+      call.kind = kind;
+      set_dims(call, {rows, columns, classes, offset, -100, ranks});
+    };
+    in_each_dtype("vocab_statistics" + where, loss_tolerance, [&](dtype t) {
+      const dtype rows_type = t == dtype::bf16 ? dtype::f32 : t;
+      return b.difference(rows_type, rows * 2, {random_tensor(t, rows * columns, 1, -3, 3), id_tensor(targets)},
+                          [&](auto& call, auto&) { statistics_call(call, op::vocab_statistics); });
+    });
+    in_each_dtype("vocab_exp_sum" + where, loss_tolerance, [&](dtype t) {
+      const dtype rows_type = t == dtype::bf16 ? dtype::f32 : t;
+      return b.difference(rows_type, rows,
+                          {random_tensor(t, rows * columns, 2, -3, 3), random_tensor(rows_type, rows * 2, 3, 0, 2)},
+                          [&](auto& call, auto&) { statistics_call(call, op::vocab_exp_sum); });
+    });
+    in_each_dtype("vocab cross_entropy_grad" + where, elementwise, [&](dtype t) {
+      const dtype rows_type = t == dtype::bf16 ? dtype::f32 : t;
+      return b.difference(t, rows * columns,
+                          {random_tensor(t, rows * columns, 4, -3, 3), id_tensor(targets),
+                           host_tensor{rows_type, {2.5}}, random_tensor(rows_type, rows, 5, 3, 4)},
+                          [&](auto& call, auto&) {
+                            call.kind = op::cross_entropy_grad;
+                            set_dims(call, {rows, columns, classes, 2 * rows, -100, offset});
+                          });
+    });
+  }
+  in_each_dtype("vocab_log_sum_exp", loss_tolerance, [&](dtype t) {
+    return b.difference(t, rows, {random_tensor(t, rows * 2, 6, -2, 2), random_tensor(t, rows, 7, 1, 3)},
+                        [&](auto& call, auto&) {
+                          call.kind = op::vocab_log_sum_exp;
+                          set_dims(call, {rows});
+                        });
+  }, wide_dtypes);
+  in_each_dtype("vocab cross_entropy", loss_tolerance, [&](dtype t) {
+    return b.difference(t, 1,
+                        {random_tensor(t, rows * columns, 8, -3, 3), id_tensor(targets),
+                         random_tensor(t, rows, 9, 3, 4), random_tensor(t, rows * 2, 10, -1, 1)},
+                        [&](auto& call, auto&) {
+                          call.kind = op::cross_entropy;
+                          set_dims(call, {rows, columns, classes, 2 * rows, -100});
+                        });
+  }, wide_dtypes);
+}
+
 TEST_CASE("cuda backend: a target outside the vocabulary is an error at the next synchronisation",
           "[cuda][gpu]") {
   both_backends b;

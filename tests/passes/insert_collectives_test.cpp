@@ -93,5 +93,39 @@ TEST_CASE("GPT-2 and LLaMA: the block holds Megatron's two tp all_reduces", "[pa
   STATIC_REQUIRE(gpt2.count(sg::op::all_reduce, "dp") == 1);  // the loss
   constexpr sg::program llama = sg::compile_graph(sg::models::llama<Mesh>());
   STATIC_REQUIRE(llama.ok());
-  STATIC_REQUIRE(llama.count(sg::op::all_reduce, "tp") == 3);  // embedding + attention + MLP
+  // embedding, attention and MLP; the loss's statistics and sums (vocabulary parallel)
+  STATIC_REQUIRE(llama.count(sg::op::all_reduce, "tp") == 5);
+}
+
+// The first node of kind k, and the number of all_gathers on `axis` that no output asked for.
+constexpr int first_node(const sg::program& p, sg::op k) {
+  for (int i = 0; i < p.nodes.size(); ++i)
+    if (p.nodes[i].kind == k) return i;
+  return -1;
+}
+constexpr int gathers_for_compute(const sg::program& p, std::string_view axis) {
+  int count = 0;
+  for (const sg::node& n : p.nodes.nodes)
+    count += n.kind == sg::op::all_gather && p.nodes.axes.name(n.axis) == axis && n.reason >= 0 &&
+             p.nodes[n.reason].kind != sg::op::output;
+  return count;
+}
+
+TEST_CASE("The vocabulary-parallel cross-entropy reduces statistics instead of gathering logits", "[passes][models]") {
+  constexpr sg::program gpt2 = sg::compile_graph(sg::models::gpt2<Mesh>(), sg::training{});
+  STATIC_REQUIRE(gpt2.ok());
+  // Only the "logits" output gathers the logits (a step that returns the loss leaves it out).
+  STATIC_REQUIRE(gathers_for_compute(gpt2, "tp") == 0);
+  STATIC_REQUIRE(gpt2.count(sg::op::vocab_statistics) == 1);
+  STATIC_REQUIRE(gpt2.count(sg::op::vocab_exp_sum) == 1);
+  STATIC_REQUIRE(gpt2.count(sg::op::vocab_log_sum_exp) == 1);  // read by the loss and its gradient
+  constexpr int loss = first_node(gpt2, sg::op::cross_entropy);
+  STATIC_REQUIRE(gpt2.nodes[loss].input_count == 4);
+  STATIC_REQUIRE(gpt2.nodes[gpt2.nodes[loss].inputs[0]].spec[1].is_shard(2));  // its logits: vocab on tp
+  constexpr int gradient = first_node(gpt2, sg::op::cross_entropy_grad);
+  STATIC_REQUIRE(gpt2.nodes[gradient].inputs[3] == gpt2.nodes[loss].inputs[2]);  // the same lse
+  // A whole vocabulary keeps the one fused cross_entropy.
+  constexpr sg::program whole = sg::compile_graph(sg::models::gpt2<Mesh>({.tensor_axis = ""}), sg::training{});
+  STATIC_REQUIRE(whole.count(sg::op::vocab_statistics) == 0);
+  STATIC_REQUIRE(whole.nodes[first_node(whole, sg::op::cross_entropy)].input_count == 2);
 }

@@ -28,6 +28,15 @@
 //                       out (rows, vocab) = (softmax(logits[row][0:classes]) - onehot(target)) * dloss[0] /
 //                       divisor; 0 in ignored rows and in the padding columns [classes, vocab). A target
 //                       outside [0, classes) that is not ignore_index is an error.
+//   The vocabulary-parallel cross-entropy (passes/vocab_parallel_loss.hpp; a rank holds the logits'
+//   columns [offset, offset + vocab) of the whole vocabulary's `classes`, one slice of `ranks`):
+//   vocab_statistics    {rows, vocab, classes, offset, ignore_index, ranks}  (logits, targets) -> (rows, 2)
+//   vocab_exp_sum       {rows, vocab, classes, offset, ignore_index, ranks}  (logits, stats) -> (rows)
+//   vocab_log_sum_exp   {rows}                                               (stats, sums) -> lse (rows)
+//   cross_entropy       as above, given (logits, targets, lse, stats): the counted rows' lse - stats[row][0]
+//   cross_entropy_grad  as above and offset in dims[5], given (logits, targets, dloss, lse):
+//                       (exp(x - lse) - onehot(target)) * dloss[0] / divisor on the slice's classes
+//   (formulas: backends/cpu/include/shardgraph/cpu/vocab_parallel_loss.hpp)
 //   ones                {numel}                                 out = scalar (the loss scale), 1 if scalar is 0
 // kernel_call::type is the output's dtype. Under mixed precision inputs may be bf16 or f16 while the
 // output is f32 (the loss), and the reverse (the loss gradient's consumers); a kernel computes in

@@ -48,6 +48,8 @@ struct node {
                              // stays Partial; the optimizer reduce-scatters it
   std::int64_t ignore_index = -100;                // cross_entropy (and its gradient): targets that do not count
   loss_reduction reduction = loss_reduction::mean;  // cross_entropy (and its gradient)
+  int vocab_axis = -1;  // cross_entropy and its gradient: the mesh axis that shards the logits'
+                        // vocabulary (passes/vocab_parallel_loss.hpp); -1: the vocabulary is whole
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

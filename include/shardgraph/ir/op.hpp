@@ -20,6 +20,8 @@ enum class op : std::uint8_t {
   transpose, linear_weight_grad, bias_grad, gelu_grad, silu_grad, layer_norm_grad_x, layer_norm_grad_w,
   rms_norm_grad_x, rms_norm_grad_w, rope_grad, attention_grad_q, attention_grad_k, attention_grad_v,
   softmax_grad, embedding_grad, position_embedding_grad, cross_entropy_grad, ones, param_grad,
+  // a cross-entropy over logits whose vocabulary is sharded (added by split_vocab_parallel_loss)
+  vocab_statistics, vocab_exp_sum, vocab_log_sum_exp,
 };
 
 constexpr std::string_view op_name(op o) {
@@ -71,6 +73,9 @@ constexpr std::string_view op_name(op o) {
     case op::cross_entropy_grad: return "cross_entropy_grad";
     case op::ones: return "ones";
     case op::param_grad: return "param_grad";
+    case op::vocab_statistics: return "vocab_statistics";
+    case op::vocab_exp_sum: return "vocab_exp_sum";
+    case op::vocab_log_sum_exp: return "vocab_log_sum_exp";
   }
   return "?";
 }

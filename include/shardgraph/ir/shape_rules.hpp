@@ -220,8 +220,22 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::position_embedding_grad:  // dy, table -> table's shape
       out = b;
       return true;
-    case op::cross_entropy_grad:  // logits, targets, dloss -> logits' shape
+    case op::cross_entropy_grad:  // logits, targets, dloss (, lse) -> logits' shape
       out = a;
+      return true;
+    // The vocabulary-parallel cross-entropy's rows (passes/vocab_parallel_loss.hpp), in f32 (f64
+    // for f64 logits), as the loss: logits (batch, seq, vocab), targets (batch, seq) -> statistics
+    // (batch, seq, 2); logits, statistics -> sums (batch, seq); statistics, sums -> lse (batch, seq).
+    case op::vocab_statistics:
+      out = shape{a[0], a[1], dim::fixed<2>};
+      type = ta == dtype::f64 ? dtype::f64 : dtype::f32;
+      return true;
+    case op::vocab_exp_sum:
+      out = shape{a[0], a[1]};
+      type = tb;
+      return true;
+    case op::vocab_log_sum_exp:
+      out = b;
       return true;
     case op::ones:
       out = n.shape;

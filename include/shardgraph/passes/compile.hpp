@@ -1,6 +1,7 @@
 #pragma once
 // compile: the fixed pass pipeline, graph -> per-rank program (DESIGN §3):
-//   verify -> [autodiff, for training] -> propagate_sharding -> insert_collectives -> fuse -> lower
+//   verify -> [autodiff, for training] -> propagate_sharding -> split_vocab_parallel_loss
+//     -> insert_collectives -> fuse -> lower
 //
 //   constexpr auto program = shardgraph::compile<my_model>();   // my_model: constexpr graph()
 //
@@ -17,6 +18,7 @@
 #include "shardgraph/passes/insert_collectives.hpp"
 #include "shardgraph/passes/propagate_sharding.hpp"
 #include "shardgraph/passes/verify.hpp"
+#include "shardgraph/passes/vocab_parallel_loss.hpp"
 #include "shardgraph/program/program.hpp"
 
 namespace shardgraph {
@@ -51,8 +53,12 @@ struct training {
   name_buffer pipeline_axis = "pp";  // if the mesh has this axis, its ranks are pipeline stages
 };
 
+// Every node's placement, with the cross-entropies over vocabulary-sharded logits split into their
+// statistics (passes/vocab_parallel_loss.hpp).
+constexpr graph placed(const graph& g) { return passes::split_vocab_parallel_loss(passes::propagate_sharding(g)); }
+
 constexpr program compile_graph(const graph& g) {
-  return lower(passes::fuse(passes::insert_collectives(passes::propagate_sharding(passes::verify(g)))));
+  return lower(passes::fuse(passes::insert_collectives(placed(passes::verify(g)))));
 }
 // verify -> autodiff -> propagate_sharding -> ...: placements are derived once, over forward and
 // backward together, so backward ops follow the same signatures as forward ones.
@@ -72,8 +78,8 @@ constexpr program compile_graph(const graph& g, training t) {
     if (diagnostic* d = checked.report(checked.size() - 1))
       *d << "ZeRO shards over axis '" << t.zero_axis.view() << "', which the mesh does not have. "
          << "set training::zero_axis to the data-parallel axis";
-  program p = lower(passes::fuse(passes::insert_collectives(
-      passes::propagate_sharding(passes::autodiff(checked, t.zero_stage >= 2 ? zero_axis : -1)))));
+  program p = lower(passes::fuse(
+      passes::insert_collectives(placed(passes::autodiff(checked, t.zero_stage >= 2 ? zero_axis : -1)))));
   p.zero_stage = t.zero_stage;
   p.zero_axis = t.zero_stage >= 1 ? zero_axis : -1;
   p.recompute = t.recompute;

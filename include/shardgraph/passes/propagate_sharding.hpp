@@ -12,7 +12,8 @@
 //   norms, softmax, rope    the normalized / rotated dimensions must be whole: S there or P -> R first
 //   attention   batch or heads sharded pass through; seq or head_dim sharded -> R first
 //   elementwise equal placements pass (P*P needs one side reduced); R meets S(d) -> R is sliced
-//   cross_entropy  batch or seq sharded -> P (a partial sum of the mean); vocab sharded -> R first
+//   cross_entropy  batch or seq sharded -> P (a partial sum of the mean); vocab sharded: vocabulary
+//               parallel (its rows' statistics are reduced instead of the logits gathered; below)
 //   output      R on every axis
 //   redistribute   the placement it names on an axis; on an axis it does not name, the input's
 #include "shardgraph/ir/graph.hpp"
@@ -31,7 +32,38 @@ constexpr placement whole_last(placement p, int last) {
   return (p.is_partial() || p.is_shard(last)) ? replicate : p;
 }
 
+// The placement of a loss's rows (batch, seq) on one axis: the logits' where they shard a row
+// dimension, else the other operand's where it does, else Replicate.
+constexpr placement rows_of(placement logits, placement other) {
+  if (logits.is_shard(0) || logits.is_shard(1)) return logits;
+  if (other.is_shard(0) || other.is_shard(1)) return other;
+  return replicate;
+}
+
+// The vocabulary-parallel cross-entropy (passes/vocab_parallel_loss.hpp). On its vocabulary axis
+// the logits stay sharded: vocab_statistics and vocab_exp_sum give Partial sums of their rows,
+// and everything else reads whole rows (Replicate). On the other axes the rows' placement passes.
+constexpr axis_decision decide_vocab_parallel(const graph& g, const node& n, int axis) {
+  axis_decision r;
+  placement in[max_inputs]{};
+  for (int k = 0; k < n.input_count; ++k) in[k] = g[n.inputs[k]].spec[axis];
+  const bool logits_first = n.kind != op::vocab_log_sum_exp;
+  if (axis == n.vocab_axis) {
+    for (int k = 0; k < n.input_count; ++k) r.need[k] = replicate;
+    if (logits_first) r.need[0] = in[0];
+    const bool partial_sums = n.kind == op::vocab_statistics || n.kind == op::vocab_exp_sum;
+    r.out = partial_sums ? partial : n.kind == op::cross_entropy_grad ? in[0] : replicate;
+    return r;
+  }
+  const placement rows = rows_of(in[0].is_partial() ? replicate : in[0], in[1]);
+  for (int k = 0; k < n.input_count; ++k) r.need[k] = rows;
+  if (n.kind == op::cross_entropy_grad) r.need[2] = replicate;  // d loss, a scalar
+  r.out = n.kind == op::cross_entropy ? (rows.is_shard() ? partial : replicate) : rows;
+  return r;
+}
+
 constexpr axis_decision decide(const graph& g, const node& n, int axis) {
+  if (n.vocab_axis >= 0) return decide_vocab_parallel(g, n, axis);
   axis_decision r;
   placement in[max_inputs]{};
   for (int k = 0; k < n.input_count; ++k) in[k] = g[n.inputs[k]].spec[axis];
@@ -344,6 +376,10 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
     case op::ones:
       r.out = replicate;
       break;
+    case op::vocab_statistics:  // added with vocab_axis set: decide_vocab_parallel
+    case op::vocab_exp_sum:
+    case op::vocab_log_sum_exp:
+      break;
     case op::param_grad:
       r.out = r.need[0] = g[n.origin].spec[axis];
       if (n.deferred_axis == axis && in[0].is_partial() && g[n.origin].spec[axis].is_replicate())
@@ -353,27 +389,50 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
   return r;
 }
 
+// The mesh axis that shards a cross-entropy's logits along their vocabulary, or -1.
+constexpr int vocab_axis_of(const graph& g, const node& n) {
+  const node& logits = g[n.inputs[0]];
+  for (int axis = 0; axis < g.axes.size(); ++axis)
+    if (logits.spec[axis].is_shard(logits.shape.rank() - 1)) return axis;
+  return -1;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// Decides node i's placement on every axis and what it needs of its inputs; false (with the
+// graph's diagnostic) where the annotations cannot be reconciled.
+constexpr bool place_node(graph& g, int i) {
+  node& n = g[i];
+  for (int axis = 0; axis < g.axes.size(); ++axis) {
+    axis_decision d = decide(g, n, axis);
+    if (d.conflict != nullptr) {
+      if (diagnostic* diag = g.report(i)) *diag << "on axis '" << g.axes.name(axis) << "': " << d.conflict;
+      return false;
+    }
+    n.spec[axis] = d.out;
+    for (int k = 0; k < n.input_count; ++k) n.required[k][axis] = d.need[k];
+  }
+  for (int a = 0; a < g.axes.size(); ++a)
+    for (int b = a + 1; b < g.axes.size(); ++b)
+      if (n.spec[a].is_shard() && n.spec[a] == n.spec[b])
+        if (diagnostic* diag = g.report(i)) {
+          *diag << "dimension " << int{n.spec[a].dim} << " would be sharded on both '" << g.axes.name(a)
+                << "' and '" << g.axes.name(b) << "'. shard each dimension on one mesh axis (redistribute one input)";
+          return false;
+        }
+  return true;
+}
+
 }  // namespace detail
 
 constexpr graph propagate_sharding(const graph& in) {
   graph g = in;
   for (int i = 0; i < g.size() && g.ok(); ++i) {
     node& n = g[i];
-    for (int axis = 0; axis < g.axes.size(); ++axis) {
-      detail::axis_decision d = detail::decide(g, n, axis);
-      if (d.conflict != nullptr) {
-        if (diagnostic* diag = g.report(i)) *diag << "on axis '" << g.axes.name(axis) << "': " << d.conflict;
-        return g;
-      }
-      n.spec[axis] = d.out;
-      for (int k = 0; k < n.input_count; ++k) n.required[k][axis] = d.need[k];
-    }
-    for (int a = 0; a < g.axes.size(); ++a)
-      for (int b = a + 1; b < g.axes.size(); ++b)
-        if (n.spec[a].is_shard() && n.spec[a] == n.spec[b])
-          if (diagnostic* diag = g.report(i))
-            *diag << "dimension " << int{n.spec[a].dim} << " would be sharded on both '" << g.axes.name(a)
-                  << "' and '" << g.axes.name(b) << "'. shard each dimension on one mesh axis (redistribute one input)";
+    if (n.kind == op::cross_entropy || n.kind == op::cross_entropy_grad) n.vocab_axis = detail::vocab_axis_of(g, n);
+    if (!detail::place_node(g, i)) return g;
   }
   return g;
 }

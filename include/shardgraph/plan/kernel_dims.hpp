@@ -84,7 +84,8 @@ inline kernel_dim_array attention_dims(const node& n, const local_layout& layout
 }  // namespace detail
 
 // A cross_entropy's or cross_entropy_grad's dims: {rows, vocab, classes, divisor, ignore_index},
-// the divisor 1 for a sum and every row of the logits for a mean.
+// the divisor 1 for a sum and every row of the logits for a mean; vocab is this rank's columns of the
+// logits (all of them, unless the loss is vocabulary parallel), classes those of the whole vocabulary.
 inline kernel_dim_array loss_dims(const program& p, const local_layout& layout, const model_sizes& sizes, int i) {
   const node& n = p.nodes[i];
   const local_dims& logits = layout.of(n.inputs[0]);
@@ -93,7 +94,22 @@ inline kernel_dim_array loss_dims(const program& p, const local_layout& layout, 
   const std::int64_t rows = detail::dims_product(logits.local, 0, 2);
   const std::int64_t divisor =
       n.reduction == loss_reduction::sum ? 1 : detail::dims_product(logits.global, 0, 2);
-  return {rows, logits.local[2], sizes.classes_of(vocab, logits.local[2]), divisor, n.ignore_index};
+  return {rows, logits.local[2], sizes.classes_of(vocab, logits.global[2]), divisor, n.ignore_index};
+}
+
+// vocab_statistics' and vocab_exp_sum's dims (passes/vocab_parallel_loss.hpp), from the logits'
+// slice on this rank: {rows, columns, classes, column_offset, ignore_index, ranks} (a rank holds
+// the logits' columns [column_offset, column_offset + columns) of the vocabulary, of which those
+// below `classes` are classes; `ranks` share it). vocab_log_sum_exp takes {rows}, the loss
+// loss_dims, and its gradient loss_dims with classes and column_offset in dims[2] and dims[5].
+inline kernel_dim_array vocab_parallel_dims(const program& p, const local_layout& layout, const model_sizes& sizes,
+                                            int i) {
+  const node& n = p.nodes[i];
+  const local_dims& logits = layout.of(n.inputs[0]);
+  const shape& s = p.nodes[n.inputs[0]].shape;
+  const std::int64_t rows = detail::dims_product(logits.local, 0, 2);
+  const std::int64_t classes = sizes.classes_of(s[s.rank() - 1], logits.global[2]);
+  return {rows, logits.local[2], classes, logits.offset[2], n.ignore_index, logits.global[2] / logits.local[2]};
 }
 
 // Node i's kernel dims. Fails for an op that has no kernel (a bug in lower()).
@@ -136,8 +152,17 @@ inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout
     case op::attention_grad_v:
       return detail::attention_dims(n, layout);
     case op::cross_entropy:
-    case op::cross_entropy_grad:
       return loss_dims(p, layout, sizes, i);
+    case op::cross_entropy_grad: {
+      kernel_dim_array d = loss_dims(p, layout, sizes, i);
+      d[5] = layout.of(n.inputs[0]).offset[2];  // the first column of the logits' slice (vocabulary parallel)
+      return d;
+    }
+    case op::vocab_statistics:
+    case op::vocab_exp_sum:
+      return vocab_parallel_dims(p, layout, sizes, i);
+    case op::vocab_log_sum_exp:
+      return {layout.of(i).numel()};
     case op::gelu_grad:
     case op::silu_grad:
     case op::ones:

@@ -9,12 +9,13 @@ namespace shardgraph::plan::detail {
 // fused::cross_entropy_saved: the cross-entropy gradient reads the rows'
 // log-sum-exp that the loss's call kept with the logits (output_kept; the gradient's side is the
 // loss) instead of computing it again in a pass over the logits. Every value is written once, so the
-// logits are unchanged in between.
+// logits are unchanged in between. A vocabulary-parallel gradient reads its rows' statistics already
+// (its lse operand).
 inline void plan_cross_entropy_statistics(fusion_state& s) {
   if (!s.introduces(compute::fused::cross_entropy_saved)) return;
   const graph& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
-    if (g[i].kind != op::cross_entropy_grad) continue;
+    if (g[i].kind != op::cross_entropy_grad || g[i].vocab_axis >= 0) continue;
     for (int f : s.readers(g[i].inputs[0]))
       if (g[f].kind == op::cross_entropy && g[f].inputs[1] == g[i].inputs[1]) {
         s.plan.forward_output_of[at(i)] = f;

@@ -235,6 +235,29 @@ class backend {
     return *c.rope;
   }
 
+  // The vocabulary-parallel cross-entropy (cpu/vocab_parallel_loss.hpp). Its statistics' dims are
+  // {rows, columns, classes, offset, ignore_index, ranks}; its loss's and gradient's are the loss's
+  // {rows, columns, classes, divisor, ignore_index, offset}.
+  static vocab_slice vocab_slice_of(const compute::kernel_call<buffer>& c) {
+    const std::int64_t* d = c.dims;
+    const bool loss = c.kind == op::cross_entropy || c.kind == op::cross_entropy_grad;
+    return {.rows = d[0], .columns = d[1], .classes = d[2], .offset = loss ? d[5] : d[3], .ignore_index = d[4],
+            .ranks = loss ? 0 : d[5]};
+  }
+  // A loss's targets, each a class or the ignore index (the loss's dims).
+  static const std::int64_t* checked_targets(const compute::kernel_call<buffer>& c) {
+    const std::int64_t* targets = c.in[1]->as<std::int64_t>();
+    detail::check_targets("cpu::backend: cross_entropy", targets, c.dims[0], c.dims[2], c.dims[4]);
+    return targets;
+  }
+  // (logits, targets, lse, stats) -> the counted rows' lse - target logit, / divisor.
+  template <class T>
+  void vocab_parallel_loss(const compute::kernel_call<buffer>& c) {
+    c.out->as<T>()[0] = static_cast<T>(
+        vocab_cross_entropy_sum(checked_targets(c), in<T>(c, 2), in<T>(c, 3), c.dims[0], c.dims[4]) /
+        static_cast<double>(c.dims[3]));
+  }
+
   template <class T>
   void run_typed(const compute::kernel_call<buffer>& c) {
     T* out = c.out->as<T>();
@@ -272,10 +295,15 @@ class backend {
         return causal_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3], d[4],
                                 c.scalar);
       case op::cross_entropy:  // a mean over no target is 0 / 0: NaN, as torch's
+        if (c.in[2] != nullptr) return vocab_parallel_loss<T>(c);
         out[0] = static_cast<T>(cross_entropy_sum(in<T>(c, 0), c.in[1]->as<std::int64_t>(), d[0], d[1], nullptr,
                                                   {.classes = d[2], .ignore_index = d[4]}) /
                                 static_cast<double>(d[3]));
         return;
+      case op::vocab_statistics:
+        return vocab_statistics(in<T>(c, 0), c.in[1]->as<std::int64_t>(), out, vocab_slice_of(c));
+      case op::vocab_exp_sum: return vocab_exp_sum(in<T>(c, 0), in<T>(c, 1), out, vocab_slice_of(c));
+      case op::vocab_log_sum_exp: return vocab_log_sum_exp(in<T>(c, 0), in<T>(c, 1), out, d[0]);
       case op::add:
       case op::mul:
       case op::add_bias:
@@ -360,6 +388,9 @@ class backend {
         std::memset(out, 0, out_bytes);
         return position_embedding_backward(in<T>(c, 0), out, d[0], d[1], d[2]);
       case op::cross_entropy_grad:
+        if (c.in[3] != nullptr)  // vocabulary parallel: (logits, targets, d loss, lse)
+          return vocab_cross_entropy_backward(in<T>(c, 0), checked_targets(c), in<T>(c, 3), out, vocab_slice_of(c),
+                                              static_cast<double>(in<T>(c, 2)[0]) / static_cast<double>(d[3]));
         return cross_entropy_backward(in<T>(c, 0), c.in[1]->as<std::int64_t>(), out, d[0], d[1],
                                       static_cast<double>(in<T>(c, 2)[0]) / static_cast<double>(d[3]),
                                       {.classes = d[2], .ignore_index = d[4]});

@@ -12,3 +12,4 @@
 #include "shardgraph/cpu/norms.hpp"
 #include "shardgraph/cpu/rope.hpp"
 #include "shardgraph/cpu/softmax.hpp"
+#include "shardgraph/cpu/vocab_parallel_loss.hpp"

@@ -47,6 +47,7 @@
 #include <shardgraph/cuda/stream_recording.hpp>
 #include <shardgraph/cuda/tensor_buffer.hpp>
 #include <shardgraph/cuda/text.hpp>
+#include <shardgraph/cuda/vocab_parallel_loss_calls.hpp>
 #include <shardgraph/ir/op.hpp>
 
 #include <cuda_runtime.h>
@@ -180,6 +181,11 @@ class backend {
     check_cuda(cudaMemcpy(&bad, state_->bad_target(), sizeof bad, cudaMemcpyDeviceToHost), "backend (flags)");
     if (bad != 0) {
       check_cuda(cudaMemset(state_->bad_target(), 0, sizeof bad), "backend (flags)");
+      if (bad == kernels::vocab_loss_overflow)
+        fail("cuda::backend: cross_entropy",
+             "a row's log-sum-exp over the vocabulary-sharded logits overflowed: the ranks' slices differ by more "
+             "than the dtype's exponent range",
+             "check the logits for diverging values, or compute the loss in f64");
       fail("cuda::backend: cross_entropy", "a target id is outside the vocabulary",
            "check the token ids against the model's vocab_size, or mark ignored rows with the ignore index");
     }
@@ -364,9 +370,15 @@ class backend {
       case op::attention_grad_v:
         return detail::attention_backward<C>(s, c);
       case op::cross_entropy:
+        if (c.in[2] != nullptr) return detail::vocab_parallel_call<C>(s, c);  // (logits, targets, lse, stats)
         return detail::cross_entropy<C>(s, c);
       case op::cross_entropy_grad:
+        if (c.in[3] != nullptr) return detail::vocab_parallel_call<C>(s, c);  // (logits, targets, dloss, lse)
         return detail::cross_entropy_grad<C>(s, c);
+      case op::vocab_statistics:
+      case op::vocab_exp_sum:
+      case op::vocab_log_sum_exp:
+        return detail::vocab_parallel_call<C>(s, c);
       case op::add:
       case op::mul:
       case op::add_bias:
