@@ -1,11 +1,15 @@
 // cpu::scaled_dot_product_attention and its backward, causal or not, without a mask, with a
 // padding mask and with segment ids (ir/attention_masking.hpp), against a naive loop over every
 // (query, key) pair, and the backward against finite differences of the forward (in f64; f32
-// against f64 on the same rounded inputs).
+// against f64 on the same rounded inputs); and against torch's scaled_dot_product_attention and its
+// autograd gradients (golden data: tests/golden/attention_masks, made by make_golden.py).
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include <shardgraph/io/safetensors.hpp>
 
 #include "catch.hpp"
 #include "cpu/finite_differences.hpp"
@@ -118,5 +122,39 @@ TEST_CASE("scaled_dot_product_attention_backward matches finite differences unde
         for (std::size_t i = dq.size() / 2; i < dq.size(); ++i) REQUIRE(dq[i] == 0.0);
         for (std::size_t i = dk.size() / 2; i < dk.size(); ++i) REQUIRE((dk[i] == 0.0 && dv[i] == 0.0));
       }
+    }
+}
+
+TEST_CASE("golden: attention under causal, padding and segment masks equals torch's SDPA and its gradients",
+          "[cpu][golden]") {
+  const sg::io::safetensors_file golden(std::string(SHARDGRAPH_GOLDEN_DIR) + "/attention_masks/golden.safetensors");
+  const auto& q_shape = golden.info("q").shape;
+  // the golden data's own sizes: batch, heads, kv_heads, seq, head_dim
+  const std::int64_t sizes[5] = {q_shape.at(0), q_shape.at(1), golden.info("k").shape.at(1), q_shape.at(2),
+                                 q_shape.at(3)};
+  const auto q = golden.read_as<double>("q"), k = golden.read_as<double>("k"), v = golden.read_as<double>("v"),
+             dout = golden.read_as<double>("dout");
+  const auto hf_padding = golden.read_as<std::int64_t>("padding");
+  const auto segment_ids = golden.read_as<std::int64_t>("segments");
+  for (const bool causal : {true, false})
+    for (const auto kind : {sg::attention_mask::none, sg::attention_mask::padding, sg::attention_mask::segments}) {
+      const std::string name = std::string(causal ? "causal" : "bidirectional") + "." +
+                               (kind == sg::attention_mask::padding    ? "padding"
+                                : kind == sg::attention_mask::segments ? "segments"
+                                                                       : "none");
+      CAPTURE(name);
+      const sg::cpu::key_visibility seen{
+          .masking = {.causal = causal, .mask = kind},
+          .mask = kind == sg::attention_mask::segments ? segment_ids.data() : hf_padding.data()};
+      std::vector<double> out(q.size()), dq(q.size()), dk(k.size()), dv(v.size());
+      sg::cpu::scaled_dot_product_attention(q.data(), k.data(), v.data(), out.data(), sizes[0], sizes[1], sizes[2],
+                                            sizes[3], sizes[4], 0.0, seen);
+      sg::cpu::scaled_dot_product_attention_backward(q.data(), k.data(), v.data(), dout.data(), dq.data(), dk.data(),
+                                                     dv.data(), sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], 0.0,
+                                                     seen);
+      CHECK(relative_error(out, golden.read_as<double>(name + ".out")) <= 1e-12);
+      CHECK(relative_error(dq, golden.read_as<double>(name + ".dq")) <= 1e-12);
+      CHECK(relative_error(dk, golden.read_as<double>(name + ".dk")) <= 1e-12);
+      CHECK(relative_error(dv, golden.read_as<double>(name + ".dv")) <= 1e-12);
     }
 }
