@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "cpu/finite_differences.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/cpu/backward.hpp"
 #include "shardgraph/cpu/kernels.hpp"
@@ -24,61 +25,7 @@ namespace cpu = shardgraph::cpu;
 namespace sg = shardgraph;
 using std::int64_t;
 using vector = std::vector<double>;
-
-constexpr double finite_difference_step = 1e-6;
-constexpr double finite_difference_tolerance = 1e-6;
-constexpr double float_tolerance = 1e-4;
-
-vector random_values(int64_t count, unsigned seed, double low = -1, double high = 1) {
-  std::mt19937 engine(seed);
-  std::uniform_real_distribution<double> distribution(low, high);
-  vector values(static_cast<std::size_t>(count));
-  for (auto& value : values) value = distribution(engine);
-  return values;
-}
-
-std::vector<float> to_float(const vector& values) { return {values.begin(), values.end()}; }
-
-// The values a float kernel sees, back in double: the double kernel's inputs for the float check.
-vector rounded_to_float(const vector& values) {
-  const auto rounded = to_float(values);
-  return {rounded.begin(), rounded.end()};
-}
-
-double dot(const vector& a, const vector& b) {
-  REQUIRE(a.size() == b.size());
-  double sum = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// max |got - want| / max |want|: the error relative to the scale of the result.
-template <class T>
-double relative_error(const std::vector<T>& got, const vector& want) {
-  REQUIRE(got.size() == want.size());
-  double largest_error = 0;
-  double largest_value = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    largest_error = std::max(largest_error, std::abs(double(got[i]) - want[i]));
-    largest_value = std::max(largest_value, std::abs(want[i]));
-  }
-  return largest_error / std::max(largest_value, 1e-300);
-}
-
-// The central-difference gradient of loss at x.
-vector numeric_gradient(const std::function<double(const vector&)>& loss, vector x) {
-  vector gradient(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + finite_difference_step;
-    const double plus = loss(x);
-    x[i] = saved - finite_difference_step;
-    const double minus = loss(x);
-    x[i] = saved;
-    gradient[i] = (plus - minus) / (2 * finite_difference_step);
-  }
-  return gradient;
-}
+using namespace shardgraph::testing::finite_differences;
 
 vector plus(const vector& a, const vector& b) {
   REQUIRE(a.size() == b.size());
@@ -446,21 +393,7 @@ TEST_CASE("causal_attention_backward matches finite differences for MHA, GQA 4/2
                                      dv.data(), batch, heads, kv_heads, seq, head_dim);
       return std::array{dq, dk, dv};
     };
-    const auto [dq, dk, dv] = gradients(q, k, v, dout);
-    CHECK(relative_error(dq, numeric_gradient([&](const vector& x) { return loss(x, k, v); }, q)) <=
-          finite_difference_tolerance);
-    CHECK(relative_error(dk, numeric_gradient([&](const vector& x) { return loss(q, x, v); }, k)) <=
-          finite_difference_tolerance);
-    CHECK(relative_error(dv, numeric_gradient([&](const vector& x) { return loss(q, k, x); }, v)) <=
-          finite_difference_tolerance);
-
-    const auto [dq_float, dk_float, dv_float] =
-        gradients(to_float(q), to_float(k), to_float(v), to_float(dout));
-    const auto [dq_rounded, dk_rounded, dv_rounded] =
-        gradients(rounded_to_float(q), rounded_to_float(k), rounded_to_float(v), rounded_to_float(dout));
-    CHECK(relative_error(dq_float, dq_rounded) <= float_tolerance);
-    CHECK(relative_error(dk_float, dk_rounded) <= float_tolerance);
-    CHECK(relative_error(dv_float, dv_rounded) <= float_tolerance);
+    check_attention_gradients(q, k, v, dout, loss, gradients);
   }
 }
 

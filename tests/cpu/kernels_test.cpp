@@ -15,6 +15,7 @@
 
 #include "catch.hpp"
 #include "compute/kernel_contract.hpp"
+#include "cpu/finite_differences.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/cpu/backend.hpp"
 #include "shardgraph/cpu/kernels.hpp"
@@ -45,18 +46,7 @@ std::vector<double> to_double(const std::vector<T>& values) {
   return {values.begin(), values.end()};
 }
 
-// max |got - want| / max |want|: the error relative to the scale of the result.
-template <class T>
-double relative_error(const std::vector<T>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  double largest_error = 0;
-  double largest_value = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    largest_error = std::max(largest_error, std::abs(double(got[i]) - want[i]));
-    largest_value = std::max(largest_value, std::abs(want[i]));
-  }
-  return largest_error / std::max(largest_value, 1e-300);
-}
+using shardgraph::testing::finite_differences::relative_error;
 
 std::string thrown_message(const std::function<void()>& call) {
   try {

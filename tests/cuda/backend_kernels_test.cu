@@ -518,6 +518,51 @@ TEST_CASE("cuda backend: causal attention and its gradients match the cpu backen
     }
 }
 
+// Non-causal and masked attention (ir/attention_masking.hpp): cuDNN's fused attention takes
+// non-causal calls without a mask (the cuDNN shape, where the build has cuDNN); the rest runs the
+// batched products around the (masked) softmax: head_dim 64 in bf16 too, a shape flash attention
+// would take were the call causal and unmasked.
+// Mask: batch row 0 pads its first key and its keys from seq - 3 on (causal query 0 sees none); row
+// 1 pads none. Segment ids: three documents per row, the last one ending the sequence.
+TEST_CASE("cuda backend: non-causal and masked attention and their gradients match the cpu backend",
+          "[cuda][gpu]") {
+  both_backends b;
+  const std::vector<attention_shape>& shapes = attention_shapes();
+  const sg::attention_masking maskings[] = {{.causal = false},
+                                            {.causal = true, .mask = sg::attention_mask::padding},
+                                            {.causal = false, .mask = sg::attention_mask::padding},
+                                            {.causal = true, .mask = sg::attention_mask::segments},
+                                            {.causal = false, .mask = sg::attention_mask::segments}};
+  const attention_shape flash_sized{"head_dim 64 (heads 2, seq 64)", 1, 2, 2, 64, 64};
+  for (const attention_shape& a : {shapes[0], shapes[1], flash_sized, shapes[7]})
+    for (const sg::attention_masking& m : maskings)
+      for (const op kind : {op::attention, op::attention_grad_q, op::attention_grad_k, op::attention_grad_v}) {
+        const std::string what = std::string(sg::op_name(kind)) + " " + a.name + (m.causal ? " causal" : "") +
+                                 (m.mask == sg::attention_mask::padding    ? " padding"
+                                  : m.mask == sg::attention_mask::segments ? " segments"
+                                                                           : "");
+        in_each_dtype(what, attention_tolerance, [&](dtype t) {
+          const std::int64_t seq = a.seq(t);
+          std::vector<std::int64_t> mask(static_cast<std::size_t>(a.batch * seq), 1);
+          for (std::int64_t j = 0; j < seq; ++j) {
+            if (m.mask == sg::attention_mask::segments)
+              for (std::int64_t row = 0; row < a.batch; ++row) mask[std::size_t(row * seq + j)] = j * 3 / seq;
+            else if (j == 0 || j >= seq - 3)
+              mask[std::size_t(j)] = 0;
+          }
+          std::vector<host_tensor> inputs = attention_inputs(a, t);
+          if (kind == op::attention) inputs.pop_back();  // the forward reads q, k, v
+          if (m.mask != sg::attention_mask::none) inputs.push_back(id_tensor(mask));
+          const bool kv_sized = kind == op::attention_grad_k || kind == op::attention_grad_v;
+          return b.difference(t, kv_sized ? a.kv_numel(t) : a.q_numel(t), inputs, [&](auto& call, auto&) {
+            call.kind = kind;
+            call.masking = m;
+            set_dims(call, {a.batch, a.heads, a.kv_heads, seq, a.head_dim});
+          });
+        });
+      }
+}
+
 namespace {
 
 // An attention call of shape a into `out`: the forward reads q, k, v, a gradient also dout.

@@ -347,6 +347,56 @@ def make_rope_tables(out):
     return [path]
 
 
+# Attention masks (tests/golden/attention_masks): torch's scaled_dot_product_attention, causal or
+# not, under HF's attention_mask (1 attend, 0 a padded key; right padding, so every query sees a
+# key) and under segment ids (a query sees the keys of its segment), with grouped-query heads.
+ATTENTION_SIZES = dict(batch=2, heads=4, kv_heads=2, seq=6, head_dim=4)
+ATTENTION_PADDING = [[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]]
+ATTENTION_SEGMENTS = [[0, 0, 1, 1, 1, 2], [5, 5, 5, 5, 3, 3]]
+
+
+def attention_case(q, k, v, dout, causal, mask_kind):
+    """out, dq, dk, dv of SDPA with the boolean mask (batch, 1, seq, seq) the HF-style input implies."""
+    seq = q.shape[2]
+    seen = torch.ones(q.shape[0], 1, seq, seq, dtype=torch.bool)
+    if causal:
+        seen &= torch.ones(seq, seq, dtype=torch.bool).tril()
+    if mask_kind == "padding":
+        seen &= torch.tensor(ATTENTION_PADDING, dtype=torch.bool)[:, None, None, :]
+    elif mask_kind == "segments":
+        ids = torch.tensor(ATTENTION_SEGMENTS)
+        seen &= (ids[:, :, None] == ids[:, None, :])[:, None]
+    q, k, v = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    out = F.scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1),
+                                         attn_mask=seen)
+    out.backward(dout)
+    return out, q.grad, k.grad, v.grad
+
+
+def make_attention_masks(out):
+    gen = torch.Generator().manual_seed(SEED)
+    a = ATTENTION_SIZES
+    q_shape = (a["batch"], a["heads"], a["seq"], a["head_dim"])
+    kv_shape = (a["batch"], a["kv_heads"], a["seq"], a["head_dim"])
+    tensors = {"q": torch.rand(q_shape, generator=gen, dtype=torch.float64) * 4 - 2,
+               "k": torch.rand(kv_shape, generator=gen, dtype=torch.float64) * 4 - 2,
+               "v": torch.rand(kv_shape, generator=gen, dtype=torch.float64) * 2 - 1,
+               "dout": torch.rand(q_shape, generator=gen, dtype=torch.float64) * 2 - 1,
+               "padding": torch.tensor(ATTENTION_PADDING), "segments": torch.tensor(ATTENTION_SEGMENTS)}
+    for causal in (True, False):
+        for mask_kind in ("none", "padding", "segments"):
+            name = ("causal" if causal else "bidirectional") + "." + mask_kind
+            results = attention_case(tensors["q"], tensors["k"], tensors["v"], tensors["dout"], causal, mask_kind)
+            for part, value in zip(("out", "dq", "dk", "dv"), results):
+                tensors[f"{name}.{part}"] = value
+    folder = out / "attention_masks"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "golden.safetensors"
+    save(tensors, path, {"torch": torch.__version__, **{key: str(value) for key, value in a.items()}})
+    return [path]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent,
@@ -358,6 +408,7 @@ def main():
     written += [path for name in OPTION_CASES for path in make_option_case(name, args.out)]
     written += [path for name in ROPE_CASES for path in make_rope(name, args.out)] + make_rope_tables(args.out)
     written += make_vit(args.out, 41, randomize, save) + make_llava(args.out, 42, randomize, save)
+    written += make_attention_masks(args.out)
     total = 0
     for path in written:
         size = path.stat().st_size

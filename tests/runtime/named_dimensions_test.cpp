@@ -51,16 +51,7 @@ sg::model_sizes sizes() {
   return s;
 }
 
-sg::tensor_map inputs() {
-  std::vector<double> x(n_batch * n_seq * n_features);
-  std::vector<std::int64_t> targets(n_batch * n_seq);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * static_cast<double>(i));
-  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<std::int64_t>((i * 5 + 1) % n_vocab);
-  sg::tensor_map m;
-  m.emplace("x", sg::host_tensor::from<double>({n_batch, n_seq, n_features}, x));
-  m.emplace("targets", sg::host_tensor::from<std::int64_t>({n_batch, n_seq}, targets));
-  return m;
-}
+sg::tensor_map inputs() { return test_support::sine_inputs(n_batch, n_seq, n_features, n_vocab); }
 
 using test_support::gradient_map;
 
@@ -78,13 +69,7 @@ TEST_CASE("named dimensions: tp=2 sharding 'experts' trains as one rank does", "
   REQUIRE(reference.at("w_out").size() == static_cast<std::size_t>(n_experts * 3 * n_vocab));
   const gradient_map got = gradients(2, &loss);
   CHECK(std::abs(loss - reference_loss) < 1e-12 * std::abs(reference_loss));
-  REQUIRE(got.size() == reference.size());
-  for (const auto& [name, want] : reference) {
-    CAPTURE(name);
-    const test_support::gradient_difference d = test_support::difference(got.at(name), want);
-    REQUIRE(d.scale > 0);
-    CHECK(d.diff <= 1e-9 * d.scale);
-  }
+  test_support::check_same_gradients(got, reference, 1e-9);
 }
 
 TEST_CASE("named dimensions: printers show the user's names", "[runtime][program]") {

@@ -54,6 +54,32 @@ inline gradient_difference difference(const std::vector<double>& have, const std
   return d;
 }
 
+// Every gradient of `got` equals `reference`'s within `relative` of its largest value (none is all 0).
+inline void check_same_gradients(const gradient_map& got, const gradient_map& reference, double relative) {
+  REQUIRE(got.size() == reference.size());
+  for (const auto& [name, want] : reference) {
+    CAPTURE(name);
+    const gradient_difference d = difference(got.at(name), want);
+    REQUIRE(d.scale > 0);
+    CHECK(d.diff <= relative * d.scale);
+  }
+}
+
+// Inputs of a small model: "x" (batch, seq, width) f64 of sin(0.37 i), "targets" (batch, seq) i64
+// of (5 i + 1) % vocab.
+inline shardgraph::tensor_map sine_inputs(std::int64_t batch, std::int64_t seq, std::int64_t width,
+                                          std::int64_t vocab) {
+  namespace sg = shardgraph;
+  std::vector<double> x(static_cast<std::size_t>(batch * seq * width));
+  std::vector<std::int64_t> targets(static_cast<std::size_t>(batch * seq));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * static_cast<double>(i));
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<std::int64_t>((i * 5 + 1) % vocab);
+  sg::tensor_map m;
+  m.emplace("x", sg::host_tensor::from<double>({batch, seq, width}, x));
+  m.emplace("targets", sg::host_tensor::from<std::int64_t>({batch, seq}, targets));
+  return m;
+}
+
 // One forward and backward step of training program p on the thread ranks of `mesh` (cpu backend):
 // the whole gradients, and rank 0's value of the output "loss" in *loss.
 inline gradient_map whole_gradients(const shardgraph::program& p, const shardgraph::model_sizes& sizes,

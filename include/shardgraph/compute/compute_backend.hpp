@@ -20,6 +20,9 @@
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}
 //   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
 //                                                                   0 for 1/sqrt(head_dim) (attention_scale)
+//                       masking: causal or not; with a mask, in[3] (in[4] in a gradient) is the
+//                       mask (batch, seq) i64: padding (0 masks a key) or segment ids (a query sees
+//                       the keys of its segment). A query that sees no key: output 0, gradients 0.
 //   cross_entropy       {rows, vocab, classes, divisor, ignore_index}
 //                       out[0] = sum over rows whose target is not ignore_index of
 //                       -log softmax(logits[row][0:classes])[target], / divisor (the targets counted in
@@ -89,6 +92,9 @@ struct kernel_call {
   std::int64_t dims[6]{};
   double scalar = 0.0;
   bool transpose_b = false;
+  // attention and its gradients: causal or not, and what in[attention_mask_input(gradient)] holds
+  // (ir/attention_masking.hpp).
+  attention_masking masking;
   // rope and rope_grad only: the inverse frequencies and the cos/sin factor, planned at bind from
   // the node's rope_scaling and the local sizes (runtime/rope_plan.hpp); rope_grad's are its rope's.
   const rope_frequencies* rope = nullptr;

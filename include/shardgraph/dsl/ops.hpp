@@ -82,6 +82,28 @@ constexpr tensor merge_heads(tensor x) { return detail::apply_op(op::merge_heads
 constexpr tensor attention(tensor q, tensor k, tensor v, double scale = 0.0) {
   return detail::apply_op(op::attention, {q, k, v}, {}, scale);
 }
+// attention with options: causal false for a bidirectional encoder (ViT, BERT); q and k have the
+// same seq either way. `mask_kind` says what a mask, when one is given, holds.
+struct attention_options {
+  bool causal = true;
+  double scale = 0.0;  // 0: 1 / sqrt(head_dim)
+  attention_mask mask_kind = attention_mask::padding;
+};
+constexpr tensor attention(tensor q, tensor k, tensor v, attention_options o) {
+  tensor out = detail::apply_op(op::attention, {q, k, v}, {}, o.scale);
+  out.builder->value()[out.id].masking = {.causal = o.causal, .mask = attention_mask::none};
+  return out;
+}
+// Masked attention; mask (batch, seq) i64 (ir/attention_masking.hpp):
+//   mask_kind padding    HF's attention_mask: 1 attend, 0 a padded key that no query sees
+//   mask_kind segments   segment ids: a query sees only the keys of its own segment (packed
+//                        sequences), and with causal only the earlier ones of them
+// A query that sees no key gives 0 (and no gradient). The mask follows q's batch placement.
+constexpr tensor attention(tensor q, tensor k, tensor v, tensor mask, attention_options o = {}) {
+  tensor out = detail::apply_op(op::attention, {q, k, v, mask}, {}, o.scale);
+  out.builder->value()[out.id].masking = {.causal = o.causal, .mask = o.mask_kind};
+  return out;
+}
 // torch's F.cross_entropy(logits, targets, ignore_index=, reduction=) over every (batch, seq) position:
 // logits (batch, seq, vocab), targets (batch, seq) -> scalar. A position whose target is
 // ignore_index adds nothing and is not counted; `mean` divides the sum of -log softmax(logits)[target]

@@ -7,13 +7,15 @@
 #include "shardgraph/core/dtype.hpp"
 #include "shardgraph/core/fixed_string.hpp"
 #include "shardgraph/core/shape.hpp"
+#include "shardgraph/ir/attention_masking.hpp"
 #include "shardgraph/ir/op.hpp"
 #include "shardgraph/ir/rope_scaling.hpp"
 #include "shardgraph/mesh/shard_spec.hpp"
 
 namespace shardgraph {
 
-inline constexpr int max_inputs = 4;  // attention's gradients read q, k, v and the output's gradient
+inline constexpr int max_inputs = 5;  // a masked attention's gradients read q, k, v, the output's
+                                      // gradient and the mask
 
 // How cross_entropy reduces its rows' losses (torch's `reduction`): the mean over the targets that
 // count (not ignore_index), or their sum.
@@ -22,7 +24,7 @@ enum class loss_reduction : std::uint8_t { mean, sum };
 struct node {
   op kind = op::input;
   name_buffer name;
-  int inputs[max_inputs]{-1, -1, -1, -1};
+  int inputs[max_inputs]{-1, -1, -1, -1, -1};
   int input_count = 0;
   shardgraph::shape shape;
   dtype type = dtype::f32;
@@ -50,6 +52,7 @@ struct node {
   loss_reduction reduction = loss_reduction::mean;  // cross_entropy (and its gradient)
   int vocab_axis = -1;  // cross_entropy and its gradient: the mesh axis that shards the logits'
                         // vocabulary (passes/vocab_parallel_loss.hpp); -1: the vocabulary is whole
+  attention_masking masking;  // attention and its gradients: causal, and what the mask input holds
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

@@ -164,7 +164,14 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
                         {{"k", b}, {"v", c}}, "project k and v to the same number of heads");
       if (!(a[0] == b[0] && a[2] == b[2] && a[3] == b[3]))
         return mismatch(g, i, "q and k differ in batch, seq or head_dim", {{"q", a}, {"k", b}},
-                        "split q, k and v into heads of one head_dim");
+                        "split q, k and v into heads of one head_dim (q and k of one seq, also without causal)");
+      if (n.input_count == 4) {  // the mask (batch, seq): padding or segment ids (ir/attention_masking.hpp)
+        const shape& m = g[n.inputs[3]].shape;
+        if (!(m.rank() == 2 && m[0] == a[0] && m[1] == b[2]))
+          return mismatch(g, i, "the mask must be (batch, seq) of q and k", {{"mask", m}, {"q", a}, {"k", b}},
+                          "pass HF's attention_mask (batch, seq) or segment ids of that shape");
+        return expect(g, i, g[n.inputs[3]].type == dtype::i64, "the mask must be integers. declare it with dtype i64");
+      }
       return true;
     case op::cross_entropy:
       if (!(a.rank() == 3 && b.rank() == 2 && a[0] == b[0] && a[1] == b[1]))

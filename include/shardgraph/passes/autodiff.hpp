@@ -211,9 +211,16 @@ class gradient_builder {
         return accumulate(x, make(op::split_heads, {dy}, i));
       case op::attention: {
         const int k = n.inputs[1], v = n.inputs[2];
-        accumulate(x, make(op::attention_grad_q, {x, k, v, dy}, x, n.scalar));  // scalar: the scale
-        accumulate(k, make(op::attention_grad_k, {x, k, v, dy}, k, n.scalar));
-        return accumulate(v, make(op::attention_grad_v, {x, k, v, dy}, v, n.scalar));
+        // scalar: the scale; a mask is read after dy; each gradient keeps the forward's masking
+        const auto gradient = [&](op kind, int forward) {
+          const int d = n.input_count == 4 ? make(kind, {x, k, v, dy, n.inputs[3]}, forward, n.scalar)
+                                           : make(kind, {x, k, v, dy}, forward, n.scalar);
+          g_[d].masking = n.masking;
+          return d;
+        };
+        accumulate(x, gradient(op::attention_grad_q, x));
+        accumulate(k, gradient(op::attention_grad_k, k));
+        return accumulate(v, gradient(op::attention_grad_v, v));
       }
       case op::softmax:
         return accumulate(x, make(op::softmax_grad, {i, dy}, i));

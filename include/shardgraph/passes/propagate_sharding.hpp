@@ -10,7 +10,8 @@
 //               x S(last) w S(k) -> P      (row parallel; x R is sliced first, x P reduce-scattered)
 //   embedding   ids R, table S(0) -> P (vocab parallel); table S(1) -> S(2); table R -> ids' placement
 //   norms, softmax, rope    the normalized / rotated dimensions must be whole: S there or P -> R first
-//   attention   batch or heads sharded pass through; seq or head_dim sharded -> R first
+//   attention   batch or heads sharded pass through; seq or head_dim sharded -> R first; a mask
+//               (batch, seq) S(0) with q's batch, R otherwise
 //   elementwise equal placements pass (P*P needs one side reduced); R meets S(d) -> R is sliced
 //   cross_entropy  batch or seq sharded -> P (a partial sum of the mean); vocab sharded: vocabulary
 //               parallel (its rows' statistics are reduced instead of the logits gathered; below)
@@ -61,6 +62,10 @@ constexpr axis_decision decide_vocab_parallel(const graph& g, const node& n, int
   r.out = n.kind == op::cross_entropy ? (rows.is_shard() ? partial : replicate) : rows;
   return r;
 }
+
+// An attention's mask (batch, seq) follows q's batch sharding; where q is sharded over heads (or
+// whole) every rank needs the whole mask.
+constexpr placement attention_mask_placement(placement q) { return q.is_shard(0) ? q : replicate; }
 
 constexpr axis_decision decide(const graph& g, const node& n, int axis) {
   if (n.vocab_axis >= 0) return decide_vocab_parallel(g, n, axis);
@@ -208,6 +213,7 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
       auto passes = [](placement p) { return p.is_shard(0) || p.is_shard(1); };
       placement t = passes(in[0]) ? in[0] : (in[0].is_replicate() && passes(in[1])) ? in[1] : replicate;
       r.need[0] = r.need[1] = r.need[2] = r.out = t;
+      if (n.input_count == 4) r.need[3] = attention_mask_placement(t);
       break;
     }
     case op::cross_entropy: {
@@ -321,6 +327,7 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
       auto passes = [](placement p) { return p.is_shard(0) || p.is_shard(1); };
       placement t = passes(in[0]) ? in[0] : (in[0].is_replicate() && passes(in[1])) ? in[1] : replicate;
       r.need[0] = r.need[1] = r.need[2] = r.need[3] = r.out = t;
+      if (n.input_count == 5) r.need[4] = attention_mask_placement(t);
       break;
     }
     case op::softmax_grad: {  // (y, dy)

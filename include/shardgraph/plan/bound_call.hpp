@@ -74,7 +74,7 @@ struct bound_call {
 
   // Value references (node ids, `none` where absent), as kernel_call names them.
   int out = none;
-  std::array<int, max_inputs> in{none, none, none, none};
+  std::array<int, max_inputs> in{none, none, none, none, none};
   int input_count = 0;
   int bias = none, bias_grad = none, side = none, logits_grad = none;
   int key_grad = none, value_grad = none, weight_grad = none;
@@ -88,6 +88,7 @@ struct bound_call {
   std::array<std::int64_t, 6> dims{};
   double scalar = 0.0;
   bool transpose_b = false;
+  attention_masking masking;
   bool token_major = false;
   bool output_kept = false;
   compute::product_epilogue epilogue = compute::product_epilogue::none;

@@ -76,6 +76,7 @@ inline bound_call kernel_call_of(const compute_call_inputs& in, int i) {
   c.out = i;
   c.scalar = n.scalar;
   c.transpose_b = n.transpose_b;
+  c.masking = n.masking;
   c.uses_rope = n.kind == op::rope || n.kind == op::rope_grad;
   c.input_count = n.input_count;
   for (int k = 0; k < n.input_count; ++k) c.in[detail::node_at(k)] = n.inputs[k];

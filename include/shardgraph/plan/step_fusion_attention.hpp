@@ -76,6 +76,12 @@ inline void plan_token_major_attention(fusion_state& s) {
   }
 }
 
+// Whether an attention gradient is computed under the masking and the mask of attention `forward`.
+inline bool masked_alike(const node& forward, const node& gradient) {
+  return forward.masking == gradient.masking && forward.input_count + 1 == gradient.input_count &&
+         (forward.input_count < 4 || forward.inputs[3] == gradient.inputs[4]);
+}
+
 // fused::attention_saved: an attention gradient reads the forward's result
 // (kernel_call::side) where that result stays in memory of its own until then: a token-major result
 // held in its merge's per-layer buffer, which the backward keeps anyway (the projection's weight
@@ -86,6 +92,7 @@ inline void plan_attention_output_reuse(fusion_state& s) {
   for (int i = 0; i < g.size(); ++i) {
     if (!s.plan.token_major[at(i)] || g[i].kind == op::attention) continue;  // a token-major gradient
     for (int a : s.readers(g[i].inputs[0])) {  // its forward: the attention of these q, k, v
+      if (!masked_alike(g[a], g[i])) continue;
       if (g[a].kind != op::attention || g[a].inputs[1] != g[i].inputs[1] ||
           g[a].inputs[2] != g[i].inputs[2] || !s.plan.token_major[at(a)] || s.plan.stored_in[at(a)] < 0 ||
           !s.in.kept_per_layer[at(s.plan.stored_in[at(a)])])

@@ -15,8 +15,8 @@ inline int attention_sibling(const fusion_state& s, int i, op kind) {
         s.plan.token_major[at(j)] != s.plan.token_major[at(i)] ||
         s.plan.forward_output_of[at(j)] != s.plan.forward_output_of[at(i)] || s.step_of(j) < s.step_of(i))
       continue;
-    bool same_operands = true;
-    for (int k = 0; k < 4; ++k) same_operands = same_operands && g[j].inputs[k] == g[i].inputs[k];
+    bool same_operands = g[j].input_count == g[i].input_count && g[j].masking == g[i].masking;
+    for (int k = 0; k < g[i].input_count; ++k) same_operands = same_operands && g[j].inputs[k] == g[i].inputs[k];
     if (same_operands) return j;
   }
   return -1;

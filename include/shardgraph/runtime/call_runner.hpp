@@ -74,6 +74,7 @@ struct call_runner {
       call.dims[3] = loss_divisors[static_cast<std::size_t>(c.divisor_entry)];
     call.scalar = c.scalar_is_loss_scale ? loss_scale : c.scalar;
     call.transpose_b = c.transpose_b;
+    call.masking = c.masking;
     if (c.uses_rope) call.rope = rope.of(c.node);
     call.bias = at(c.bias);
     call.bias_grad = at(c.bias_grad);

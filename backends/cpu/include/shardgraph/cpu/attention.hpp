@@ -1,6 +1,7 @@
 #pragma once
-// Causal scaled dot-product attention with grouped-query heads (GQA; MHA when kv_heads == heads,
-// MQA when kv_heads == 1). Per (batch, head) it forms the full (seq, seq) score matrix in a scratch
+// Scaled dot-product attention, causal or not, with an optional padding mask or segment ids
+// (ir/attention_masking.hpp), and grouped-query heads (GQA; MHA when kv_heads == heads, MQA when
+// kv_heads == 1). Per (batch, head) it forms the full (seq, seq) score matrix in a scratch
 // buffer: simple and exact, O(seq^2) memory per head, fine for the reference backend.
 #include <cmath>
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include <Eigen/Core>
 
+#include "shardgraph/cpu/attention_weights.hpp"
 #include "shardgraph/cpu/checks.hpp"
 #include "shardgraph/cpu/gemm.hpp"
 #include "shardgraph/cpu/softmax.hpp"
@@ -35,19 +37,22 @@ inline void check_attention_sizes(const char* where, std::int64_t batch, std::in
 }  // namespace detail
 
 // q (batch, heads, seq, head_dim); k, v (batch, kv_heads, seq, head_dim); out (batch, heads, seq, head_dim).
-// Query head h reads kv head h / (heads / kv_heads), as HF repeat_kv. Token i attends to tokens
-// 0..i only; the scores are scaled by `scale`, 0 meaning 1 / sqrt(head_dim). out must not overlap
-// q, k or v.
+// Query head h reads kv head h / (heads / kv_heads), as HF repeat_kv. Token i attends to the keys
+// `seen` lets it see (key_visibility: causal, a padding mask, segment ids); a token that sees no key
+// gets 0. The scores are scaled by `scale`, 0 meaning 1 / sqrt(head_dim). out must not overlap q,
+// k or v.
+// `where` names the caller in errors.
 template <class T>
-void causal_attention(const T* q, const T* k, const T* v, T* out, std::int64_t batch, std::int64_t heads,
-                      std::int64_t kv_heads, std::int64_t seq, std::int64_t head_dim,
-                      double scale_or_zero = 0.0) {
-  constexpr auto where = "cpu::causal_attention";
+void scaled_dot_product_attention(const T* q, const T* k, const T* v, T* out, std::int64_t batch, std::int64_t heads,
+                                  std::int64_t kv_heads, std::int64_t seq, std::int64_t head_dim,
+                                  double scale_or_zero, const key_visibility& seen,
+                                  const char* where = "cpu::scaled_dot_product_attention") {
   detail::check_attention_sizes(where, batch, heads, kv_heads, seq, head_dim);
   detail::check_pointer(where, "q", q, batch * heads * seq * head_dim);
   detail::check_pointer(where, "k", k, batch * kv_heads * seq * head_dim);
   detail::check_pointer(where, "v", v, batch * kv_heads * seq * head_dim);
   detail::check_pointer(where, "out", out, batch * heads * seq * head_dim);
+  if (seen.masking.mask != attention_mask::none) detail::check_pointer(where, "mask", seen.mask, batch * seq);
   if (batch == 0 || heads == 0 || seq == 0 || head_dim == 0) return;
 
   using const_map = Eigen::Map<const row_major_matrix<T>>;
@@ -63,17 +68,25 @@ void causal_attention(const T* q, const T* k, const T* v, T* out, std::int64_t b
       const_map v_matrix(v + (b * kv_heads + kv_h) * seq * head_dim, seq, head_dim);
       Eigen::Map<row_major_matrix<T>> out_matrix(out + (b * heads + h) * seq * head_dim, seq, head_dim);
 
-      // The full product is faster in Eigen than its lower triangle alone; the upper (future)
-      // triangle is computed but never read: softmax and the product with v see j <= i only.
+      // The full product is faster in Eigen than its lower triangle alone; under causal the upper
+      // (future) triangle is computed but never read.
       scores.noalias() = q_matrix * k_matrix.transpose();
-      for (std::int64_t i = 0; i < seq; ++i) {
-        T* row = scores.data() + i * seq;
-        for (std::int64_t j = 0; j <= i; ++j) row[j] *= scale;
-        softmax_row(row, row, i + 1);
-      }
-      out_matrix.noalias() = scores.template triangularView<Eigen::Lower>() * v_matrix;
+      attention_weights(scores.data(), b, seq, scale, seen);
+      if (seen.masking.causal)
+        out_matrix.noalias() = scores.template triangularView<Eigen::Lower>() * v_matrix;
+      else  // (through gemm: the products every model instantiates anyway)
+        gemm(scores.data(), v_matrix.data(), out_matrix.data(), seq, seq, head_dim, false);
     }
   }
+}
+
+// scaled_dot_product_attention with the causal mask alone.
+template <class T>
+void causal_attention(const T* q, const T* k, const T* v, T* out, std::int64_t batch, std::int64_t heads,
+                      std::int64_t kv_heads, std::int64_t seq, std::int64_t head_dim,
+                      double scale_or_zero = 0.0) {
+  scaled_dot_product_attention(q, k, v, out, batch, heads, kv_heads, seq, head_dim, scale_or_zero, key_visibility{},
+                               "cpu::causal_attention");
 }
 
 }  // namespace shardgraph::cpu

@@ -227,6 +227,17 @@ class backend {
 
   template <class T>
   static const T* in(const compute::kernel_call<buffer>& c, int k) { return c.in[k]->as<T>(); }
+  // An attention call's (or its gradient's) keys seen: kernel_call::masking and its mask input.
+  static key_visibility visibility(const compute::kernel_call<buffer>& c) {
+    key_visibility seen{.masking = c.masking};
+    if (c.masking.mask == attention_mask::none) return seen;
+    const buffer* mask = c.in[attention_mask_input(c.kind != op::attention)];
+    if (mask == nullptr || mask->type() != dtype::i64)
+      fail("cpu::backend: " + std::string(op_name(c.kind)), "the call's mask input is missing or not i64",
+           "pass the mask (batch, seq) i64 after q, k, v (and dout), as kernel_call::masking states");
+    seen.mask = mask->as<std::int64_t>();
+    return seen;
+  }
   // A rope or rope_grad call's frequency table (kernel_call::rope), which the executor plans at bind.
   static const compute::rope_frequencies& rope_table(const compute::kernel_call<buffer>& c) {
     if (c.rope == nullptr)
@@ -292,8 +303,8 @@ class backend {
       case op::split_heads: return split_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::merge_heads: return merge_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::attention:
-        return causal_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3], d[4],
-                                c.scalar);
+        return scaled_dot_product_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3],
+                                            d[4], c.scalar, visibility(c));
       case op::cross_entropy:  // a mean over no target is 0 / 0: NaN, as torch's
         if (c.in[2] != nullptr) return vocab_parallel_loss<T>(c);
         out[0] = static_cast<T>(cross_entropy_sum(in<T>(c, 0), c.in[1]->as<std::int64_t>(), d[0], d[1], nullptr,
@@ -374,8 +385,8 @@ class backend {
         T* dq = scratch(q_size + 2 * kv_size);
         T* dk = dq + q_size;
         T* dv = dk + kv_size;
-        causal_attention_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), in<T>(c, 3), dq, dk, dv, d[0], d[1],
-                                  d[2], d[3], d[4], c.scalar);
+        scaled_dot_product_attention_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), in<T>(c, 3), dq, dk, dv,
+                                              d[0], d[1], d[2], d[3], d[4], c.scalar, visibility(c));
         const T* wanted = c.kind == op::attention_grad_q ? dq : c.kind == op::attention_grad_k ? dk : dv;
         std::memcpy(out, wanted, out_bytes);
         return;

@@ -1,7 +1,8 @@
 #pragma once
-// Causal attention of cuda::backend's calls and its gradients: the fused kernels where they take
-// the call (fused_attention.hpp), else batched GEMMs around a causal softmax (attention_shape.hpp's
-// products), with the scores, probabilities and their gradients in scratch.
+// Attention of cuda::backend's calls and its gradients: the fused kernels where they take the call
+// (fused_attention.hpp: no mask; flash causal only), else batched GEMMs around a softmax, causal or not,
+// masked where the call carries a mask (kernel_call::masking; attention_shape.hpp's products), with
+// the scores, probabilities and their gradients in scratch.
 //
 //   attention          {batch, heads, kv_heads, seq, head_dim}  q, k, v -> out
 //   attention_grad_*   {batch, heads, kv_heads, seq, head_dim}  q, k, v, dout -> dq, dk or dv
@@ -13,6 +14,7 @@
 #include <shardgraph/cuda/check.hpp>
 #include <shardgraph/cuda/fused_attention.hpp>
 #include <shardgraph/cuda/kernel_launch.hpp>
+#include <shardgraph/cuda/kernels/masked_softmax.cuh>
 #include <shardgraph/cuda/kernels/norms.cuh>
 #include <shardgraph/cuda/kernels/softmax.cuh>
 #include <shardgraph/cuda/products.hpp>
@@ -25,19 +27,37 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
 
 namespace shardgraph::cuda::detail {
 
-// S = Q K^T (scores, f32/f64), then P = causal softmax(S * scale) in the inputs' dtype.
+// The mask a call carries (kernel_call::masking), as masked_softmax_kernel reads it.
+inline kernels::key_mask key_mask_of(const kernel_call& c, const attention_shape& a) {
+  const tensor_buffer* mask = c.in[attention_mask_input(c.kind != op::attention)];
+  if (mask == nullptr || mask->type() != dtype::i64)
+    fail("cuda::backend: " + std::string(op_name(c.kind)), "the call's mask input is missing or not i64",
+         "pass the mask (batch, seq) i64 after q, k, v (and dout), as kernel_call::masking states");
+  return {.values = static_cast<const std::int64_t*>(mask->data()),
+          .kind = c.masking.mask,
+          .rows_per_batch = a.heads * a.seq};
+}
+
+// S = Q K^T (scores, f32/f64), then P = softmax(S * scale) over the keys each query sees (causal,
+// masked: kernel_call::masking) in the inputs' dtype.
 template <class C>
-void attention_probabilities(backend_state& s, const tensor_buffer& q, const tensor_buffer& k,
-                             const attention_shape& a, void* scores, void* p) {
+void attention_probabilities(backend_state& s, const kernel_call& c, const attention_shape& a, void* scores,
+                             void* p) {
+  const tensor_buffer &q = *c.in[0], &k = *c.in[1];
   const dtype t = q.type(), st = score_type(t);
   product(s, q.data(), t, k.data(), k.type(), scores, st, scores_product(a), "attention scores");
   const C scale = C(a.scale);
-  kernels::softmax_kernel<C>
-      <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, s.stream>>>(
-          kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.seq, a.seq, true, scale);
+  const auto blocks = static_cast<unsigned>(a.products * a.rows);
+  if (c.masking.mask == attention_mask::none)
+    kernels::softmax_kernel<C><<<blocks, kernels::row_threads, 0, s.stream>>>(
+        kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.seq, a.seq, c.masking.causal, scale);
+  else
+    kernels::masked_softmax_kernel<C><<<blocks, kernels::row_threads, 0, s.stream>>>(
+        kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.seq, c.masking.causal, scale, key_mask_of(c, a));
 }
 
 template <class C>
@@ -53,7 +73,7 @@ void attention_forward(backend_state& s, const kernel_call& c) {
   const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
   void* scores = s.scratch.get(scratch_use::scores, score_elements * dtype_size(score_type(q.type())));
   void* p = s.scratch.get(scratch_use::probabilities, score_elements * dtype_size(q.type()));
-  attention_probabilities<C>(s, q, k, a, scores, p);
+  attention_probabilities<C>(s, c, a, scores, p);
   product(s, p, q.type(), v.data(), v.type(), c.out->data(), c.out->type(), times_values_product(a),
           "attention output");
 }
@@ -68,13 +88,14 @@ void batched_attention_backward(backend_state& s, const kernel_call& c, const at
   void* scores = s.scratch.get(scratch_use::scores, score_elements * dtype_size(st));
   void* p = s.scratch.get(scratch_use::probabilities, score_elements * dtype_size(t));
   void* ds = s.scratch.get(scratch_use::score_gradients, score_elements * dtype_size(t));
-  attention_probabilities<C>(s, q, k, a, scores, p);
+  attention_probabilities<C>(s, c, a, scores, p);
   // dP = dO V^T into the scores' memory; dS = P (dP - rowsum(dP P)) * scale
   product(s, dout.data(), t, v.data(), t, scores, st, scores_product(a), "attention dP");
   const C scale = C(a.scale);
   kernels::softmax_grad_kernel<C>
       <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, s.stream>>>(
-          kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.seq, a.seq, true, scale);
+          kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.seq, a.seq, c.masking.causal,
+          scale);
   // dQ = dS K; dK = dS^T Q; dV = P^T dO (the transposes sum over the group's query heads)
   product(s, ds, t, k.data(), t, dq, t, times_values_product(a), "attention dQ");
   product(s, ds, t, q.data(), t, dk, t, transposed_product(a), "attention dK");

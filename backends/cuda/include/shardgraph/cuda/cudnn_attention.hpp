@@ -1,7 +1,7 @@
 #pragma once
-// Causal attention forward and backward on cuDNN's fused flash-attention engines (on Hopper, its
-// warpgroup-MMA kernels), described as cuDNN backend graphs: the products, the scale, the causal
-// mask and the softmax with its statistics, which cuDNN's runtime fusion turns into one kernel each
+// Attention forward and backward, causal or not, on cuDNN's fused flash-attention engines (on
+// Hopper, its warpgroup-MMA kernels), described as cuDNN backend graphs: the products, the scale,
+// the causal mask (shape::causal) and the softmax with its statistics, which cuDNN's runtime fusion turns into one kernel each
 // way. The graphs are those that cuDNN documents for "fused flash attention" (the same nodes that
 // cudnn-frontend's sdpa and sdpa_backward lower to).
 //
@@ -33,13 +33,14 @@ class cudnn_attention {
     dtype type;
     bool token_major;
     double scale;  // of the scores: 1 / sqrt(head_dim) unless the model says otherwise
-    using key_type = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, dtype, bool, double>;
-    key_type key() const { return {batch, heads, seq, head_dim, type, token_major, scale}; }
+    bool causal = true;
+    using key_type = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, dtype, bool, double, bool>;
+    key_type key() const { return {batch, heads, seq, head_dim, type, token_major, scale, causal}; }
   };
 
   static constexpr std::size_t oldest_cudnn = 90600;  // cudnnGetVersion() of 9.6.0
 
-  // What these graphs take: 16-bit, causal self-attention without GQA, head_dim a multiple of 8 up
+  // What these graphs take: 16-bit self-attention (causal or not) without GQA or a padding mask, head_dim a multiple of 8 up
   // to 128, seq a multiple of 128 (cuDNN before 9.16 needs padding masks for other lengths).
   static bool supports(const shape& s, std::int64_t kv_heads) {
     return (s.type == dtype::bf16 || s.type == dtype::f16) && kv_heads == s.heads && s.head_dim % 8 == 0 &&
@@ -178,7 +179,8 @@ class cudnn_attention {
 
     const auto scores = g->intermediate(scores_dims(s), scores_strides(s), CUDNN_DATA_FLOAT);
     g->matmul(q, kt, scores);
-    const auto x = causal(*g, g->pointwise(CUDNN_POINTWISE_MUL, scores, &scale));
+    const auto scaled = g->pointwise(CUDNN_POINTWISE_MUL, scores, &scale);
+    const auto x = s.causal ? causal(*g, scaled) : scaled;
     const auto max = g->intermediate(row_dims(s), row_strides(s), CUDNN_DATA_FLOAT);
     g->reduction(CUDNN_REDUCE_TENSOR_MAX, x, max);
     const auto e = g->pointwise(CUDNN_POINTWISE_EXP, g->pointwise(CUDNN_POINTWISE_SUB, x, &max));
@@ -222,7 +224,7 @@ class cudnn_attention {
     g->matmul(q, kt, scores);
     const auto x =
         g->pointwise(CUDNN_POINTWISE_SUB, g->pointwise(CUDNN_POINTWISE_MUL, scores, &scale), &statistics);
-    const auto p = g->pointwise(CUDNN_POINTWISE_EXP, causal(*g, x));
+    const auto p = g->pointwise(CUDNN_POINTWISE_EXP, s.causal ? causal(*g, x) : x);
 
     // dv = P^T dout: P seen transposed, in the inputs' dtype
     dims transposed_strides = scores_strides(s);
@@ -274,7 +276,8 @@ class cudnn_attention {
 
   static std::string describe(const shape& s) {
     return detail::text("batch ", s.batch, ", heads ", s.heads, ", seq ", s.seq, ", head_dim ", s.head_dim,
-                        ", ", dtype_name(s.type), s.token_major ? ", token-major" : ", head-major");
+                        ", ", dtype_name(s.type), s.token_major ? ", token-major" : ", head-major",
+                        s.causal ? ", causal" : ", not causal");
   }
 
   cudnnHandle_t handle_ = nullptr;

@@ -1,7 +1,7 @@
 #pragma once
-// cuda::backend's fused causal attention: cuDNN's (cudnn_attention.hpp, built with
-// SHARDGRAPH_CUDA_CUDNN and chosen) where it takes the call, else shardgraph's flash attention
-// kernels (kernels/flash_attention.cuh) for 16-bit inputs with head_dim 64. Forward and backward
+// cuda::backend's fused attention: cuDNN's (cudnn_attention.hpp, built with SHARDGRAPH_CUDA_CUDNN
+// and chosen; causal or not, no mask) where it takes the call, else shardgraph's flash attention
+// kernels (kernels/flash_attention.cuh; causal, no mask) for 16-bit inputs with head_dim 64. Forward and backward
 // decide alike, so a saved log-sum-exp (cuDNN's natural log, the own kernels' log2) is read by the
 // kernel that wrote it. A forward saving statistics (fused::attention_saved) writes its log-sum-exp
 // into kernel_call::saved, which the plan allocates with its result; a backward given both
@@ -22,9 +22,15 @@
 
 namespace shardgraph::cuda::detail {
 
+// Flash attention computes causal attention without a mask, cuDNN's graphs causal or not without a
+// mask; the unfused path (attention_calls.hpp) takes every other kernel_call::masking.
+inline bool flash_masking(const kernel_call& c) { return c.masking == attention_masking{}; }
+inline bool cudnn_masking(const kernel_call& c) { return c.masking.mask == attention_mask::none; }
+
 // Flash attention takes 16-bit inputs with head_dim 64, in 16-byte aligned buffers (its vector loads).
 inline bool flash_applies(const kernel_call& c, const attention_shape& a) {
-  if (!kernels::flash::supports(c.in[0]->type(), a.head_dim) || a.seq > (1 << 30)) return false;
+  if (!flash_masking(c) || !kernels::flash::supports(c.in[0]->type(), a.head_dim) || a.seq > (1 << 30))
+    return false;
   return aligned_operands(c);
 }
 
@@ -36,7 +42,8 @@ inline cuda::cudnn_attention::shape cudnn_shape_of(const kernel_call& c, const a
           .head_dim = a.head_dim,
           .type = c.in[0]->type(),
           .token_major = c.token_major,
-          .scale = a.scale};
+          .scale = a.scale,
+          .causal = c.masking.causal};
 }
 #endif
 
@@ -45,7 +52,7 @@ inline cuda::cudnn_attention::shape cudnn_shape_of(const kernel_call& c, const a
 inline bool cudnn_applies([[maybe_unused]] const backend_state& s, [[maybe_unused]] const kernel_call& c,
                           [[maybe_unused]] const attention_shape& a) {
 #if SHARDGRAPH_CUDA_CUDNN
-  return s.cudnn != nullptr && aligned_operands(c) &&
+  return s.cudnn != nullptr && cudnn_masking(c) && aligned_operands(c) &&
          cuda::cudnn_attention::supports(cudnn_shape_of(c, a), a.kv_heads);
 #else
   return false;
@@ -59,7 +66,8 @@ inline bool saved_by_forward(const backend_state& s, const kernel_call& c) {
   kernel_call forward = c;
   forward.kind = op::attention;
   forward.out = c.side;
-  forward.in[3] = nullptr;
+  forward.in[3] = c.in[4];  // the mask, if any, after q, k, v
+  forward.in[4] = nullptr;
   forward.side = nullptr;
   forward.key_grad = forward.value_grad = nullptr;
   const attention_shape a = attention_of(forward);

@@ -1,7 +1,8 @@
 #pragma once
-// Gradient of causal_attention (attention.hpp). Per (batch, head) it recomputes the (seq, seq)
-// attention weights P from q and k, as the forward does, so it needs only the forward's inputs:
-//   S = q k^T * scale (j <= i),  P = softmax(S) per row,  out = P v
+// Gradient of scaled_dot_product_attention (attention.hpp). Per (batch, head) it recomputes the
+// (seq, seq) attention weights P from q and k, as the forward does, so it needs only the forward's
+// inputs:
+//   S = q k^T * scale,  P = softmax(S) per row over the keys seen (0 elsewhere),  out = P v
 //   dv += P^T dout        dP = dout v^T
 //   dS = P * (dP - rowsum(dP * P)) * scale        (the softmax gradient, and the scale)
 //   dq = dS k             dk += dS^T q
@@ -16,6 +17,8 @@
 
 #include "shardgraph/cpu/accumulator.hpp"
 #include "shardgraph/cpu/attention.hpp"
+#include "shardgraph/cpu/attention_weights.hpp"
+#include "shardgraph/cpu/backward/gemm_backward.hpp"
 #include "shardgraph/cpu/checks.hpp"
 #include "shardgraph/cpu/gemm.hpp"
 #include "shardgraph/cpu/softmax.hpp"
@@ -23,14 +26,16 @@
 namespace shardgraph::cpu {
 
 // q, dout, dq (batch, heads, seq, head_dim); k, v, dk, dv (batch, kv_heads, seq, head_dim); the
-// sizes, causal mask, scale (0: 1 / sqrt(head_dim)) and head grouping (query head h reads kv head
-// h / (heads / kv_heads)) are those of causal_attention. dq, dk and dv are written (dk and dv hold
-// the sum over the query heads of each group); none of them may overlap q, k, v, dout or each other.
+// sizes, the keys each query sees (`seen`), scale (0: 1 / sqrt(head_dim)) and head grouping (query
+// head h reads kv head h / (heads / kv_heads)) are those of scaled_dot_product_attention. dq, dk and
+// dv are written (dk and dv hold the sum over the query heads of each group; a query that sees no
+// key has dq 0 and adds nothing); none of them may overlap q, k, v, dout or each other.
 template <class T>
-void causal_attention_backward(const T* q, const T* k, const T* v, const T* dout, T* dq, T* dk, T* dv,
-                               std::int64_t batch, std::int64_t heads, std::int64_t kv_heads,
-                               std::int64_t seq, std::int64_t head_dim, double scale_or_zero = 0.0) {
-  constexpr auto where = "cpu::causal_attention_backward";
+void scaled_dot_product_attention_backward(const T* q, const T* k, const T* v, const T* dout, T* dq, T* dk,
+                                           T* dv, std::int64_t batch, std::int64_t heads, std::int64_t kv_heads,
+                                           std::int64_t seq, std::int64_t head_dim, double scale_or_zero,
+                                           const key_visibility& seen,
+                                           const char* where = "cpu::scaled_dot_product_attention_backward") {
   detail::check_attention_sizes(where, batch, heads, kv_heads, seq, head_dim);
   const std::int64_t q_elements = batch * heads * seq * head_dim;
   const std::int64_t kv_elements = batch * kv_heads * seq * head_dim;
@@ -41,6 +46,7 @@ void causal_attention_backward(const T* q, const T* k, const T* v, const T* dout
   detail::check_pointer(where, "dq", dq, q_elements);
   detail::check_pointer(where, "dk", dk, kv_elements);
   detail::check_pointer(where, "dv", dv, kv_elements);
+  if (seen.masking.mask != attention_mask::none) detail::check_pointer(where, "mask", seen.mask, batch * seq);
   std::fill(dk, dk + kv_elements, T(0));
   std::fill(dv, dv + kv_elements, T(0));
   if (batch == 0 || heads == 0 || seq == 0 || head_dim == 0) return;
@@ -50,7 +56,7 @@ void causal_attention_backward(const T* q, const T* k, const T* v, const T* dout
   using map = Eigen::Map<row_major_matrix<T>>;
   const std::int64_t group = heads / kv_heads;
   const T scale = T(scale_or_zero != 0.0 ? scale_or_zero : 1 / std::sqrt(double(head_dim)));
-  // (seq, seq) of one head; only the lower triangle (j <= i) is meaningful in either.
+  // (seq, seq) of one head; under causal only the lower triangle (j <= i) is meaningful in either.
   row_major_matrix<T> weights(seq, seq);   // P
   row_major_matrix<T> gradient(seq, seq);  // dP, then dS
 
@@ -68,26 +74,38 @@ void causal_attention_backward(const T* q, const T* k, const T* v, const T* dout
       map dv_matrix(dv + kv_at, seq, head_dim);
 
       weights.noalias() = q_matrix * k_matrix.transpose();
-      for (std::int64_t i = 0; i < seq; ++i) {
-        T* row = weights.data() + i * seq;
-        for (std::int64_t j = 0; j <= i; ++j) row[j] *= scale;
-        softmax_row(row, row, i + 1);
-      }
+      attention_weights(weights.data(), b, seq, scale, seen);
       gradient.noalias() = dout_matrix * v_matrix.transpose();
-      for (std::int64_t i = 0; i < seq; ++i) {
+      for (std::int64_t i = 0; i < seq; ++i) {  // P is 0 at unseen keys, so dS is too
+        const std::int64_t end = seen.masking.causal ? i + 1 : seq;
         const T* p = weights.data() + i * seq;
         T* g = gradient.data() + i * seq;
         acc dot = 0;
-        for (std::int64_t j = 0; j <= i; ++j) dot += acc(g[j]) * acc(p[j]);
+        for (std::int64_t j = 0; j < end; ++j) dot += acc(g[j]) * acc(p[j]);
         const T dot_t = T(dot);
-        for (std::int64_t j = 0; j <= i; ++j) g[j] = p[j] * (g[j] - dot_t) * scale;
+        for (std::int64_t j = 0; j < end; ++j) g[j] = p[j] * (g[j] - dot_t) * scale;
       }
 
-      dv_matrix.noalias() += weights.template triangularView<Eigen::Lower>().transpose() * dout_matrix;
-      dq_matrix.noalias() = gradient.template triangularView<Eigen::Lower>() * k_matrix;
-      dk_matrix.noalias() += gradient.template triangularView<Eigen::Lower>().transpose() * q_matrix;
+      if (seen.masking.causal) {
+        dv_matrix.noalias() += weights.template triangularView<Eigen::Lower>().transpose() * dout_matrix;
+        dq_matrix.noalias() = gradient.template triangularView<Eigen::Lower>() * k_matrix;
+        dk_matrix.noalias() += gradient.template triangularView<Eigen::Lower>().transpose() * q_matrix;
+      } else {  // (through gemm and gemm_at_b: the products every model instantiates anyway)
+        gemm_at_b(weights.data(), dout_matrix.data(), dv_matrix.data(), seq, seq, head_dim, true);
+        gemm(gradient.data(), k_matrix.data(), dq_matrix.data(), seq, seq, head_dim, false);
+        gemm_at_b(gradient.data(), q_matrix.data(), dk_matrix.data(), seq, seq, head_dim, true);
+      }
     }
   }
+}
+
+// scaled_dot_product_attention_backward with the causal mask alone.
+template <class T>
+void causal_attention_backward(const T* q, const T* k, const T* v, const T* dout, T* dq, T* dk, T* dv,
+                               std::int64_t batch, std::int64_t heads, std::int64_t kv_heads,
+                               std::int64_t seq, std::int64_t head_dim, double scale_or_zero = 0.0) {
+  scaled_dot_product_attention_backward(q, k, v, dout, dq, dk, dv, batch, heads, kv_heads, seq, head_dim,
+                                        scale_or_zero, key_visibility{}, "cpu::causal_attention_backward");
 }
 
 }  // namespace shardgraph::cpu
