@@ -133,7 +133,9 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: layer_norm is torch's formula, rms_nor
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is x sigmoid(x)", "[compute]",
+TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is x sigmoid(x), relu is "
+                        "max(x, 0), gelu_erf is torch's exact GELU",
+                        "[compute]",
                         kernel_backends) {
   using F = TestType;
   using namespace kernel_contract;
@@ -141,7 +143,7 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is 
   const std::vector<double> xs{-1000.0, -30.0, -4.0, -1.5, -0.25, 0.0, 0.3, 1.0, 2.5, 8.0, 30.0};
   for (const dtype t : contract_dtypes) {
     CAPTURE(sg::dtype_name(t));
-    for (const op kind : {op::gelu, op::silu}) {
+    for (const op kind : {op::gelu, op::silu, op::relu, op::gelu_erf}) {
       CAPTURE(sg::op_name(kind));
       auto backend = F::make();
       const auto numel = static_cast<std::int64_t>(xs.size());
@@ -156,9 +158,11 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is 
       const auto got = run_on(backend, t, numel, {host_tensor{t, xs}}, describe);
       for (std::size_t i = 0; i < xs.size(); ++i) {
         const double x = xs[i];
-        const double want = kind == op::gelu
-                                ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)))
-                                : x / (1 + std::exp(-x));
+        const double want =
+            kind == op::gelu  ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)))
+            : kind == op::silu ? x / (1 + std::exp(-x))
+            : kind == op::relu ? std::max(x, 0.0)
+                               : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
         CAPTURE(x, got[i], want);
         CHECK(std::isfinite(got[i]));
         CHECK(std::abs(got[i] - want) <= bound_of<F>(t) * std::max(1.0, std::abs(want)));

@@ -54,6 +54,18 @@ inline gradient_difference difference(const std::vector<double>& have, const std
   return d;
 }
 
+// Checks that `got` holds the gradients of `want`, each within relative_tolerance of its largest
+// value, and that no gradient is all zero.
+inline void check_equal_gradients(const gradient_map& got, const gradient_map& want, double relative_tolerance) {
+  REQUIRE(got.size() == want.size());
+  for (const auto& [name, w] : want) {
+    CAPTURE(name);
+    const gradient_difference d = difference(got.at(name), w);
+    REQUIRE(d.scale > 0);
+    CHECK(d.diff <= relative_tolerance * d.scale);
+  }
+}
+
 // One forward and backward step of training program p on the thread ranks of `mesh` (cpu backend):
 // the whole gradients, and rank 0's value of the output "loss" in *loss.
 inline gradient_map whole_gradients(const shardgraph::program& p, const shardgraph::model_sizes& sizes,

@@ -14,7 +14,8 @@
 //   position_embedding  {batch, seq, cols}                      out = x + table[t]
 //   linear              {m, k, n}                               out (m, n) = x (m, k) w
 //   matmul              {batch, m, k, n}
-//   add, mul, add_bias, gelu, silu (chains)  {numel}           see elementwise_step
+//   add, mul, add_bias, gelu, silu, relu, gelu_erf (chains)  {numel}   see elementwise_step
+//   gelu_grad, silu_grad, relu_grad, gelu_erf_grad  {numel}    (x, dy) -> dx = f'(x) dy
 //   layer_norm, rms_norm, softmax            {rows, cols}
 //   rope, rope_grad     {batch, heads, seq, head_dim}          the table in kernel_call::rope
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}

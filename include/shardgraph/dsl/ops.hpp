@@ -55,6 +55,15 @@ constexpr tensor operator*(tensor a, tensor b) { return mul(a, b); }
 // tanh approximation, as GPT-2 ("gelu_new")
 constexpr tensor gelu(tensor x) { return detail::apply_op(op::gelu, {x}); }
 constexpr tensor silu(tensor x) { return detail::apply_op(op::silu, {x}); }
+// max(x, 0); its gradient at 0 is 0, as torch's
+constexpr tensor relu(tensor x) { return detail::apply_op(op::relu, {x}); }
+// GELU's two forms: tanh, GPT-2's "gelu_new" (torch approximate='tanh'); erf, the exact
+// 0.5 x (1 + erf(x / sqrt 2)) of ViT, CLIP and BERT (torch approximate='none', HF "gelu").
+enum class gelu_approximation { tanh, erf };
+constexpr tensor gelu_erf(tensor x) { return detail::apply_op(op::gelu_erf, {x}); }
+constexpr tensor gelu(tensor x, gelu_approximation form) {
+  return form == gelu_approximation::erf ? gelu_erf(x) : gelu(x);
+}
 // over the last dimension
 constexpr tensor softmax(tensor x) { return detail::apply_op(op::softmax, {x}); }
 // over the last dimension: x (..., c), w (c), b (c)

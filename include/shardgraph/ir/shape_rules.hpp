@@ -123,6 +123,8 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
       return true;
     case op::gelu:
     case op::silu:
+    case op::relu:
+    case op::gelu_erf:
     case op::softmax:
       return expect(g, i, is_floating(ta), "expects a floating-point input. apply it to activations");
     case op::layer_norm:
@@ -193,6 +195,8 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
       return true;
     case op::gelu_grad:
     case op::silu_grad:
+    case op::relu_grad:
+    case op::gelu_erf_grad:
     case op::softmax_grad:
       if (!same_float(ta, tb)) return false;
       return expect(g, i, a == b, "value and gradient shapes differ. this is a bug in autodiff");

@@ -193,6 +193,10 @@ class gradient_builder {
         return accumulate(x, make(op::gelu_grad, {x, dy}, i));
       case op::silu:
         return accumulate(x, make(op::silu_grad, {x, dy}, i));
+      case op::relu:
+        return accumulate(x, make(op::relu_grad, {x, dy}, i));
+      case op::gelu_erf:
+        return accumulate(x, make(op::gelu_erf_grad, {x, dy}, i));
       case op::layer_norm:
         accumulate(x, make(op::layer_norm_grad_x, {x, w, dy}, i, n.scalar));
         accumulate(w, make(op::layer_norm_grad_w, {x, dy}, w, n.scalar));

@@ -78,6 +78,8 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
       break;
     case op::gelu:
     case op::silu:
+    case op::relu:
+    case op::gelu_erf:
       if (in[0].is_partial()) r.out = r.need[0] = replicate;
       break;
     case op::softmax:
@@ -280,7 +282,9 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
       r.out = in[0].is_shard(last) ? shard_on(0) : in[0].is_shard() ? partial : in[0];
       break;
     case op::gelu_grad:
-    case op::silu_grad: {  // (x, dy): nonlinear in x, linear in dy
+    case op::silu_grad:
+    case op::relu_grad:
+    case op::gelu_erf_grad: {  // (x, dy): nonlinear in x, linear in dy
       placement x = in[0].is_partial() ? replicate : in[0];
       placement dy = in[1];
       if (x == dy || (x.is_replicate() && dy.is_partial())) {

@@ -165,6 +165,8 @@ inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout
       return {layout.of(i).numel()};
     case op::gelu_grad:
     case op::silu_grad:
+    case op::relu_grad:
+    case op::gelu_erf_grad:
     case op::ones:
       return {layout.of(i).numel()};
     default:

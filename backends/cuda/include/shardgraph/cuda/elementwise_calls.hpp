@@ -1,11 +1,11 @@
 #pragma once
 // cuda::backend's calls that map elements or rows to elements: the fused elementwise chains
-// (add, mul, add_bias, gelu, silu), the activations' gradients, the heads' permutes, rope, the
-// transpose, the row softmax and its gradient, and `ones`. The vector kernels
+// (add, mul, add_bias, gelu, silu, relu, gelu_erf), the activations' gradients, the heads'
+// permutes, rope, the transpose, the row softmax and its gradient, and `ones`. The vector kernels
 // (kernels/vectorized.cuh) take them where every buffer is 16-byte aligned whole vectors.
 //
 //   chain                     {numel}                           operands -> (numel)
-//   gelu_grad, silu_grad      {numel}                           x, dy -> dx
+//   gelu_grad, silu_grad, relu_grad, gelu_erf_grad  {numel}    x, dy -> dx
 //   split_heads, merge_heads  {batch, seq, heads, head_dim}     (b, s, h, d) <-> (b, h, s, d)
 //   rope, rope_grad           {batch, heads, seq, head_dim}     x -> x rotated by kernel_call::rope
 //   transpose                 {batch, rows, cols}               (b, rows, cols) -> (b, cols, rows)
@@ -49,18 +49,18 @@ void elementwise_chain(backend_state& s, const kernel_call& c) {
   run_chain<C, I>(s, a);
 }
 
-template <class C, bool Gelu, class I>
+template <class C, op Grad, class I>
 void activation_grad(backend_state& s, const kernel_call& c) {
   const unsigned threads = 256;
   const kernels::ref x = in(c, 0), dy = in(c, 1);
   const kernels::mut_ref o = out(*c.out);
   const std::int64_t n = c.dims[0];
   if (!vector_ready(o.type, n, {x, dy, o}))
-    return kernels::activation_grad_kernel<C, Gelu, I>
+    return kernels::activation_grad_kernel<C, Grad, I>
         <<<kernels::blocks_for(n, threads), threads, 0, s.stream>>>(x, dy, o, n);
   const unsigned grid = kernels::blocks_for(n / vector_lanes(o.type), threads);
   with_vector_types(o.type, [&]<class T, class V>() {
-    kernels::activation_grad_vector_kernel<T, V, Gelu, I><<<grid, threads, 0, s.stream>>>(
+    kernels::activation_grad_vector_kernel<T, V, Grad, I><<<grid, threads, 0, s.stream>>>(
         static_cast<const T*>(x.data), static_cast<const T*>(dy.data), static_cast<T*>(o.data), n);
   });
 }
