@@ -4,9 +4,11 @@
 // max |backend - reference| / max |reference| against the fixture's bound for the dtype.
 #include "compute/kernel_contract.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
+#include <shardgraph/compute/permute_order.hpp>
 #include <shardgraph/compute/rope_frequencies.hpp>
 #include "catch.hpp"
 
@@ -279,6 +281,39 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: split_heads and merge_heads permute (b
                 kind == op::split_heads ? split : x) == 0);
     }
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("kernel contract: permute moves each element of x (2, 3, 4, 5) by every permutation",
+                        "[compute]", kernel_backends) {
+  using F = TestType;
+  using namespace kernel_contract;
+  const std::array<std::int64_t, 4> n{2, 3, 4, 5};
+  const std::int64_t numel = n[0] * n[1] * n[2] * n[3];
+  std::vector<double> x(static_cast<std::size_t>(numel));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i);
+  std::array<int, 4> from{0, 1, 2, 3};
+  do {
+    CAPTURE(from[0], from[1], from[2], from[3]);
+    // The reference scatters: x's element at index (i0, i1, i2, i3) lands at (i[from[0]], ..., i[from[3]]).
+    std::vector<double> want(x.size());
+    std::array<std::int64_t, 4> i{};
+    for (i[0] = 0; i[0] < n[0]; ++i[0])
+      for (i[1] = 0; i[1] < n[1]; ++i[1])
+        for (i[2] = 0; i[2] < n[2]; ++i[2])
+          for (i[3] = 0; i[3] < n[3]; ++i[3]) {
+            std::int64_t at = 0;
+            for (const int d : from) at = at * n[std::size_t(d)] + i[std::size_t(d)];
+            want[std::size_t(at)] = x[std::size_t(((i[0] * n[1] + i[1]) * n[2] + i[2]) * n[3] + i[3])];
+          }
+    for (const dtype t : contract_dtypes)
+      CHECK(error_of_call<F>(
+                t, numel, {host_tensor{t, x}},
+                [&](auto& call, auto&) {
+                  call.kind = op::permute;
+                  set_dims(call, {n[0], n[1], n[2], n[3], sg::compute::permute_order(from)});
+                },
+                want) == 0);
+  } while (std::next_permutation(from.begin(), from.end()));
 }
 
 TEMPLATE_LIST_TEST_CASE(

@@ -23,8 +23,50 @@ constexpr sg::graph activations_mlp() {
   return g.finish();
 }
 
+// x (batch, seq, model) Shard<0> on dp, Shard<2> on tp -> permute {2, 0, 1} -> (model, batch, seq);
+// a row-parallel product's Partial result -> transpose(0, 1).
+constexpr sg::graph permutes() {
+  using namespace sg::dim;
+  sg::builder<Mesh> g;
+  auto x = g.input("x", {batch, seq, model}, sg::dtype::f32, sg::on<"dp">(sg::shard<0>), sg::on<"tp">(sg::shard<2>));
+  sg::output(sg::rename(sg::permute(x, {2, 0, 1}), "moved"), "a");
+  auto w = g.param("w", {model, ffn}, sg::on<"tp">(sg::shard<0>));
+  sg::output(sg::rename(sg::transpose(sg::linear(x, w), 0, 1), "partial"), "b");
+  return g.finish();
+}
+
 }  // namespace
 
+TEST_CASE("propagate_sharding: a sharded dimension moves with its permutation", "[passes]") {
+  static constexpr sg::graph g = sg::passes::propagate_sharding(permutes());
+  STATIC_REQUIRE(g.ok());
+  constexpr const sg::node& moved = named(g, "moved", sg::op::permute);
+  STATIC_REQUIRE(moved.shape == sg::shape{sg::dim::model, sg::dim::batch, sg::dim::seq});
+  STATIC_REQUIRE(moved.spec[dp] == sg::shard<1>);  // batch: dimension 0 -> 1
+  STATIC_REQUIRE(moved.spec[tp] == sg::shard<0>);  // model: dimension 2 -> 0
+  STATIC_REQUIRE(moved.required[0][tp] == sg::shard<2>);  // read as it is: no collective
+  constexpr const sg::node& partial = named(g, "partial", sg::op::permute);
+  STATIC_REQUIRE(partial.spec[tp] == sg::partial);  // a permutation is linear: Partial passes
+  STATIC_REQUIRE(partial.spec[dp] == sg::shard<1>);
+}
+
+TEST_CASE("autodiff: permute's gradient is the inverse permutation", "[passes]") {
+  // x (batch, seq, model) -> linear: (batch, seq, vocab) -> permute {1, 2, 0} "moved" -> permute back
+  static constexpr sg::graph p = sg::passes::propagate_sharding(sg::passes::autodiff([] {
+    using namespace sg::dim;
+    sg::builder<Mesh> b;
+    auto x = b.input("x", {batch, seq, model}, sg::dtype::f32);
+    auto targets = b.input("targets", {batch, seq}, sg::dtype::i64);
+    auto w = b.param("w", {model, vocab}, sg::on<"tp">(sg::shard<1>));
+    auto moved = sg::rename(sg::permute(sg::linear(x, w), {1, 2, 0}), "moved");  // (seq, vocab, batch)
+    sg::output(sg::cross_entropy(sg::permute(moved, {2, 0, 1}), targets), "loss");
+    return b.finish();
+  }()));
+  STATIC_REQUIRE(p.ok());
+  constexpr const sg::node& back = named(p, "d.moved", sg::op::permute);
+  STATIC_REQUIRE(back.permutation[0] == 2 && back.permutation[1] == 0 && back.permutation[2] == 1);
+  STATIC_REQUIRE(back.shape == sg::shape{sg::dim::batch, sg::dim::seq, sg::dim::vocab});
+}
 TEST_CASE("propagate_sharding: relu passes a sharded dimension through", "[passes]") {
   static constexpr sg::graph g = sg::passes::propagate_sharding(activations_mlp());
   STATIC_REQUIRE(g.ok());

@@ -1,4 +1,4 @@
-// The built-in ops beyond GPT's (relu, the erf GELU) in a tiny model, trained one step forward and
+// The built-in ops beyond GPT's (relu, the erf GELU, permute) in tiny models, trained one step forward and
 // backward on one rank and on dp=2 x tp=2 thread ranks; loss and every gradient equal one rank's
 // (f64, relative 1e-9). The layout shards a dimension each op passes through (batch on dp, the hidden
 // features on tp) and hands one op a Partial value it must gather (all_reduce) first.
@@ -43,25 +43,44 @@ sg::tensor_map inputs() {
   return m;
 }
 
-// x (batch, seq, model) Shard<0> on dp -> column-parallel linear: h Shard<2> on tp -> relu (passes
-// through) -> row-parallel linear: Partial on tp -> gelu_erf (gathers: all_reduce) -> the loss.
-constexpr sg::graph activations_mlp() {
+// The models' frame: x (batch, seq, model) Shard<0> on dp, w_in (model, ffn) column parallel and
+// w_out (ffn, model) row parallel on tp, Body(x, w_in, w_out) -> (batch, seq, model), then the loss
+// of a replicated head.
+template <sg::tensor (*Body)(sg::tensor, sg::tensor, sg::tensor)>
+constexpr sg::graph tiny_model() {
   using namespace sg::dim;
   sg::builder<Mesh> g(sg::dtype::f64);
   auto x = g.input("x", {batch, seq, model}, sg::dtype::f64, sg::on<"dp">(sg::shard<0>));
   auto targets = g.input("targets", {batch, seq}, sg::dtype::i64, sg::on<"dp">(sg::shard<0>));
   auto w_in = g.param("w_in", {model, ffn}, sg::on<"tp">(sg::shard<1>));
   auto w_out = g.param("w_out", {ffn, model}, sg::on<"tp">(sg::shard<0>));
-  auto head = g.param("head", {model, vocab});
-  auto h = sg::relu(sg::linear(x, w_in));
-  auto y = sg::gelu(sg::linear(h, w_out), sg::gelu_approximation::erf);
-  sg::output(sg::cross_entropy(sg::linear(y, head), targets), "loss");
+  auto y = Body(x, w_in, w_out);
+  sg::output(sg::cross_entropy(sg::linear(y, g.param("head", {model, vocab})), targets), "loss");
   return g.finish();
 }
-constexpr sg::program activations = sg::compile<activations_mlp, sg::training{}>();
+
+// column-parallel linear: Shard<2> on tp -> relu (passes through) -> row-parallel linear: Partial on
+// tp -> gelu_erf (gathers: all_reduce).
+constexpr sg::tensor activations_body(sg::tensor x, sg::tensor w_in, sg::tensor w_out) {
+  auto h = sg::relu(sg::linear(x, w_in));
+  return sg::gelu(sg::linear(h, w_out), sg::gelu_approximation::erf);
+}
+constexpr sg::program activations = sg::compile<tiny_model<activations_body>, sg::training{}>();
 static_assert(activations.count(sg::op::relu) == 1 && activations.count(sg::op::relu_grad) == 1);
 static_assert(activations.count(sg::op::gelu_erf) == 1 && activations.count(sg::op::gelu_erf_grad) == 1);
 static_assert(activations.count(sg::op::all_reduce, "tp") >= 1);  // gelu_erf's Partial input
+
+// column-parallel linear: (batch, seq, ffn) Shard<2> on tp -> permute {2, 0, 1}: (ffn, batch, seq)
+// Shard<0> on tp, Shard<1> on dp -> permute back -> row-parallel linear: Partial on tp ->
+// transpose(0, 1): (seq, batch, model) still Partial -> transpose back -> + x.
+constexpr sg::tensor permutes_body(sg::tensor x, sg::tensor w_in, sg::tensor w_out) {
+  auto features_first = sg::permute(sg::linear(x, w_in), {2, 0, 1});
+  auto h = sg::silu(sg::permute(features_first, {1, 2, 0}));
+  auto seq_first = sg::transpose(sg::linear(h, w_out), 0, 1);
+  return sg::transpose(seq_first, 1, 0) + x;
+}
+constexpr sg::program permuted = sg::compile<tiny_model<permutes_body>, sg::training{}>();
+static_assert(permuted.count(sg::op::permute) == 8);  // four forward, four gradients
 
 // Trains one step of p on one rank and on dp=2 x tp=2; checks that both give the same loss and
 // gradients.
@@ -82,4 +101,8 @@ void check_equal_to_one_rank(const sg::program& p, std::size_t parameters) {
 
 TEST_CASE("built-in ops: relu and gelu_erf train on dp=2 x tp=2 as on one rank", "[runtime][threads]") {
   check_equal_to_one_rank(activations, 3);
+}
+
+TEST_CASE("built-in ops: permute and transpose train on dp=2 x tp=2 as on one rank", "[runtime][threads]") {
+  check_equal_to_one_rank(permuted, 3);
 }

@@ -19,6 +19,8 @@
 //   layer_norm, rms_norm, softmax            {rows, cols}
 //   rope, rope_grad     {batch, heads, seq, head_dim}          the table in kernel_call::rope
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}
+//   permute             {d0, d1, d2, d3, order}                 x (d0, d1, d2, d3), padded in front with 1s;
+//                       out's dimension k is x's dimension permuted_from(order, k) (permute_order.hpp)
 //   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
 //                                                                   0 for 1/sqrt(head_dim) (attention_scale)
 //   cross_entropy       {rows, vocab, classes, divisor, ignore_index}

@@ -50,6 +50,9 @@ struct node {
   loss_reduction reduction = loss_reduction::mean;  // cross_entropy (and its gradient)
   int vocab_axis = -1;  // cross_entropy and its gradient: the mesh axis that shards the logits'
                         // vocabulary (passes/vocab_parallel_loss.hpp); -1: the vocabulary is whole
+  // permute: the result's dimension k is the input's dimension permutation[k], for k below the
+  // input's rank; -1 past the dimensions given
+  std::int8_t permutation[max_rank]{-1, -1, -1, -1};
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

@@ -24,6 +24,8 @@ enum class op : std::uint8_t {
   vocab_statistics, vocab_exp_sum, vocab_log_sum_exp,
   // activations beyond GPT's (compute, elementwise) and their gradients (x, dy) -> dx
   relu, gelu_erf, relu_grad, gelu_erf_grad,
+  // layout: the dimensions of a tensor permuted (node::permutation); its own gradient
+  permute,
 };
 
 constexpr std::string_view op_name(op o) {
@@ -82,6 +84,7 @@ constexpr std::string_view op_name(op o) {
     case op::gelu_erf: return "gelu_erf";
     case op::relu_grad: return "relu_grad";
     case op::gelu_erf_grad: return "gelu_erf_grad";
+    case op::permute: return "permute";
   }
   return "?";
 }

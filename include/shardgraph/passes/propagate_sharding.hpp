@@ -15,6 +15,7 @@
 //   cross_entropy  batch or seq sharded -> P (a partial sum of the mean); vocab sharded: vocabulary
 //               parallel (its rows' statistics are reduced instead of the logits gathered; below)
 //   output      R on every axis
+//   permute     S(from[k]) -> S(k); R and P pass through
 //   redistribute   the placement it names on an axis; on an axis it does not name, the input's
 #include "shardgraph/ir/graph.hpp"
 
@@ -245,6 +246,10 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
     case op::all_to_all:
     case op::local_slice:
       if (axis == n.axis) r.out = n.spec[axis];
+      break;
+    case op::permute:  // a sharded dimension moves with the permutation; R and P pass through
+      for (int k = 0; k < rank && in[0].is_shard(); ++k)
+        if (n.permutation[k] == in[0].dim) r.out = shard_on(k);
       break;
 
     // gradients: each is linear in the incoming gradient, and reads forward values whole where

@@ -291,6 +291,7 @@ class backend {
         return rope(out, d[0], d[1], d[2], d[3], rope_table(c));
       case op::split_heads: return split_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::merge_heads: return merge_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
+      case op::permute: return permute(in<T>(c, 0), out, d, d[4]);
       case op::attention:
         return causal_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3], d[4],
                                 c.scalar);

@@ -389,6 +389,8 @@ class backend {
         return detail::elementwise_chain<C, I>(s, c);
       case op::transpose:
         return detail::transpose<C, I>(s, c);
+      case op::permute:
+        return detail::permute<C, I>(s, c);
       default:
         return run_gradient<C, I>(c);
     }
