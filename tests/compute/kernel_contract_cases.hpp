@@ -4,9 +4,11 @@
 // max |backend - reference| / max |reference| against the fixture's bound for the dtype.
 #include "compute/kernel_contract.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
+#include <shardgraph/compute/permute_order.hpp>
 #include <shardgraph/compute/rope_frequencies.hpp>
 #include "catch.hpp"
 
@@ -133,7 +135,9 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: layer_norm is torch's formula, rms_nor
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is x sigmoid(x)", "[compute]",
+TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is x sigmoid(x), relu is "
+                        "max(x, 0), gelu_erf is torch's exact GELU",
+                        "[compute]",
                         kernel_backends) {
   using F = TestType;
   using namespace kernel_contract;
@@ -141,7 +145,7 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is 
   const std::vector<double> xs{-1000.0, -30.0, -4.0, -1.5, -0.25, 0.0, 0.3, 1.0, 2.5, 8.0, 30.0};
   for (const dtype t : contract_dtypes) {
     CAPTURE(sg::dtype_name(t));
-    for (const op kind : {op::gelu, op::silu}) {
+    for (const op kind : {op::gelu, op::silu, op::relu, op::gelu_erf}) {
       CAPTURE(sg::op_name(kind));
       auto backend = F::make();
       const auto numel = static_cast<std::int64_t>(xs.size());
@@ -156,9 +160,11 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is 
       const auto got = run_on(backend, t, numel, {host_tensor{t, xs}}, describe);
       for (std::size_t i = 0; i < xs.size(); ++i) {
         const double x = xs[i];
-        const double want = kind == op::gelu
-                                ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)))
-                                : x / (1 + std::exp(-x));
+        const double want =
+            kind == op::gelu  ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)))
+            : kind == op::silu ? x / (1 + std::exp(-x))
+            : kind == op::relu ? std::max(x, 0.0)
+                               : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
         CAPTURE(x, got[i], want);
         CHECK(std::isfinite(got[i]));
         CHECK(std::abs(got[i] - want) <= bound_of<F>(t) * std::max(1.0, std::abs(want)));
@@ -275,6 +281,39 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: split_heads and merge_heads permute (b
                 kind == op::split_heads ? split : x) == 0);
     }
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("kernel contract: permute moves each element of x (2, 3, 4, 5) by every permutation",
+                        "[compute]", kernel_backends) {
+  using F = TestType;
+  using namespace kernel_contract;
+  const std::array<std::int64_t, 4> n{2, 3, 4, 5};
+  const std::int64_t numel = n[0] * n[1] * n[2] * n[3];
+  std::vector<double> x(static_cast<std::size_t>(numel));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i);
+  std::array<int, 4> from{0, 1, 2, 3};
+  do {
+    CAPTURE(from[0], from[1], from[2], from[3]);
+    // The reference scatters: x's element at index (i0, i1, i2, i3) lands at (i[from[0]], ..., i[from[3]]).
+    std::vector<double> want(x.size());
+    std::array<std::int64_t, 4> i{};
+    for (i[0] = 0; i[0] < n[0]; ++i[0])
+      for (i[1] = 0; i[1] < n[1]; ++i[1])
+        for (i[2] = 0; i[2] < n[2]; ++i[2])
+          for (i[3] = 0; i[3] < n[3]; ++i[3]) {
+            std::int64_t at = 0;
+            for (const int d : from) at = at * n[std::size_t(d)] + i[std::size_t(d)];
+            want[std::size_t(at)] = x[std::size_t(((i[0] * n[1] + i[1]) * n[2] + i[2]) * n[3] + i[3])];
+          }
+    for (const dtype t : contract_dtypes)
+      CHECK(error_of_call<F>(
+                t, numel, {host_tensor{t, x}},
+                [&](auto& call, auto&) {
+                  call.kind = op::permute;
+                  set_dims(call, {n[0], n[1], n[2], n[3], sg::compute::permute_order(from)});
+                },
+                want) == 0);
+  } while (std::next_permutation(from.begin(), from.end()));
 }
 
 TEMPLATE_LIST_TEST_CASE(

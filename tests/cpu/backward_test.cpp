@@ -289,6 +289,25 @@ TEST_CASE("gelu_tanh_grad and silu_grad are the derivatives of gelu_tanh and sil
   CHECK(cpu::silu_grad(1000.0f) == 1.0f);
 }
 
+TEST_CASE("relu_grad and gelu_erf_grad are the derivatives of relu and gelu_erf", "[cpu]") {
+  const double h = finite_difference_step;
+  for (double x : {-30.0, -4.0, -1.5, -0.25, 0.3, 1.0, 2.5, 8.0, 30.0}) {  // relu has no derivative at 0
+    CAPTURE(x);
+    const double relu_numeric = (cpu::relu(x + h) - cpu::relu(x - h)) / (2 * h);
+    const double gelu_numeric = (cpu::gelu_erf(x + h) - cpu::gelu_erf(x - h)) / (2 * h);
+    CHECK(std::abs(cpu::relu_grad(x) - relu_numeric) <= finite_difference_tolerance);
+    CHECK(std::abs(cpu::gelu_erf_grad(x) - gelu_numeric) <=
+          finite_difference_tolerance * std::max(1.0, std::abs(gelu_numeric)));
+    const double rounded = double(float(x));
+    CHECK(std::abs(double(cpu::gelu_erf_grad(float(x))) - cpu::gelu_erf_grad(rounded)) <=
+          float_tolerance * std::max(1.0, std::abs(cpu::gelu_erf_grad(rounded))));
+  }
+  CHECK(cpu::relu_grad(0.0) == 0.0);  // torch's threshold_backward
+  CHECK(cpu::gelu_erf_grad(0.0) == 0.5);
+  CHECK(cpu::gelu_erf(1.0) == Approx(0.8413447460685429).epsilon(1e-15));
+  CHECK(cpu::gelu_erf_grad(-1000.0) == 0.0);
+}
+
 TEST_CASE("softmax_backward is y * (dy - sum(dy * y)), from softmax's output", "[cpu]") {
   const int64_t rows = 4, cols = 9;
   const auto x = random_values(rows * cols, 19, -3, 3);

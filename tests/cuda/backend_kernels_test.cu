@@ -390,6 +390,10 @@ TEST_CASE("cuda backend: elementwise chains match the cpu backend", "[cuda][gpu]
       return b.difference(t, numel, {random_tensor(t, numel, 8, -4, 4)},
                           chain({{op::silu, -1, 0}}, 1, numel));
     });
+    for (const op kind : {op::relu, op::gelu_erf})
+      in_each_dtype(std::string(sg::op_name(kind)) + size, elementwise, [&](dtype t) {
+        return b.difference(t, numel, {random_tensor(t, numel, 13, -4, 4)}, chain({{kind, -1, 0}}, 1, numel));
+      });
     // silu((gelu(x + bias) * gate) + residual): five steps, three operands after the start.
     in_each_dtype("chain add_bias, gelu, mul, add, silu" + size, elementwise, [&](dtype t) {
       return b.difference(t, numel,
@@ -1161,11 +1165,11 @@ TEST_CASE("cuda backend: batched products of one x match the cpu backend's, one 
         }
 }
 
-TEST_CASE("cuda backend: gelu_grad, silu_grad and softmax_grad match the cpu backend", "[cuda][gpu]") {
+TEST_CASE("cuda backend: the activations' gradients and softmax_grad match the cpu backend", "[cuda][gpu]") {
   both_backends b;
   // 203 elements: the scalar kernel; 200: whole 16-byte vectors in every dtype.
   for (const std::int64_t numel : {std::int64_t{203}, std::int64_t{200}}) {
-    for (const op kind : {op::gelu_grad, op::silu_grad}) {
+    for (const op kind : {op::gelu_grad, op::silu_grad, op::relu_grad, op::gelu_erf_grad}) {
       in_each_dtype(
           std::string(sg::op_name(kind)) + " of " + std::to_string(numel), elementwise, [&](dtype t) {
             // in0 = the activation's input x, in1 = dy

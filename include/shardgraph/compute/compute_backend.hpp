@@ -14,10 +14,13 @@
 //   position_embedding  {batch, seq, cols}                      out = x + table[t]
 //   linear              {m, k, n}                               out (m, n) = x (m, k) w
 //   matmul              {batch, m, k, n}
-//   add, mul, add_bias, gelu, silu (chains)  {numel}           see elementwise_step
+//   add, mul, add_bias, gelu, silu, relu, gelu_erf (chains)  {numel}   see elementwise_step
+//   gelu_grad, silu_grad, relu_grad, gelu_erf_grad  {numel}    (x, dy) -> dx = f'(x) dy
 //   layer_norm, rms_norm, softmax            {rows, cols}
 //   rope, rope_grad     {batch, heads, seq, head_dim}          the table in kernel_call::rope
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}
+//   permute             {d0, d1, d2, d3, order}                 x (d0, d1, d2, d3), padded in front with 1s;
+//                       out's dimension k is x's dimension permuted_from(order, k) (permute_order.hpp)
 //   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
 //                                                                   0 for 1/sqrt(head_dim) (attention_scale)
 //                       masking: causal or not; with a mask, in[3] (in[4] in a gradient) is the

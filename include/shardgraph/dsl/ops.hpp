@@ -55,6 +55,53 @@ constexpr tensor operator*(tensor a, tensor b) { return mul(a, b); }
 // tanh approximation, as GPT-2 ("gelu_new")
 constexpr tensor gelu(tensor x) { return detail::apply_op(op::gelu, {x}); }
 constexpr tensor silu(tensor x) { return detail::apply_op(op::silu, {x}); }
+// max(x, 0); its gradient at 0 is 0, as torch's
+constexpr tensor relu(tensor x) { return detail::apply_op(op::relu, {x}); }
+// GELU's two forms: tanh, GPT-2's "gelu_new" (torch approximate='tanh'); erf, the exact
+// 0.5 x (1 + erf(x / sqrt 2)) of ViT, CLIP and BERT (torch approximate='none', HF "gelu").
+enum class gelu_approximation { tanh, erf };
+constexpr tensor gelu_erf(tensor x) { return detail::apply_op(op::gelu_erf, {x}); }
+constexpr tensor gelu(tensor x, gelu_approximation form) {
+  return form == gelu_approximation::erf ? gelu_erf(x) : gelu(x);
+}
+// x (d0, ..., d[r-1]) -> (d[from[0]], ..., d[from[r-1]]), r <= 4: the result's dimension k is x's
+// dimension from[k] (`permute(x, {0, 2, 1, 3})`); from must list each of x's dimensions once.
+// Placements: a sharded dimension moves with the permutation; Replicate and Partial pass through.
+// Its gradient is the inverse permutation.
+constexpr tensor permute(tensor x, std::initializer_list<int> from) {
+  node n;
+  n.kind = op::permute;
+  n.inputs[n.input_count++] = x.id;
+  n.type = x.builder->value()[x.id].type;
+  int k = 0;
+  for (int d : from) {
+    if (k == static_cast<int>(max_rank)) {  // more dimensions than any tensor has: not a permutation
+      n.permutation[0] = static_cast<std::int8_t>(max_rank);
+      break;
+    }
+    n.permutation[k++] = static_cast<std::int8_t>(d < -1 || d > 127 ? max_rank : d);
+  }
+  return x.builder->make(n);
+}
+// x with its dimensions first and second swapped (negative: counted from the last, -1 the last).
+constexpr tensor transpose(tensor x, int first, int second) {
+  const int rank = x.builder->value()[x.id].shape.rank();
+  if (first < 0) first += rank;
+  if (second < 0) second += rank;
+  int from[max_rank]{0, 1, 2, 3};
+  if (first >= 0 && first < rank && second >= 0 && second < rank) {
+    from[first] = second;
+    from[second] = first;
+  } else {
+    from[0] = static_cast<int>(max_rank);  // names a dimension x does not have
+  }
+  switch (rank) {
+    case 1: return permute(x, {from[0]});
+    case 2: return permute(x, {from[0], from[1]});
+    case 3: return permute(x, {from[0], from[1], from[2]});
+    default: return permute(x, {from[0], from[1], from[2], from[3]});
+  }
+}
 // over the last dimension
 constexpr tensor softmax(tensor x) { return detail::apply_op(op::softmax, {x}); }
 // over the last dimension: x (..., c), w (c), b (c)

@@ -53,6 +53,9 @@ struct node {
   int vocab_axis = -1;  // cross_entropy and its gradient: the mesh axis that shards the logits'
                         // vocabulary (passes/vocab_parallel_loss.hpp); -1: the vocabulary is whole
   attention_masking masking;  // attention and its gradients: causal, and what the mask input holds
+  // permute: the result's dimension k is the input's dimension permutation[k], for k below the
+  // input's rank; -1 past the dimensions given
+  std::int8_t permutation[max_rank]{-1, -1, -1, -1};
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

@@ -22,6 +22,10 @@ enum class op : std::uint8_t {
   softmax_grad, embedding_grad, position_embedding_grad, cross_entropy_grad, ones, param_grad,
   // a cross-entropy over logits whose vocabulary is sharded (added by split_vocab_parallel_loss)
   vocab_statistics, vocab_exp_sum, vocab_log_sum_exp,
+  // activations beyond GPT's (compute, elementwise) and their gradients (x, dy) -> dx
+  relu, gelu_erf, relu_grad, gelu_erf_grad,
+  // layout: the dimensions of a tensor permuted (node::permutation); its own gradient
+  permute,
 };
 
 constexpr std::string_view op_name(op o) {
@@ -76,6 +80,11 @@ constexpr std::string_view op_name(op o) {
     case op::vocab_statistics: return "vocab_statistics";
     case op::vocab_exp_sum: return "vocab_exp_sum";
     case op::vocab_log_sum_exp: return "vocab_log_sum_exp";
+    case op::relu: return "relu";
+    case op::gelu_erf: return "gelu_erf";
+    case op::relu_grad: return "relu_grad";
+    case op::gelu_erf_grad: return "gelu_erf_grad";
+    case op::permute: return "permute";
   }
   return "?";
 }
@@ -87,7 +96,8 @@ constexpr bool is_redistribution(op o) { return is_collective(o) || o == op::loc
 constexpr bool is_leaf(op o) { return o == op::input || o == op::parameter; }
 // Ops computed element by element, which fuse can merge into one kernel.
 constexpr bool is_elementwise(op o) {
-  return o == op::add || o == op::mul || o == op::add_bias || o == op::gelu || o == op::silu;
+  return o == op::add || o == op::mul || o == op::add_bias || o == op::gelu || o == op::silu ||
+         o == op::relu || o == op::gelu_erf;
 }
 
 }  // namespace shardgraph

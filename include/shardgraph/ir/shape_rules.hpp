@@ -37,6 +37,33 @@ constexpr bool mismatch(graph& g, int i, std::string_view why, std::initializer_
   }
   return false;
 }
+// permute: out's dimension k is x's dimension n.permutation[k]; the permutation must name each of
+// x's dimensions once, and no more.
+constexpr bool permuted_shape(graph& g, int i, const shape& x, shape& out) {
+  const node& n = g[i];
+  bool seen[max_rank]{};
+  bool valid = true;
+  for (int k = 0; k < static_cast<int>(max_rank); ++k) {
+    const int from = n.permutation[k];
+    if (k >= x.rank()) {
+      valid = valid && from == -1;
+    } else if (from < 0 || from >= x.rank() || seen[from]) {
+      valid = false;
+    } else {
+      seen[from] = true;
+      out[k] = x[from];
+    }
+  }
+  if (valid) return true;
+  if (diagnostic* d = g.report(i)) {
+    *d << "the dimensions {";
+    for (int k = 0; k < static_cast<int>(max_rank) && n.permutation[k] != -1; ++k)
+      *d << (k > 0 ? ", " : "") << int{n.permutation[k]};
+    *d << "} are not a permutation of the " << x.rank() << " dimensions of x: x " << x
+       << ". list each dimension of x once, e.g. permute(x, {0, 2, 1}) for three";
+  }
+  return false;
+}
 }  // namespace detail
 
 // Computes (shape, dtype) of node i from its inputs. Returns false and records a diagnostic
@@ -123,6 +150,8 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
       return true;
     case op::gelu:
     case op::silu:
+    case op::relu:
+    case op::gelu_erf:
     case op::softmax:
       return expect(g, i, is_floating(ta), "expects a floating-point input. apply it to activations");
     case op::layer_norm:
@@ -200,6 +229,8 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
       return true;
     case op::gelu_grad:
     case op::silu_grad:
+    case op::relu_grad:
+    case op::gelu_erf_grad:
     case op::softmax_grad:
       if (!same_float(ta, tb)) return false;
       return expect(g, i, a == b, "value and gradient shapes differ. this is a bug in autodiff");
@@ -253,6 +284,8 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::repeat_end:
       return expect(g, i, a == g[n.region].shape && ta == g[n.region].type,
                     "the repeated body changes the shape or dtype of its input. a repeated block must map x to x's shape");
+    case op::permute:
+      return detail::permuted_shape(g, i, a, out);
     case op::output:
     case op::repeat_begin:
     case op::redistribute:

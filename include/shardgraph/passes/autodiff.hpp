@@ -193,6 +193,19 @@ class gradient_builder {
         return accumulate(x, make(op::gelu_grad, {x, dy}, i));
       case op::silu:
         return accumulate(x, make(op::silu_grad, {x, dy}, i));
+      case op::relu:
+        return accumulate(x, make(op::relu_grad, {x, dy}, i));
+      case op::gelu_erf:
+        return accumulate(x, make(op::gelu_erf_grad, {x, dy}, i));
+      case op::permute: {  // the inverse permutation: dx's dimension from[k] is dy's dimension k
+        node p;
+        p.kind = op::permute;
+        p.inputs[p.input_count++] = dy;
+        p.type = n.type;
+        for (int k = 0; k < static_cast<int>(max_rank) && n.permutation[k] >= 0; ++k)
+          p.permutation[n.permutation[k]] = static_cast<std::int8_t>(k);
+        return accumulate(x, emit(p, n.name.view()));
+      }
       case op::layer_norm:
         accumulate(x, make(op::layer_norm_grad_x, {x, w, dy}, i, n.scalar));
         accumulate(w, make(op::layer_norm_grad_w, {x, dy}, w, n.scalar));

@@ -16,6 +16,7 @@
 //   cross_entropy  batch or seq sharded -> P (a partial sum of the mean); vocab sharded: vocabulary
 //               parallel (its rows' statistics are reduced instead of the logits gathered; below)
 //   output      R on every axis
+//   permute     S(from[k]) -> S(k); R and P pass through
 //   redistribute   the placement it names on an axis; on an axis it does not name, the input's
 #include "shardgraph/ir/graph.hpp"
 
@@ -83,6 +84,8 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
       break;
     case op::gelu:
     case op::silu:
+    case op::relu:
+    case op::gelu_erf:
       if (in[0].is_partial()) r.out = r.need[0] = replicate;
       break;
     case op::softmax:
@@ -250,6 +253,10 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
     case op::local_slice:
       if (axis == n.axis) r.out = n.spec[axis];
       break;
+    case op::permute:  // a sharded dimension moves with the permutation; R and P pass through
+      for (int k = 0; k < rank && in[0].is_shard(); ++k)
+        if (n.permutation[k] == in[0].dim) r.out = shard_on(k);
+      break;
 
     // gradients: each is linear in the incoming gradient, and reads forward values whole where
     // the forward op did
@@ -286,7 +293,9 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
       r.out = in[0].is_shard(last) ? shard_on(0) : in[0].is_shard() ? partial : in[0];
       break;
     case op::gelu_grad:
-    case op::silu_grad: {  // (x, dy): nonlinear in x, linear in dy
+    case op::silu_grad:
+    case op::relu_grad:
+    case op::gelu_erf_grad: {  // (x, dy): nonlinear in x, linear in dy
       placement x = in[0].is_partial() ? replicate : in[0];
       placement dy = in[1];
       if (x == dy || (x.is_replicate() && dy.is_partial())) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "shardgraph/compute/permute_order.hpp"
 #include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/model_sizes.hpp"
@@ -73,6 +74,20 @@ inline kernel_dim_array product_dims(const node& n, const local_layout& layout, 
       return {dims_product(x, 0, x.size() - 1), x.back(), dy.back()};
     }
   }
+}
+
+// permute: x's local dims padded in front with 1s to rank 4, and the order (compute/permute_order.hpp)
+// of the permutation shifted by that padding.
+inline kernel_dim_array permute_dims(const node& n, const std::vector<std::int64_t>& x) {
+  const int pad = compute::permute_rank - static_cast<int>(x.size());
+  kernel_dim_array d{1, 1, 1, 1, 0, 0};
+  std::array<int, compute::permute_rank> from{};
+  for (int k = 0; k < compute::permute_rank; ++k) {
+    if (k >= pad) d[static_cast<std::size_t>(k)] = x[static_cast<std::size_t>(k - pad)];
+    from[static_cast<std::size_t>(k)] = k < pad ? k : n.permutation[k - pad] + pad;
+  }
+  d[4] = compute::permute_order(from);
+  return d;
 }
 
 // Attention and its gradients: {batch, heads, kv_heads, seq, head_dim}.
@@ -165,8 +180,12 @@ inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout
       return {layout.of(i).numel()};
     case op::gelu_grad:
     case op::silu_grad:
+    case op::relu_grad:
+    case op::gelu_erf_grad:
     case op::ones:
       return {layout.of(i).numel()};
+    case op::permute:
+      return detail::permute_dims(n, x);
     default:
       fail("executor: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
            "this op has no kernel", "this is a bug in lower(); please report it");

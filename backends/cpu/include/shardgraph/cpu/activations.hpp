@@ -20,4 +20,18 @@ T silu(T x) {
   return x / (T(1) + std::exp(-x));
 }
 
+// ReLU: max(x, 0); NaN stays NaN.
+template <class T>
+T relu(T x) {
+  return x < T(0) ? T(0) : x;
+}
+
+// GELU, exact form: 0.5 x (1 + erf(x / sqrt(2))), torch's approximate='none' (ViT, CLIP, BERT).
+// gelu_erf(1.0) == 0.8413447460685429.
+template <class T>
+T gelu_erf(T x) {
+  const T one_over_sqrt_2 = T(0.70710678118654752440084436210485);
+  return T(0.5) * x * (T(1) + std::erf(x * one_over_sqrt_2));
+}
+
 }  // namespace shardgraph::cpu

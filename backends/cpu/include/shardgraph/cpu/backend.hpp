@@ -302,6 +302,7 @@ class backend {
         return rope(out, d[0], d[1], d[2], d[3], rope_table(c));
       case op::split_heads: return split_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::merge_heads: return merge_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
+      case op::permute: return permute(in<T>(c, 0), out, d, d[4]);
       case op::attention:
         return scaled_dot_product_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3],
                                             d[4], c.scalar, visibility(c));
@@ -319,7 +320,9 @@ class backend {
       case op::mul:
       case op::add_bias:
       case op::gelu:
-      case op::silu: return run_chain<T>(c);
+      case op::silu:
+      case op::relu:
+      case op::gelu_erf: return run_chain<T>(c);
       default: return run_gradient<T>(c);
     }
   }
@@ -347,12 +350,10 @@ class backend {
       case op::bias_grad:
         std::memset(out, 0, out_bytes);
         return bias_backward(in<T>(c, 0), out, d[0], d[1]);
-      case op::gelu_grad:
-        for (std::int64_t i = 0; i < d[0]; ++i) out[i] = gelu_tanh_grad(in<T>(c, 0)[i]) * in<T>(c, 1)[i];
-        return;
-      case op::silu_grad:
-        for (std::int64_t i = 0; i < d[0]; ++i) out[i] = silu_grad(in<T>(c, 0)[i]) * in<T>(c, 1)[i];
-        return;
+      case op::gelu_grad: return activation_backward<T>(c, gelu_tanh_grad<T>);
+      case op::silu_grad: return activation_backward<T>(c, silu_grad<T>);
+      case op::relu_grad: return activation_backward<T>(c, relu_grad<T>);
+      case op::gelu_erf_grad: return activation_backward<T>(c, gelu_erf_grad<T>);
       case op::layer_norm_grad_x: {
         T* dw = scratch(2 * d[1]);
         return layer_norm_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, dw, dw + d[1], d[0], d[1], c.scalar);
@@ -414,6 +415,13 @@ class backend {
     }
   }
 
+  // (x, dy) -> out = derivative(x) * dy, element by element ({numel}).
+  template <class T, class Derivative>
+  static void activation_backward(const compute::kernel_call<buffer>& c, Derivative derivative) {
+    T* out = c.out->as<T>();
+    for (std::int64_t i = 0; i < c.dims[0]; ++i) out[i] = derivative(in<T>(c, 0)[i]) * in<T>(c, 1)[i];
+  }
+
   // value = operands[0][i], then each step: value = kind(value, operand[i % period]).
   template <class T>
   static void run_chain(const compute::kernel_call<buffer>& c) {
@@ -432,6 +440,8 @@ class backend {
           case op::mul: v *= o; break;
           case op::gelu: v = gelu_tanh(v); break;
           case op::silu: v = silu(v); break;
+          case op::relu: v = relu(v); break;
+          case op::gelu_erf: v = gelu_erf(v); break;
           default: break;
         }
       }

@@ -10,6 +10,7 @@
 #include "shardgraph/cpu/gemm.hpp"
 #include "shardgraph/cpu/layout.hpp"
 #include "shardgraph/cpu/norms.hpp"
+#include "shardgraph/cpu/permute.hpp"
 #include "shardgraph/cpu/rope.hpp"
 #include "shardgraph/cpu/softmax.hpp"
 #include "shardgraph/cpu/vocab_parallel_loss.hpp"

@@ -384,9 +384,13 @@ class backend {
       case op::add_bias:
       case op::gelu:
       case op::silu:
+      case op::relu:
+      case op::gelu_erf:
         return detail::elementwise_chain<C, I>(s, c);
       case op::transpose:
         return detail::transpose<C, I>(s, c);
+      case op::permute:
+        return detail::permute<C, I>(s, c);
       default:
         return run_gradient<C, I>(c);
     }
@@ -404,9 +408,13 @@ class backend {
       case op::position_embedding_grad:
         return detail::position_embedding_grad<C, I>(s, c);
       case op::gelu_grad:
-        return detail::activation_grad<C, true, I>(s, c);
+        return detail::activation_grad<C, op::gelu_grad, I>(s, c);
       case op::silu_grad:
-        return detail::activation_grad<C, false, I>(s, c);
+        return detail::activation_grad<C, op::silu_grad, I>(s, c);
+      case op::relu_grad:
+        return detail::activation_grad<C, op::relu_grad, I>(s, c);
+      case op::gelu_erf_grad:
+        return detail::activation_grad<C, op::gelu_erf_grad, I>(s, c);
       case op::layer_norm_grad_x:
         return run_norm_input_grad<C, true>(c);
       case op::rms_norm_grad_x:

@@ -1,15 +1,17 @@
 #pragma once
 // cuda::backend's calls that map elements or rows to elements: the fused elementwise chains
-// (add, mul, add_bias, gelu, silu), the activations' gradients, the heads' permutes, rope, the
-// transpose, the row softmax and its gradient, and `ones`. The vector kernels
+// (add, mul, add_bias, gelu, silu, relu, gelu_erf), the activations' gradients, the heads'
+// permutes, rope, the transpose and the permute, the row softmax and its gradient, and `ones`. The vector kernels
 // (kernels/vectorized.cuh) take them where every buffer is 16-byte aligned whole vectors.
 //
 //   chain                     {numel}                           operands -> (numel)
-//   gelu_grad, silu_grad      {numel}                           x, dy -> dx
+//   gelu_grad, silu_grad, relu_grad, gelu_erf_grad  {numel}    x, dy -> dx
 //   split_heads, merge_heads  {batch, seq, heads, head_dim}     (b, s, h, d) <-> (b, h, s, d)
 //   rope, rope_grad           {batch, heads, seq, head_dim}     x -> x rotated by kernel_call::rope
 //   transpose                 {batch, rows, cols}               (b, rows, cols) -> (b, cols, rows)
+//   permute                   {d0, d1, d2, d3, order}           x (d0, d1, d2, d3) permuted by order
 //   softmax, softmax_grad     {rows, cols}                      x [, dy] -> (rows, cols)
+#include <shardgraph/compute/permute_order.hpp>
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
 #include <shardgraph/cuda/kernel_launch.hpp>
@@ -49,18 +51,18 @@ void elementwise_chain(backend_state& s, const kernel_call& c) {
   run_chain<C, I>(s, a);
 }
 
-template <class C, bool Gelu, class I>
+template <class C, op Grad, class I>
 void activation_grad(backend_state& s, const kernel_call& c) {
   const unsigned threads = 256;
   const kernels::ref x = in(c, 0), dy = in(c, 1);
   const kernels::mut_ref o = out(*c.out);
   const std::int64_t n = c.dims[0];
   if (!vector_ready(o.type, n, {x, dy, o}))
-    return kernels::activation_grad_kernel<C, Gelu, I>
+    return kernels::activation_grad_kernel<C, Grad, I>
         <<<kernels::blocks_for(n, threads), threads, 0, s.stream>>>(x, dy, o, n);
   const unsigned grid = kernels::blocks_for(n / vector_lanes(o.type), threads);
   with_vector_types(o.type, [&]<class T, class V>() {
-    kernels::activation_grad_vector_kernel<T, V, Gelu, I><<<grid, threads, 0, s.stream>>>(
+    kernels::activation_grad_vector_kernel<T, V, Grad, I><<<grid, threads, 0, s.stream>>>(
         static_cast<const T*>(x.data), static_cast<const T*>(dy.data), static_cast<T*>(o.data), n);
   });
 }
@@ -99,6 +101,21 @@ void transpose(backend_state& s, const kernel_call& c) {
   tensor_buffer& o = *c.out;
   kernels::transpose_kernel<C, I><<<kernels::blocks_for(o.numel(), 256), 256, 0, s.stream>>>(
       in(c, 0), out(o), d[1], d[2], d[0] * d[1] * d[2]);
+}
+
+// permute {d0, d1, d2, d3, order}: x (d0, d1, d2, d3) -> out, whose dimension k is x's dimension
+// compute::permuted_from(order, k).
+template <class C, class I>
+void permute(backend_state& s, const kernel_call& c) {
+  const std::int64_t* d = c.dims;
+  kernels::permute_args a{};
+  const std::int64_t x_stride[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+  for (int k = 0; k < 4; ++k) {
+    a.out_dims[k] = d[compute::permuted_from(d[4], k)];
+    a.in_strides[k] = x_stride[compute::permuted_from(d[4], k)];
+  }
+  a.numel = d[0] * d[1] * d[2] * d[3];
+  kernels::permute_kernel<C, I><<<kernels::blocks_for(a.numel, 256), 256, 0, s.stream>>>(in(c, 0), out(*c.out), a);
 }
 
 template <class C>

@@ -24,4 +24,19 @@ T silu_grad(T x) {
   return s * (T(1) + x * (T(1) - s));
 }
 
+// d relu / dx = 1 for x > 0, else 0 (0 at x == 0, as torch's threshold_backward).
+template <class T>
+T relu_grad(T x) {
+  return x > T(0) ? T(1) : T(0);
+}
+
+// d gelu_erf / dx = Phi(x) + x phi(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi).
+// gelu_erf_grad(0) == 0.5.
+template <class T>
+T gelu_erf_grad(T x) {
+  const T one_over_sqrt_2 = T(0.70710678118654752440084436210485);
+  const T one_over_sqrt_2_pi = T(0.39894228040143267793994605993438);
+  return T(0.5) * (T(1) + std::erf(x * one_over_sqrt_2)) + x * std::exp(T(-0.5) * x * x) * one_over_sqrt_2_pi;
+}
+
 }  // namespace shardgraph::cpu

@@ -32,6 +32,24 @@ __device__ __forceinline__ C silu_grad(C x) {
   const C s = C(1) / (C(1) + exp(-x));
   return s * (C(1) + x * (C(1) - s));
 }
+// relu and the exact (erf) GELU, as the cpu backend's (cpu/activations.hpp).
+template <class C>
+__device__ __forceinline__ C relu(C x) {
+  return x < C(0) ? C(0) : x;
+}
+template <class C>
+__device__ __forceinline__ C relu_grad(C x) {
+  return x > C(0) ? C(1) : C(0);
+}
+template <class C>
+__device__ __forceinline__ C gelu_erf(C x) {
+  return C(0.5) * x * (C(1) + erf(x * C(0.70710678118654752440084436210485)));
+}
+template <class C>
+__device__ __forceinline__ C gelu_erf_grad(C x) {
+  return C(0.5) * (C(1) + erf(x * C(0.70710678118654752440084436210485))) +
+         x * exp(C(-0.5) * x * x) * C(0.39894228040143267793994605993438);
+}
 
 // A chain as the executor fuses it (compute::elementwise_step), passed by value to the kernel.
 struct chain_args {
@@ -55,6 +73,10 @@ __device__ __forceinline__ C apply_step(op kind, C v, C o) {
       return gelu_tanh(v);
     case op::silu:
       return silu(v);
+    case op::relu:
+      return relu(v);
+    case op::gelu_erf:
+      return gelu_erf(v);
     default:
       return v;
   }
@@ -75,16 +97,20 @@ __global__ void chain_kernel(chain_args a) {
   }
 }
 
-template <class C, bool Gelu>
+// f'(x) * dy for Grad, the gradient op of f: gelu_grad, silu_grad, relu_grad or gelu_erf_grad.
+template <class C, op Grad>
 __device__ __forceinline__ C activation_grad(C x, C dy) {
-  return (Gelu ? gelu_tanh_grad(x) : silu_grad(x)) * dy;
+  if constexpr (Grad == op::gelu_grad) return gelu_tanh_grad(x) * dy;
+  else if constexpr (Grad == op::silu_grad) return silu_grad(x) * dy;
+  else if constexpr (Grad == op::relu_grad) return relu_grad(x) * dy;
+  else return gelu_erf_grad(x) * dy;
 }
 
-// out = f'(x) * dy, f = gelu or silu.
-template <class C, bool Gelu, class I>
+// out = f'(x) * dy (activation_grad).
+template <class C, op Grad, class I>
 __global__ void activation_grad_kernel(ref x, ref dy, mut_ref out, std::int64_t n) {
   for (I i = global_thread<I>(); i < static_cast<I>(n); i += grid_threads<I>()) {
-    store<C>(out, i, activation_grad<C, Gelu>(load<C>(x, i), load<C>(dy, i)));
+    store<C>(out, i, activation_grad<C, Grad>(load<C>(x, i), load<C>(dy, i)));
   }
 }
 

@@ -38,6 +38,26 @@ __global__ void transpose_kernel(ref in, mut_ref out, std::int64_t rows, std::in
   }
 }
 
+// out = in permuted (op::permute), up to rank 4: out's dims are out_dims; in_strides[k] is the
+// stride in `in` of out's dimension k. One thread per element of out.
+struct permute_args {
+  std::int64_t out_dims[4];
+  std::int64_t in_strides[4];
+  std::int64_t numel;
+};
+template <class C, class I>
+__global__ void permute_kernel(ref in, mut_ref out, permute_args a) {
+  for (I e = global_thread<I>(); e < static_cast<I>(a.numel); e += grid_threads<I>()) {
+    I rest = e, from = 0;
+    for (int k = 3; k >= 0; --k) {
+      const I n = static_cast<I>(a.out_dims[k]);
+      from += (rest % n) * static_cast<I>(a.in_strides[k]);
+      rest /= n;
+    }
+    store<C>(out, e, load<C>(in, from));
+  }
+}
+
 // out = table.attention_factor * x rotated by direction * angle(t, i), x (batch, heads, seq,
 // head_dim); angle(t, i) = t * table.inverse_frequency[i] (compute/rope_frequencies.hpp, made on
 // the host at bind, passed by value); one thread per pair.

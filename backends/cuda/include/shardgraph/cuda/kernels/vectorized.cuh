@@ -74,7 +74,7 @@ __global__ void chain_vector_kernel(chain_args a) {
   }
 }
 
-template <class T, class C, bool Gelu, class I>
+template <class T, class C, op Grad, class I>
 __global__ void activation_grad_vector_kernel(const T* x, const T* dy, T* out, std::int64_t numel) {
   constexpr int n = lanes<T>;
   const I vectors = static_cast<I>(numel / n);
@@ -83,7 +83,7 @@ __global__ void activation_grad_vector_kernel(const T* x, const T* dy, T* out, s
     C xv[n], dv[n];
     load_vector(x + i, xv);
     load_vector(dy + i, dv);
-    for (int j = 0; j < n; ++j) xv[j] = activation_grad<C, Gelu>(xv[j], dv[j]);
+    for (int j = 0; j < n; ++j) xv[j] = activation_grad<C, Grad>(xv[j], dv[j]);
     store_vector(out + i, xv);
   }
 }
