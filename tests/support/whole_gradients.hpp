@@ -54,6 +54,17 @@ inline gradient_difference difference(const std::vector<double>& have, const std
   return d;
 }
 
+// Every gradient of `got` within relative 1e-9 of `reference`'s (of the largest magnitude), by name.
+inline void check_same_gradients(const gradient_map& got, const gradient_map& reference) {
+  REQUIRE(got.size() == reference.size());
+  for (const auto& [name, want] : reference) {
+    CAPTURE(name);
+    const gradient_difference d = difference(got.at(name), want);
+    REQUIRE(d.scale > 0);
+    CHECK(d.diff <= 1e-9 * d.scale);
+  }
+}
+
 // One forward and backward step of training program p on the thread ranks of `mesh` (cpu backend):
 // the whole gradients, and rank 0's value of the output "loss" in *loss.
 inline gradient_map whole_gradients(const shardgraph::program& p, const shardgraph::model_sizes& sizes,

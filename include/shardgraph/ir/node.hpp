@@ -1,5 +1,5 @@
 #pragma once
-// One node of the IR: a plain value (no pointers), so graphs are constexpr values and can be
+// One node of the IR: a plain value (its one pointer names a static constexpr descriptor), so graphs are constexpr values and can be
 // copied, compared and printed. Inputs refer to earlier nodes by index (the graph is in
 // topological order by construction).
 #include <cstdint>
@@ -17,6 +17,8 @@ inline constexpr int max_inputs = 4;  // attention's gradients read q, k, v and 
 
 // How cross_entropy reduces its rows' losses (torch's `reduction`): the mean over the targets that
 // count (not ignore_index), or their sum.
+struct custom_op;  // ir/custom_op.hpp
+
 enum class loss_reduction : std::uint8_t { mean, sum };
 
 struct node {
@@ -50,6 +52,8 @@ struct node {
   loss_reduction reduction = loss_reduction::mean;  // cross_entropy (and its gradient)
   int vocab_axis = -1;  // cross_entropy and its gradient: the mesh axis that shards the logits'
                         // vocabulary (passes/vocab_parallel_loss.hpp); -1: the vocabulary is whole
+  const custom_op* custom = nullptr;               // op::custom: the user's op (its name, rules, kernels);
+                                                   // scalar carries its attribute
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

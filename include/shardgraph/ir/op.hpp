@@ -22,6 +22,8 @@ enum class op : std::uint8_t {
   softmax_grad, embedding_grad, position_embedding_grad, cross_entropy_grad, ones, param_grad,
   // a cross-entropy over logits whose vocabulary is sharded (added by split_vocab_parallel_loss)
   vocab_statistics, vocab_exp_sum, vocab_log_sum_exp,
+  // user-defined ops (ir/custom_op.hpp): the node's `custom` descriptor says what it computes
+  custom,
 };
 
 constexpr std::string_view op_name(op o) {
@@ -76,6 +78,7 @@ constexpr std::string_view op_name(op o) {
     case op::vocab_statistics: return "vocab_statistics";
     case op::vocab_exp_sum: return "vocab_exp_sum";
     case op::vocab_log_sum_exp: return "vocab_log_sum_exp";
+    case op::custom: return "custom";
   }
   return "?";
 }

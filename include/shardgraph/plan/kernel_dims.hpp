@@ -166,6 +166,7 @@ inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout
     case op::gelu_grad:
     case op::silu_grad:
     case op::ones:
+    case op::custom:  // its kernel reads every local shape (bound_call::custom_shapes)
       return {layout.of(i).numel()};
     default:
       fail("executor: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
