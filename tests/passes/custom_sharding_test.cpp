@@ -50,7 +50,7 @@ constexpr sg::graph contract_model(bool w_sharded) {
   auto x = g.input("x", {batch, seq, model}, sg::dtype::f32, sg::on<"dp">(sg::shard<0>));
   auto t = g.input("targets", {batch, seq}, sg::dtype::i64, sg::on<"dp">(sg::shard<0>));
   auto w = w_sharded ? g.param("w", {model, vocab}, sg::on<"tp">(sg::shard<0>)) : g.param("w", {model, vocab});
-  sg::output(sg::cross_entropy(sg::apply<contract>({x, w}), t), "loss");
+  sg::output(sg::cross_entropy(sg::apply<contract>({x, w}, 0.0, "lm_head"), t), "loss");
   return g.finish();
 }
 
@@ -127,14 +127,15 @@ TEST_CASE("custom ops: the program holds the rule's collectives and the op's nam
   STATIC_REQUIRE(p.count(sg::op::local_slice, "tp") == 1);  // x sliced along k
   std::ostringstream text;
   sg::print_program(text, p);
-  CHECK(text.str().find("contract") != std::string::npos);
+  CHECK(text.str().find("contract") != std::string::npos);  // the op's name, beside its node's "lm_head"
+  CHECK(text.str().find("custom") == std::string::npos);
 }
 
 TEST_CASE("custom ops: autodiff of a forward-only op, or of a backward that sets no gradient, names the op",
           "[passes][custom]") {
   const sg::program p = sg::compile_graph(contract_model(false), sg::training{});
   CHECK(std::string(p.error()) ==
-        "shardgraph: contract 'contract': the loss depends on op 'contract', which has no backward. add static "
+        "shardgraph: contract 'lm_head': the loss depends on op 'contract', which has no backward. add static "
         "constexpr void backward(shardgraph::custom_gradient&) to contract, or keep the op out of the loss's path");
   const sg::program q = sg::compile_graph(
       [] {
