@@ -266,3 +266,18 @@ TEST_CASE("custom ops: a missing kernel is an error at bind naming the op, node 
         "shardgraph: bind: op 'cuda_only' (node 'h.act') has no kernel for backend 'cpu'. add {\"cpu\", &fn} to "
         "cuda_only::kernels");
 }
+
+TEST_CASE("custom ops: a kernel reading a tensor as another element type fails naming both", "[runtime]") {
+  float values[3] = {1, 2, 3};
+  const std::int64_t shape[1] = {3};
+  const sg::custom_tensor t{values, sg::dtype::f32, shape};
+  CHECK(t.numel() == 3);
+  CHECK(t.values<const float>()[2] == 3.0f);
+  std::string message;
+  try {
+    (void)t.values<double>();
+  } catch (const sg::error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("custom op kernel: a tensor of dtype f32 was read as f64") != std::string::npos);
+}
