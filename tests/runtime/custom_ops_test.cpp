@@ -18,6 +18,7 @@
 #include <shardgraph/threads.hpp>
 
 #include "catch.hpp"
+#include "support/cpu_threads_rank_program.hpp"
 #include "support/whole_gradients.hpp"
 
 namespace sg = shardgraph;
