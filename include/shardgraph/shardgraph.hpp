@@ -22,6 +22,7 @@
 #include "shardgraph/data/micro_batches.hpp"
 #include "shardgraph/data/token_accuracy.hpp"
 #include "shardgraph/data/token_file.hpp"
+#include "shardgraph/dsl/custom.hpp"
 #include "shardgraph/dsl/ops.hpp"
 #include "shardgraph/dsl/repeat.hpp"
 #include "shardgraph/io/hf_config.hpp"

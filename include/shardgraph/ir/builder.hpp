@@ -22,6 +22,9 @@ class graph_builder {
   constexpr explicit graph_builder(mesh_axes axes, dtype float_type = dtype::f32) : float_type_(float_type) {
     graph_.axes = axes;
   }
+  // Continues `existing`: autodiff adds a custom op's backward (DSL ops) to the graph it differentiates.
+  constexpr explicit graph_builder(const graph& existing, dtype float_type = dtype::f32)
+      : graph_(existing), float_type_(float_type) {}
 
   constexpr dtype float_type() const { return float_type_; }
   constexpr const graph& value() const { return graph_; }
@@ -61,7 +64,7 @@ class graph_builder {
     if (name.empty()) {
       n.name.assign(scope_.view());
       if (!scope_.empty()) n.name.append(".");
-      n.name.append(op_name(n.kind));
+      n.name.append(op_name(n));
     } else {
       n.name.assign(name);
     }

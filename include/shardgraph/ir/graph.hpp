@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "shardgraph/core/static_vector.hpp"
+#include "shardgraph/ir/custom_op.hpp"
 #include "shardgraph/ir/diagnostic.hpp"
 #include "shardgraph/ir/node.hpp"
 #include "shardgraph/mesh/mesh.hpp"
@@ -49,7 +50,7 @@ struct graph {
   constexpr diagnostic* report(int i) {
     if (!ok()) return nullptr;
     const node& n = (*this)[i];
-    error << "shardgraph: " << op_name(n.kind) << " '" << n.name.view() << "': ";
+    error << "shardgraph: " << op_name(n) << " '" << n.name.view() << "': ";
     return &error;
   }
 

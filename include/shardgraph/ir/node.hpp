@@ -1,5 +1,5 @@
 #pragma once
-// One node of the IR: a plain value (no pointers), so graphs are constexpr values and can be
+// One node of the IR: a plain value (its one pointer names a static constexpr descriptor), so graphs are constexpr values and can be
 // copied, compared and printed. Inputs refer to earlier nodes by index (the graph is in
 // topological order by construction).
 #include <cstdint>
@@ -19,6 +19,8 @@ inline constexpr int max_inputs = 5;  // a masked attention's gradients read q, 
 
 // How cross_entropy reduces its rows' losses (torch's `reduction`): the mean over the targets that
 // count (not ignore_index), or their sum.
+struct custom_op;  // ir/custom_op.hpp
+
 enum class loss_reduction : std::uint8_t { mean, sum };
 
 struct node {
@@ -56,6 +58,8 @@ struct node {
   // permute: the result's dimension k is the input's dimension permutation[k], for k below the
   // input's rank; -1 past the dimensions given
   std::int8_t permutation[max_rank]{-1, -1, -1, -1};
+  const custom_op* custom = nullptr;               // op::custom: the user's op (its name, rules, kernels);
+                                                   // scalar carries its attribute
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

@@ -26,6 +26,8 @@ enum class op : std::uint8_t {
   relu, gelu_erf, relu_grad, gelu_erf_grad,
   // layout: the dimensions of a tensor permuted (node::permutation); its own gradient
   permute,
+  // user-defined ops (ir/custom_op.hpp): the node's `custom` descriptor says what it computes
+  custom,
 };
 
 constexpr std::string_view op_name(op o) {
@@ -85,6 +87,7 @@ constexpr std::string_view op_name(op o) {
     case op::relu_grad: return "relu_grad";
     case op::gelu_erf_grad: return "gelu_erf_grad";
     case op::permute: return "permute";
+    case op::custom: return "custom";
   }
   return "?";
 }

@@ -4,6 +4,7 @@
 // symbolic; local shapes are derived at bind.
 #include <initializer_list>
 
+#include "shardgraph/ir/custom_shape_rule.hpp"
 #include "shardgraph/ir/graph.hpp"
 #include "shardgraph/ir/shape_text.hpp"
 
@@ -295,6 +296,8 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::all_to_all:
     case op::local_slice:
       return true;
+    case op::custom:
+      return infer_custom_shape(g, i, out, type);
   }
   return true;
 }

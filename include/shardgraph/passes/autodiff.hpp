@@ -7,6 +7,9 @@
 // Partial gradient, and since each `param_grad` must have its parameter's placement,
 // insert_collectives adds the all_reduce (or reduce_scatter) that data parallelism needs.
 //
+// A custom op's gradient is its own backward (ir/custom_gradient.hpp): DSL ops that autodiff adds
+// through a graph_builder over the graph it differentiates, in the current backward region.
+//
 // A repeat block's backward is a reversed block: `repeat_begin` with `reverse` runs the layers
 // last to first, reading each layer's saved forward values, and its `repeat_end` yields the
 // gradient of the block's input. Parameters declared inside the block get one gradient per layer.
@@ -16,6 +19,8 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "shardgraph/ir/builder.hpp"
+#include "shardgraph/ir/custom_gradient.hpp"
 #include "shardgraph/ir/graph.hpp"
 #include "shardgraph/ir/shape_rules.hpp"
 
@@ -25,8 +30,8 @@ namespace detail {
 
 class gradient_builder {
  public:
-  constexpr gradient_builder(graph& g, int deferred_axis)
-      : g_(g), forward_count_(g.size()), deferred_axis_(deferred_axis) {
+  constexpr gradient_builder(graph_builder& b, int deferred_axis)
+      : b_(b), g_(b.value()), forward_count_(g_.size()), deferred_axis_(deferred_axis) {
     for (int& d : grad_) d = -1;
   }
 
@@ -245,6 +250,8 @@ class gradient_builder {
       }
       case op::redistribute:
         return accumulate(x, dy);
+      case op::custom:
+        return custom_backward(i, n, dy);
       default:
         if (diagnostic* d = g_.report(i))
           *d << "autodiff met an op it does not differentiate (already lowered or already differentiated). "
@@ -253,6 +260,37 @@ class gradient_builder {
     }
   }
 
+  // A custom op's backward (ir/custom_gradient.hpp): the DSL ops it adds join the current backward
+  // region, named "d.<forward>.<op>"; then each input's gradient is accumulated.
+  constexpr void custom_backward(int i, const node& n, int dy) {
+    const custom_op& op = *n.custom;
+    if (op.backward == nullptr) {
+      if (diagnostic* d = g_.report(i))
+        *d << "the loss depends on op '" << op.name << "', which has no backward. add static constexpr void "
+           << "backward(shardgraph::custom_gradient&) to " << op.name << ", or keep the op out of the loss's path";
+      return;
+    }
+    custom_gradient grad(b_, i, dy);
+    name_buffer scope("d.");
+    scope.append(n.name.view());
+    b_.set_region(region_);
+    b_.push_scope(scope.view());
+    op.backward(grad);
+    b_.pop_scope();
+    for (int k = 0; k < n.input_count && g_.ok(); ++k) {
+      if (!grad.needs_grad(k)) continue;
+      const int gk = grad.input_grad(k);
+      if (gk < 0 || !(g_[gk].shape == g_[n.inputs[k]].shape)) {
+        if (diagnostic* d = g_.report(i))
+          *d << op.name << "::backward sets " << (gk < 0 ? "no gradient" : "a gradient of another shape") << " for input "
+             << k << ". call set_input_grad(" << k << ", ...) with a tensor of input " << k << "'s shape";
+        return;
+      }
+      accumulate(n.inputs[k], gk);
+    }
+  }
+
+  graph_builder& b_;
   graph& g_;
   int forward_count_;
   int grad_[max_nodes]{};
@@ -265,10 +303,10 @@ class gradient_builder {
 // deferred_axis (ZeRO-2): parameter gradients are left Partial over that data-parallel axis; the
 // optimizer reduce-scatters them, so each rank receives only the chunk it updates.
 constexpr graph autodiff(const graph& in, int deferred_axis = -1) {
-  graph g = in;
-  if (!g.ok()) return g;
-  detail::gradient_builder(g, deferred_axis).run();
-  return g;
+  if (!in.ok()) return in;
+  graph_builder b(in);
+  detail::gradient_builder(b, deferred_axis).run();
+  return b.finish();
 }
 
 }  // namespace shardgraph::passes

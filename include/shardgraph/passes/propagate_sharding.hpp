@@ -18,17 +18,14 @@
 //   output      R on every axis
 //   permute     S(from[k]) -> S(k); R and P pass through
 //   redistribute   the placement it names on an axis; on an axis it does not name, the input's
+//   custom      the op's sharding rule (passes/custom_sharding.hpp)
 #include "shardgraph/ir/graph.hpp"
+#include "shardgraph/passes/axis_decision.hpp"
+#include "shardgraph/passes/custom_sharding.hpp"
 
 namespace shardgraph::passes {
 
 namespace detail {
-
-struct axis_decision {
-  placement out;
-  placement need[max_inputs];
-  const char* conflict = nullptr;  // "why. how" when the annotations cannot be reconciled
-};
 
 constexpr placement whole_last(placement p, int last) {
   return (p.is_partial() || p.is_shard(last)) ? replicate : p;
@@ -400,6 +397,10 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
       r.out = r.need[0] = g[n.origin].spec[axis];
       if (n.deferred_axis == axis && in[0].is_partial() && g[n.origin].spec[axis].is_replicate())
         r.out = r.need[0] = partial;  // reduce-scattered by the optimizer (ZeRO-2/3)
+      break;
+
+    case op::custom:  // the op's sharding rule (passes/custom_sharding.hpp)
+      r = decide_custom(n.custom->rule, in);
       break;
   }
   return r;

@@ -9,6 +9,7 @@
 // the buffer abilities are read from its members.
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "shardgraph/compute/fused_kinds.hpp"
 #include "shardgraph/core/dtype.hpp"
@@ -24,6 +25,9 @@ struct backend_traits {
   bool packs = false;      // copy_range(from, offset, to, offset, n) and fill_zero(buffer): buckets
   bool fills_zero = false;  // fill_zero(buffer): pipeline stages, gradient sums
   bool checks_finite = false;  // all_finite(buffer): the finite check
+  // The backend's name (traits::name: "cpu", "cuda"), by which custom ops find their kernels
+  // (ir/custom_op.hpp); empty when the traits do not say.
+  std::string_view name{};
 };
 
 // The fused kinds the rewrite introduces for a backend running `runs`, of those `allowed`: every
@@ -55,6 +59,7 @@ template <class Backend>
 constexpr backend_traits traits_of(compute::fused_set allowed = compute::fused_set::all()) {
   using buffer = typename Backend::buffer;
   backend_traits t;
+  if constexpr (requires { Backend::traits::name; }) t.name = Backend::traits::name;
   t.fused = introduced_kinds(compute::fused_kinds_run_by<Backend>(), allowed, finds_strides<Backend>());
   t.views = requires(Backend& b, buffer& x) { b.view(x, std::size_t{0}, dtype::f32, std::int64_t{0}); };
   t.fills_zero = requires(Backend& b, buffer& x) { b.fill_zero(x); };

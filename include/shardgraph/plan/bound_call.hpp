@@ -115,6 +115,10 @@ struct bound_call {
   std::int64_t in_numel = 0, out_numel = 0;
   std::int64_t slice_index = 0;
 
+  // kernel of op::custom: the op, and the local shapes of the output then each input.
+  const custom_op* custom = nullptr;
+  std::vector<std::vector<std::int64_t>> custom_shapes;
+
   // The values the finite check reads after the call, in order (floating-point values only).
   std::vector<checked_value> checked;
 };

@@ -183,11 +183,12 @@ inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout
     case op::relu_grad:
     case op::gelu_erf_grad:
     case op::ones:
+    case op::custom:  // its kernel reads every local shape (bound_call::custom_shapes)
       return {layout.of(i).numel()};
     case op::permute:
       return detail::permute_dims(n, x);
     default:
-      fail("executor: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
+      fail("executor: " + std::string(op_name(n)) + " '" + std::string(n.name.view()) + "'",
            "this op has no kernel", "this is a bug in lower(); please report it");
   }
 }

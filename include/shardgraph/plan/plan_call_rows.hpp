@@ -63,7 +63,7 @@ inline std::vector<int> also_written(const bound_plan& p, const bound_call& c) {
 // not write, and the batched products' weights and biases.
 inline void kernel_row(const bound_plan& p, const bound_call& c, call_row& r) {
   const graph& g = p.compiled.nodes;
-  r.op = std::string(op_name(c.kernel));
+  r.op = std::string(op_name(g[c.node]));
   if (c.bias >= 0) r.op += "+add_bias";
   if (c.epilogue != compute::product_epilogue::none) r.op += "+" + std::string(op_name(g[c.out].kind));
   if (!c.batched.empty()) r.op += " x" + std::to_string(c.batched.size() + 1);

@@ -28,7 +28,7 @@ inline void print_graphviz(std::ostream& out, const program& p) {
       in_cluster = true;
     }
     if (shown(i) != i) continue;
-    std::string label(op_name(n.kind));
+    std::string label(op_name(n));
     if (n.group >= 0) {
       label.clear();
       for (int j = n.group; j <= i; ++j) label += (label.empty() ? "" : "+") + std::string(op_name(g[j].kind));

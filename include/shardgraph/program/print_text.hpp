@@ -81,7 +81,7 @@ inline void print_program(std::ostream& out, const program& p, const print_optio
     const step& st = p.steps[s];
     const node& n = g[st.node];
     if (st.kind == step_kind::loop_end) indent.resize(indent.size() - 2);
-    std::string what(op_name(n.kind));
+    std::string what(op_name(n));
     if (st.kind == step_kind::fused) {
       what.clear();
       for (int j = st.first; j <= st.node; ++j) what += (what.empty() ? "" : "+") + std::string(op_name(g[j].kind));
@@ -93,7 +93,7 @@ inline void print_program(std::ostream& out, const program& p, const print_optio
         << padded(what, 20 - std::min<std::size_t>(indent.size(), 20)) << padded(std::string(n.name.view()), 24)
         << padded(shape_text(g, n, o), 26) << placement_text(g, n.spec);
     if (is_redistribution(n.kind) && n.reason >= 0)
-      out << "   <- " << op_name(g[n.reason].kind) << " '" << g[n.reason].name.view() << "'";
+      out << "   <- " << op_name(g[n.reason]) << " '" << g[n.reason].name.view() << "'";
     if (st.kind == step_kind::loop_begin)
       out << "   x " << (o.sizes ? std::to_string(o.sizes->get(size_symbol::layers)) : std::string("layers"));
     out << '\n';

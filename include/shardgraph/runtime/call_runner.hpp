@@ -24,6 +24,7 @@
 #include "shardgraph/plan/backend_traits.hpp"
 #include "shardgraph/plan/bound_call.hpp"
 #include "shardgraph/runtime/axis_channels.hpp"
+#include "shardgraph/runtime/custom_kernel_call.hpp"
 #include "shardgraph/runtime/rope_plan.hpp"
 
 namespace shardgraph {
@@ -53,6 +54,7 @@ struct call_runner {
   template <class ValueOf, class SavedOf>
   void kernel(const plan::bound_call& c, ValueOf&& value_of, SavedOf&& saved_of) {
     if (c.kind == plan::call_kind::elementwise) return backend.run(elementwise_call(c, value_of));
+    if (c.kernel == op::custom) return run_custom_call(backend, c, value_of);
     kernel_call call = resolved(c, value_of, saved_of);
     if constexpr (plan::finds_strides<Backend>()) {
       if (c.kind == plan::call_kind::batched) return batched(c, call, value_of, saved_of);

@@ -469,10 +469,7 @@ class rank_program {
   // reported: the node the error names (default i).
   void check_finite(int i, int reported = -1);
 
-  static const program& checked(const program& p) {
-    if (!p.ok()) throw error(std::string(p.error()));
-    return p;
-  }
+  static const program& checked(const program& p) { return runnable_on<Backend>(p); }
 
   // ---- the memory plan (plan/memory_layout.hpp) ----
   // Values kept once per layer (plan/per_layer.hpp): step fusion asks before the buckets are planned.

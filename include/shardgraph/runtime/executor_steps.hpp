@@ -82,7 +82,7 @@ void rank_program<Backend, Comm>::run_step(std::size_t s) {
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 std::string rank_program<Backend, Comm>::located(int i) const {
   const node& n = program_.nodes[i];
-  std::string where = "forward: " + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
+  std::string where = "forward: " + std::string(op_name(n)) + " '" + std::string(n.name.view()) + "'";
   if (n.body() >= 0) where += " in layer " + std::to_string(layer_);
   return where + " on rank " + std::to_string(world_rank_);
 }

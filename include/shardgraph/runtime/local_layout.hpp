@@ -41,7 +41,7 @@ class local_layout {
           int shards = mesh.size(g.axes.name(a));
           std::int64_t first = sizes.get(e.first);
           if (first % shards != 0)
-            fail(std::string("bind: ") + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'",
+            fail(std::string("bind: ") + std::string(op_name(n)) + " '" + std::string(n.name.view()) + "'",
                  "dimension " + std::to_string(k) + " (" + extent_text(e) + ") is sharded on '" +
                      std::string(g.axes.name(a)) + "' but " + std::string(dimension_name(e.first)) + " = " +
                      std::to_string(first) + " is not divisible by " + std::string(g.axes.name(a)) + " = " +
@@ -65,7 +65,7 @@ class local_layout {
 
  private:
   static std::string where_of(const node& n) {
-    return std::string("bind: ") + std::string(op_name(n.kind)) + " '" + std::string(n.name.view()) + "'";
+    return std::string("bind: ") + std::string(op_name(n)) + " '" + std::string(n.name.view()) + "'";
   }
   // "vocab = 4611686018427387904, model = 64"
   static std::string shape_text(const node& n, const local_dims& d) {

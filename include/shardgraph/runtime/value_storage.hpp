@@ -72,7 +72,7 @@ class value_storage {
   // Memory for node n's value (or a part of it): errors name the value.
   buffer allocate_for(Backend& backend, const node& n, dtype type, std::int64_t numel) {
     return allocate(backend,
-                    "value '" + std::string(n.name.view()) + "' (" + std::string(op_name(n.kind)) + ", " +
+                    "value '" + std::string(n.name.view()) + "' (" + std::string(op_name(n)) + ", " +
                         std::to_string(numel) + " " + std::string(dtype_name(type)) + " elements)",
                     type, numel);
   }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shardgraph/compute/compute_backend.hpp"
@@ -33,6 +34,7 @@ class backend {
   // then + b in T, as the add_bias step rounds it). The core lowers every other fused kind into the
   // steps it stands for (compute/lower_fused.hpp).
   struct traits {
+    static constexpr std::string_view name = "cpu";  // custom ops' kernels for it: {"cpu", &fn}
     static constexpr compute::fused_set runs{compute::fused::linear_bias};
   };
   // Where a buffer's memory starts: the core finds a batched call's strides by it.

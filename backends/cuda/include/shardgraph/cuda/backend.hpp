@@ -81,6 +81,7 @@ class backend {
   // log-sum-exp); q's, k's and v's products as one strided batched GEMM. A call a kernel does not
   // take runs as its parts (compute/lower_fused.hpp's split functions).
   struct traits {
+    static constexpr std::string_view name = "cuda";  // custom ops' kernels for it: {"cuda", &fn}
     static constexpr compute::fused_set runs = compute::fused_set::all();
   };
   // Where a buffer's memory starts: the core finds a batched call's strides by it.
@@ -192,6 +193,8 @@ class backend {
   }
 
   cudaStream_t stream() const { return state_->stream; }
+  // The stream a custom op's kernel launches on (compute/custom_call.hpp: custom_call::stream).
+  void* stream_handle() const { return stream(); }
   int device() const { return state_->device; }
   // Bytes held by the values this backend allocated (now, and at most), and by its scratch.
   std::size_t bytes_in_use() const { return state_->ledger->in_use; }
