@@ -83,7 +83,7 @@ TEST_CASE("sharding rule: malformed rules say why", "[passes][custom]") {
   CHECK(why("b k -> b k | sum k").find("also in the output") != std::string::npos);
   CHECK(why("b k -> b | sum z").find("no input has") != std::string::npos);
   CHECK(why("b k -> b | add k").find("expects 'sum'") != std::string::npos);
-  CHECK(why("a, b, c, d, e -> a").find("more than 4 inputs") != std::string::npos);
+  CHECK(why("a, b, c, d, e, f -> a").find("more than 5 inputs") != std::string::npos);
   CHECK(why("a b c d e -> a").find("max_rank") != std::string::npos);
 }
 

@@ -85,8 +85,9 @@ inline constexpr custom_op custom_op_of = detail::make_custom_op<Op>();
 // Records Op applied to `inputs` (Op::inputs tensors), with `attribute` in the node's scalar.
 template <custom_op_type Op>
 constexpr tensor apply(std::initializer_list<tensor> inputs, double attribute = 0.0, std::string_view name = {}) {
+  static_assert(max_inputs == 5, "the message below names max_inputs");
   if (inputs.size() == 0 || inputs.size() > static_cast<std::size_t>(max_inputs))
-    constexpr_fail("shardgraph: apply: a custom op takes 1 to 4 inputs. pass the op's inputs as {x, ...}");
+    constexpr_fail("shardgraph: apply: a custom op takes 1 to 5 inputs (max_inputs). pass the op's inputs as {x, ...}");
   node n;
   n.kind = op::custom;
   n.custom = &custom_op_of<Op>;

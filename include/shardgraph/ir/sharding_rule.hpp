@@ -99,8 +99,9 @@ constexpr sharding_rule parse_sharding_rule(std::string_view text) {
   }
   std::size_t at = 0;
   while (true) {
+    static_assert(max_inputs == 5, "the message below names max_inputs");
     if (r.input_count == max_inputs) {
-      r.error = "the rule names more than 4 inputs. a custom op takes at most 4 inputs";
+      r.error = "the rule names more than 5 inputs. a custom op takes at most 5 inputs (max_inputs)";
       return r;
     }
     if (!detail::read_dims(text.substr(0, arrow), at, ",", r.inputs[r.input_count++], r)) return r;
