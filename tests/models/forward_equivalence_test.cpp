@@ -38,10 +38,11 @@ constexpr sg::program llama_f32 = sg::compile<llama_sharded<sg::dtype::f32>>();
 constexpr sg::program llama_f32_single = sg::compile<llama_single<sg::dtype::f32>>();
 
 // The unsharded programs hold no communication at all; the sharded GPT-2 block holds Megatron's
-// two tensor-parallel all-reduces (attention, MLP) plus one for the vocab-parallel embedding.
+// two tensor-parallel all-reduces (attention, MLP) plus one for the vocab-parallel embedding, and
+// the vocabulary-parallel loss two (its rows' statistics and sums).
 static_assert(gpt2_f64_single.count(sg::step_kind::communicate) == 0);
-static_assert(gpt2_f64.count(sg::op::all_reduce, "tp") == 3);
-static_assert(llama_f64.count(sg::op::all_reduce, "tp") == 3);
+static_assert(gpt2_f64.count(sg::op::all_reduce, "tp") == 5);
+static_assert(llama_f64.count(sg::op::all_reduce, "tp") == 5);
 
 constexpr std::int64_t batch = 4, seq = 16;
 const sg::models::gpt2_config gpt2_tiny{.vocab = 96, .positions = 32, .model = 32, .heads = 4, .layers = 2};
