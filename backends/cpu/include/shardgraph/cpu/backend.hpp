@@ -255,7 +255,7 @@ class backend {
     const std::int64_t* d = c.dims;
     const bool loss = c.kind == op::cross_entropy || c.kind == op::cross_entropy_grad;
     return {.rows = d[0], .columns = d[1], .classes = d[2], .offset = loss ? d[5] : d[3], .ignore_index = d[4],
-            .ranks = loss ? 0 : d[5]};
+            .ranks = loss ? 1 : d[5]};
   }
   // A loss's targets, each a class or the ignore index (the loss's dims).
   static const std::int64_t* checked_targets(const compute::kernel_call<buffer>& c) {
