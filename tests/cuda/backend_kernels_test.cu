@@ -201,6 +201,7 @@ struct cuda_fixture {
 
 using kernel_backends = std::tuple<cuda_fixture>;
 #include "compute/kernel_contract_cases.hpp"
+#include "compute/combining_kernel_cases.hpp"
 
 // ---- forward ops ----------------------------------------------------------------------------------
 

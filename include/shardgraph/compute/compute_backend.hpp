@@ -21,6 +21,15 @@
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}
 //   permute             {d0, d1, d2, d3, order}                 x (d0, d1, d2, d3), padded in front with 1s;
 //                       out's dimension k is x's dimension permuted_from(order, k) (permute_order.hpp)
+//   along one dimension (plan/along_dimension_dims.hpp), a tensor seen as (outer, n, inner):
+//   concat              {outer, inner, n0, n1, n2, n3}          parts in[k] (outer, n_k, inner) one after
+//                                                               another -> (outer, n0 + n1 + ..., inner)
+//   slice               {outer, n, inner, start, size}          x (outer, n, inner) -> [:, start:start+size, :]
+//   slice_grad          {outer, n, inner, start, size}          dy (outer, size, inner) -> (outer, n, inner),
+//                                                               dy at [start, start + size), 0 elsewhere
+//   sum, mean           {outer, n, inner, divisor}              x (outer, n, inner) -> (outer, inner), the
+//                                                               sum over n / divisor
+//   broadcast           {outer, n, inner, divisor}              x (outer, inner) -> (outer, n, inner) / divisor
 //   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
 //                                                                   0 for 1/sqrt(head_dim) (attention_scale)
 //                       masking: causal or not; with a mask, in[3] (in[4] in a gradient) is the

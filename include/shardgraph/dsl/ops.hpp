@@ -3,6 +3,7 @@
 // placements are derived later by propagate_sharding. Shapes in comments are global.
 #include <initializer_list>
 
+#include "shardgraph/dsl/combining.hpp"
 #include "shardgraph/ir/builder.hpp"
 
 namespace shardgraph {

@@ -7,6 +7,7 @@
 #include "shardgraph/core/dtype.hpp"
 #include "shardgraph/core/fixed_string.hpp"
 #include "shardgraph/core/shape.hpp"
+#include "shardgraph/ir/along_dimension.hpp"
 #include "shardgraph/ir/attention_masking.hpp"
 #include "shardgraph/ir/op.hpp"
 #include "shardgraph/ir/rope_scaling.hpp"
@@ -58,6 +59,7 @@ struct node {
   // permute: the result's dimension k is the input's dimension permutation[k], for k below the
   // input's rank; -1 past the dimensions given
   std::int8_t permutation[max_rank]{-1, -1, -1, -1};
+  along_dimension along;  // concat, slice, slice_grad, sum, mean, broadcast (ir/along_dimension.hpp)
   const custom_op* custom = nullptr;               // op::custom: the user's op (its name, rules, kernels);
                                                    // scalar carries its attribute
 

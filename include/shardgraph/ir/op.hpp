@@ -26,6 +26,10 @@ enum class op : std::uint8_t {
   relu, gelu_erf, relu_grad, gelu_erf_grad,
   // layout: the dimensions of a tensor permuted (node::permutation); its own gradient
   permute,
+  // combining and reducing along one dimension (node::along): parts joined, a range taken, a
+  // dimension summed or averaged away; slice_grad (dy placed in zeros) and broadcast (the
+  // reductions' gradient) are their gradients
+  concat, slice, slice_grad, sum, mean, broadcast,
   // user-defined ops (ir/custom_op.hpp): the node's `custom` descriptor says what it computes
   custom,
 };
@@ -87,6 +91,12 @@ constexpr std::string_view op_name(op o) {
     case op::relu_grad: return "relu_grad";
     case op::gelu_erf_grad: return "gelu_erf_grad";
     case op::permute: return "permute";
+    case op::concat: return "concat";
+    case op::slice: return "slice";
+    case op::slice_grad: return "slice_grad";
+    case op::sum: return "sum";
+    case op::mean: return "mean";
+    case op::broadcast: return "broadcast";
     case op::custom: return "custom";
   }
   return "?";
@@ -96,6 +106,11 @@ constexpr bool is_collective(op o) {
   return o == op::all_reduce || o == op::all_gather || o == op::reduce_scatter || o == op::all_to_all;
 }
 constexpr bool is_redistribution(op o) { return is_collective(o) || o == op::local_slice; }
+// The ops along one dimension (node::along).
+constexpr bool is_along_dimension(op o) {
+  return o == op::concat || o == op::slice || o == op::slice_grad || o == op::sum || o == op::mean ||
+         o == op::broadcast;
+}
 constexpr bool is_leaf(op o) { return o == op::input || o == op::parameter; }
 // Ops computed element by element, which fuse can merge into one kernel.
 constexpr bool is_elementwise(op o) {

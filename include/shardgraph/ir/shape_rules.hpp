@@ -4,6 +4,7 @@
 // symbolic; local shapes are derived at bind.
 #include <initializer_list>
 
+#include "shardgraph/ir/along_dimension_shapes.hpp"
 #include "shardgraph/ir/custom_shape_rule.hpp"
 #include "shardgraph/ir/graph.hpp"
 #include "shardgraph/ir/shape_text.hpp"
@@ -287,6 +288,13 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
                     "the repeated body changes the shape or dtype of its input. a repeated block must map x to x's shape");
     case op::permute:
       return detail::permuted_shape(g, i, a, out);
+    case op::concat:
+    case op::slice:
+    case op::slice_grad:
+    case op::sum:
+    case op::mean:
+    case op::broadcast:
+      return detail::along_dimension_shape(g, i, out);
     case op::output:
     case op::repeat_begin:
     case op::redistribute:

@@ -250,6 +250,12 @@ class gradient_builder {
       }
       case op::redistribute:
         return accumulate(x, dy);
+      case op::concat:
+      case op::slice:
+      case op::sum:
+      case op::mean:
+      case op::broadcast:
+        return along_dimension_backward(i, n, dy);
       case op::custom:
         return custom_backward(i, n, dy);
       default:
@@ -258,6 +264,43 @@ class gradient_builder {
                 "apply autodiff once, to a forward graph, before insert_collectives";
         return;
     }
+  }
+
+  // The gradients along one dimension (ir/along_dimension.hpp): a concat's part k gets the slice of
+  // dy where it lies (a slice naming the concat and the part); a slice's x gets dy placed in zeros
+  // (slice_grad); a sum's or mean's x gets dy broadcast along the dimension they removed (divided
+  // by its size for a mean), and a broadcast's x dy summed (or averaged) back.
+  constexpr void along_dimension_backward(int i, const node& n, int dy) {
+    node d;
+    d.inputs[d.input_count++] = dy;
+    d.type = n.type;
+    d.along = n.along;
+    const int x = n.inputs[0];
+    switch (n.kind) {
+      case op::concat:
+        d.kind = op::slice;
+        d.origin = i;
+        for (int k = 0; k < n.input_count; ++k) {
+          d.along.part = static_cast<std::int8_t>(k);
+          d.shape = g_[n.inputs[k]].shape;
+          accumulate(n.inputs[k], emit(d, g_[n.inputs[k]].name.view()));
+        }
+        return;
+      case op::slice:
+        d.kind = op::slice_grad;
+        d.shape = g_[x].shape;
+        break;
+      case op::broadcast:
+        d.kind = n.along.mean ? op::mean : op::sum;
+        d.along.mean = false;
+        break;
+      default:  // sum, mean
+        d.kind = op::broadcast;
+        d.shape = g_[x].shape;
+        d.along.mean = n.kind == op::mean;
+        break;
+    }
+    accumulate(x, emit(d, n.name.view()));
   }
 
   // A custom op's backward (ir/custom_gradient.hpp): the DSL ops it adds join the current backward

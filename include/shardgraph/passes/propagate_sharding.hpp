@@ -17,9 +17,11 @@
 //               parallel (its rows' statistics are reduced instead of the logits gathered; below)
 //   output      R on every axis
 //   permute     S(from[k]) -> S(k); R and P pass through
+//   concat, slice, sum, mean and their gradients   passes/along_dimension_sharding.hpp
 //   redistribute   the placement it names on an axis; on an axis it does not name, the input's
 //   custom      the op's sharding rule (passes/custom_sharding.hpp)
 #include "shardgraph/ir/graph.hpp"
+#include "shardgraph/passes/along_dimension_sharding.hpp"
 #include "shardgraph/passes/axis_decision.hpp"
 #include "shardgraph/passes/custom_sharding.hpp"
 
@@ -397,6 +399,15 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
       r.out = r.need[0] = g[n.origin].spec[axis];
       if (n.deferred_axis == axis && in[0].is_partial() && g[n.origin].spec[axis].is_replicate())
         r.out = r.need[0] = partial;  // reduce-scattered by the optimizer (ZeRO-2/3)
+      break;
+
+    case op::concat:
+    case op::slice:
+    case op::slice_grad:
+    case op::sum:
+    case op::mean:
+    case op::broadcast:
+      r = decide_along_dimension(n, in);
       break;
 
     case op::custom:  // the op's sharding rule (passes/custom_sharding.hpp)

@@ -18,6 +18,7 @@
 #include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/plan/along_dimension_dims.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
 
@@ -131,6 +132,7 @@ inline kernel_dim_array vocab_parallel_dims(const program& p, const local_layout
 inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout, const model_sizes& sizes, int i) {
   const node& n = p.nodes[i];
   const std::vector<std::int64_t>& x = layout.of(n.inputs[0]).local;
+  if (is_along_dimension(n.kind)) return detail::along_dimension_dims(p, layout, sizes, i);
   switch (n.kind) {
     case op::embedding:
     case op::embedding_grad:

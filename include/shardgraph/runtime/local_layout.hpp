@@ -14,6 +14,7 @@
 #include "shardgraph/core/model_sizes.hpp"
 #include "shardgraph/mesh/mesh_shape.hpp"
 #include "shardgraph/program/program.hpp"
+#include "shardgraph/runtime/along_dimension_checks.hpp"
 
 namespace shardgraph {
 
@@ -90,6 +91,8 @@ class local_layout {
       fail(where, "seq = " + std::to_string(sizes.get(size_symbol::seq)) + " exceeds the " +
                       std::to_string(sizes.get(size_symbol::positions)) + " learned positions",
            "use a shorter sequence or a model with more positions");
+    if (n.kind == op::concat || n.kind == op::slice)
+      check_along_dimension(g, i, sizes, [&](int j) -> const std::vector<std::int64_t>& { return of(j).global; }, where);
   }
 
   std::vector<int> coordinates_;

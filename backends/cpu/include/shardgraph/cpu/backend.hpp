@@ -305,6 +305,17 @@ class backend {
       case op::split_heads: return split_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::merge_heads: return merge_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::permute: return permute(in<T>(c, 0), out, d, d[4]);
+      case op::concat: {
+        const T* parts[4]{};
+        int count = 0;
+        for (; count < 4 && c.in[count] != nullptr; ++count) parts[count] = in<T>(c, count);
+        return concat_along(parts, d + 2, count, out, d[0], d[1]);
+      }
+      case op::slice: return slice_along(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4]);
+      case op::slice_grad: return pad_along(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4]);
+      case op::sum:
+      case op::mean: return sum_along(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
+      case op::broadcast: return broadcast_along(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::attention:
         return scaled_dot_product_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3],
                                             d[4], c.scalar, visibility(c));

@@ -3,6 +3,7 @@
 // double). They know nothing of graphs or sharding: every size is the LOCAL size on this rank.
 // They are the numerical reference of the project.
 #include "shardgraph/cpu/accumulator.hpp"
+#include "shardgraph/cpu/along_dimension.hpp"
 #include "shardgraph/cpu/activations.hpp"
 #include "shardgraph/cpu/attention.hpp"
 #include "shardgraph/cpu/cross_entropy.hpp"

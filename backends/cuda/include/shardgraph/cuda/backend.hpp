@@ -25,6 +25,7 @@
 #include <shardgraph/compute/compute_backend.hpp>
 #include <shardgraph/compute/lower_fused.hpp>
 #include <shardgraph/core/error.hpp>
+#include <shardgraph/cuda/along_dimension_calls.hpp>
 #include <shardgraph/cuda/attention_calls.hpp>
 #include <shardgraph/cuda/attention_shape.hpp>
 #include <shardgraph/cuda/backend_options.hpp>
@@ -342,6 +343,7 @@ class backend {
     if (c.out->numel() == 0) return;
     if (empty_sum(c)) return fill_zero(*c.out);
     detail::backend_state& s = *state_;
+    if (is_along_dimension(c.kind)) return detail::along_dimension<C, I>(s, c);
     switch (c.kind) {
       case op::embedding:
         return detail::embedding<C, I>(s, c);
