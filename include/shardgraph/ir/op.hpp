@@ -26,6 +26,9 @@ enum class op : std::uint8_t {
   relu, gelu_erf, relu_grad, gelu_erf_grad,
   // layout: the dimensions of a tensor permuted (node::permutation); its own gradient
   permute,
+  // convolutions as products (dsl/convolution.hpp): the layouts that gather each window's inputs
+  // into a row (node::window), and their gradients, the inverse layouts
+  patchify, unpatchify, unfold1d, fold1d,
   // user-defined ops (ir/custom_op.hpp): the node's `custom` descriptor says what it computes
   custom,
 };
@@ -87,6 +90,10 @@ constexpr std::string_view op_name(op o) {
     case op::relu_grad: return "relu_grad";
     case op::gelu_erf_grad: return "gelu_erf_grad";
     case op::permute: return "permute";
+    case op::patchify: return "patchify";
+    case op::unpatchify: return "unpatchify";
+    case op::unfold1d: return "unfold1d";
+    case op::fold1d: return "fold1d";
     case op::custom: return "custom";
   }
   return "?";

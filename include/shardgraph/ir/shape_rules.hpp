@@ -4,6 +4,7 @@
 // symbolic; local shapes are derived at bind.
 #include <initializer_list>
 
+#include "shardgraph/ir/convolution_shapes.hpp"
 #include "shardgraph/ir/custom_shape_rule.hpp"
 #include "shardgraph/ir/graph.hpp"
 #include "shardgraph/ir/shape_text.hpp"
@@ -287,6 +288,15 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
                     "the repeated body changes the shape or dtype of its input. a repeated block must map x to x's shape");
     case op::permute:
       return detail::permuted_shape(g, i, a, out);
+    case op::patchify:
+    case op::unfold1d:
+      if (!expect(g, i, is_floating(ta), "expects a floating-point input. convolve activations or pixels"))
+        return false;
+      if (n.kind == op::patchify) return detail::patchify_shape(g, i, a, out);
+      return detail::unfold1d_shape(g, i, a, out);
+    case op::unpatchify:
+    case op::fold1d:
+      return detail::folded_shape(g, i, a, out);
     case op::output:
     case op::repeat_begin:
     case op::redistribute:

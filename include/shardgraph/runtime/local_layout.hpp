@@ -12,6 +12,7 @@
 #include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/runtime/convolution_sizes.hpp"
 #include "shardgraph/mesh/mesh_shape.hpp"
 #include "shardgraph/program/program.hpp"
 
@@ -90,6 +91,8 @@ class local_layout {
       fail(where, "seq = " + std::to_string(sizes.get(size_symbol::seq)) + " exceeds the " +
                       std::to_string(sizes.get(size_symbol::positions)) + " learned positions",
            "use a shorter sequence or a model with more positions");
+    if (n.kind == op::patchify || n.kind == op::unfold1d)
+      check_convolution_sizes(n, of(n.inputs[0]).global, of(i).global, sizes, where);
   }
 
   std::vector<int> coordinates_;

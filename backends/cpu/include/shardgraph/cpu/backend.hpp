@@ -305,6 +305,10 @@ class backend {
       case op::split_heads: return split_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::merge_heads: return merge_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::permute: return permute(in<T>(c, 0), out, d, d[4]);
+      case op::patchify: return patchify(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4]);
+      case op::unpatchify: return unpatchify(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4]);
+      case op::unfold1d: return unfold1d(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4], d[5]);
+      case op::fold1d: return fold1d(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4], d[5]);
       case op::attention:
         return scaled_dot_product_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3],
                                             d[4], c.scalar, visibility(c));
