@@ -23,6 +23,7 @@
 #include "shardgraph/data/token_accuracy.hpp"
 #include "shardgraph/data/token_file.hpp"
 #include "shardgraph/dsl/custom.hpp"
+#include "shardgraph/dsl/convolution.hpp"
 #include "shardgraph/dsl/ops.hpp"
 #include "shardgraph/dsl/repeat.hpp"
 #include "shardgraph/io/hf_config.hpp"

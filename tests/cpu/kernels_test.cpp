@@ -73,6 +73,7 @@ struct cpu_fixture {
 using kernel_backends = std::tuple<cpu_fixture>;
 #include "compute/kernel_contract_cases.hpp"
 #include "compute/combining_kernel_cases.hpp"
+#include "compute/kernel_contract_convolution_cases.hpp"
 
 TEMPLATE_TEST_CASE("gemm matches a triple loop, plain and transposed, assigning and accumulating", "[cpu]",
                    float, double) {

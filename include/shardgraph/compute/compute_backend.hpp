@@ -30,6 +30,19 @@
 //   sum, mean           {outer, n, inner, divisor}              x (outer, n, inner) -> (outer, inner), the
 //                                                               sum over n / divisor
 //   broadcast           {outer, n, inner, divisor}              x (outer, inner) -> (outer, n, inner) / divisor
+//   patchify            {batch, channels, height, width, patch}  x (batch, channels, height, width) ->
+//                       (batch, (height / patch) * (width / patch), channels * patch * patch): row
+//                       i * (width / patch) + j is the patch at (i * patch, j * patch), features
+//                       ordered (channel, row, column)
+//   unpatchify          {batch, channels, height, width, patch}  its inverse: dy (batch, patches,
+//                       features) -> dx (batch, channels, height, width)
+//   unfold1d            {batch, channels, length, kernel, stride, padding}  x (batch, channels, length) ->
+//                       (batch, length_out, channels * kernel), length_out = (length + 2 padding -
+//                       kernel) / stride + 1: out[b][t][c * kernel + k] = x[b][c][t * stride - padding + k],
+//                       0 outside x
+//   fold1d              {batch, channels, length, kernel, stride, padding}  its transpose: dy (batch,
+//                       length_out, channels * kernel) -> dx (batch, channels, length), each element the
+//                       sum of the window entries that read it
 //   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
 //                                                                   0 for 1/sqrt(head_dim) (attention_scale)
 //                       masking: causal or not; with a mask, in[3] (in[4] in a gradient) is the

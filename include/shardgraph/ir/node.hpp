@@ -60,8 +60,13 @@ struct node {
   // input's rank; -1 past the dimensions given
   std::int8_t permutation[max_rank]{-1, -1, -1, -1};
   along_dimension along;  // concat, slice, slice_grad, sum, mean, broadcast (ir/along_dimension.hpp)
+  // unfold1d and fold1d: the window's step along the length, and the zeros padded on each end
+  std::int8_t stride = 1, padding = 0;
   const custom_op* custom = nullptr;               // op::custom: the user's op (its name, rules, kernels);
                                                    // scalar carries its attribute
+  // patchify and unpatchify: the side of a square patch (also its stride); unfold1d and fold1d:
+  // the kernel's length. Sized at bind like any dimension.
+  const dimension* window = nullptr;
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

@@ -30,6 +30,9 @@ enum class op : std::uint8_t {
   // dimension summed or averaged away; slice_grad (dy placed in zeros) and broadcast (the
   // reductions' gradient) are their gradients
   concat, slice, slice_grad, sum, mean, broadcast,
+  // convolutions as products (dsl/convolution.hpp): the layouts that gather each window's inputs
+  // into a row (node::window), and their gradients, the inverse layouts
+  patchify, unpatchify, unfold1d, fold1d,
   // user-defined ops (ir/custom_op.hpp): the node's `custom` descriptor says what it computes
   custom,
 };
@@ -97,6 +100,10 @@ constexpr std::string_view op_name(op o) {
     case op::sum: return "sum";
     case op::mean: return "mean";
     case op::broadcast: return "broadcast";
+    case op::patchify: return "patchify";
+    case op::unpatchify: return "unpatchify";
+    case op::unfold1d: return "unfold1d";
+    case op::fold1d: return "fold1d";
     case op::custom: return "custom";
   }
   return "?";

@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "shardgraph/ir/along_dimension_shapes.hpp"
+#include "shardgraph/ir/convolution_shapes.hpp"
 #include "shardgraph/ir/custom_shape_rule.hpp"
 #include "shardgraph/ir/graph.hpp"
 #include "shardgraph/ir/shape_text.hpp"
@@ -295,6 +296,15 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::mean:
     case op::broadcast:
       return detail::along_dimension_shape(g, i, out);
+    case op::patchify:
+    case op::unfold1d:
+      if (!expect(g, i, is_floating(ta), "expects a floating-point input. convolve activations or pixels"))
+        return false;
+      if (n.kind == op::patchify) return detail::patchify_shape(g, i, a, out);
+      return detail::unfold1d_shape(g, i, a, out);
+    case op::unpatchify:
+    case op::fold1d:
+      return detail::folded_shape(g, i, a, out);
     case op::output:
     case op::repeat_begin:
     case op::redistribute:

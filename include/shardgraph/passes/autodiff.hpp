@@ -211,6 +211,19 @@ class gradient_builder {
           p.permutation[n.permutation[k]] = static_cast<std::int8_t>(k);
         return accumulate(x, emit(p, n.name.view()));
       }
+      case op::patchify:
+      case op::unfold1d: {  // the inverse layout, back to x's shape (fold1d sums overlapping windows)
+        if (g_[x].kind == op::input) return;  // pixels and signals take no gradient: emit no step
+        node fold;
+        fold.kind = n.kind == op::patchify ? op::unpatchify : op::fold1d;
+        fold.inputs[fold.input_count++] = dy;
+        fold.type = n.type;
+        fold.shape = g_[x].shape;
+        fold.window = n.window;
+        fold.stride = n.stride;
+        fold.padding = n.padding;
+        return accumulate(x, emit(fold, n.name.view()));
+      }
       case op::layer_norm:
         accumulate(x, make(op::layer_norm_grad_x, {x, w, dy}, i, n.scalar));
         accumulate(w, make(op::layer_norm_grad_w, {x, dy}, w, n.scalar));

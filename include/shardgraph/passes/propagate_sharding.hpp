@@ -18,11 +18,13 @@
 //   output      R on every axis
 //   permute     S(from[k]) -> S(k); R and P pass through
 //   concat, slice, sum, mean and their gradients   passes/along_dimension_sharding.hpp
+//   patchify, unfold1d and their gradients    passes/convolution_sharding.hpp
 //   redistribute   the placement it names on an axis; on an axis it does not name, the input's
 //   custom      the op's sharding rule (passes/custom_sharding.hpp)
 #include "shardgraph/ir/graph.hpp"
 #include "shardgraph/passes/along_dimension_sharding.hpp"
 #include "shardgraph/passes/axis_decision.hpp"
+#include "shardgraph/passes/convolution_sharding.hpp"
 #include "shardgraph/passes/custom_sharding.hpp"
 
 namespace shardgraph::passes {
@@ -255,6 +257,12 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
     case op::permute:  // a sharded dimension moves with the permutation; R and P pass through
       for (int k = 0; k < rank && in[0].is_shard(); ++k)
         if (n.permutation[k] == in[0].dim) r.out = shard_on(k);
+      break;
+    case op::patchify:
+    case op::unpatchify:
+    case op::unfold1d:
+    case op::fold1d:
+      r = decide_convolution_layout(n, in[0]);
       break;
 
     // gradients: each is linear in the incoming gradient, and reads forward values whole where

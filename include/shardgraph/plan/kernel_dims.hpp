@@ -91,6 +91,18 @@ inline kernel_dim_array permute_dims(const node& n, const std::vector<std::int64
   return d;
 }
 
+// The convolutions' layouts, from the image's or signal's local dims (the input of patchify and
+// unfold1d, the result of their gradients): patchify, unpatchify {batch, channels, height, width,
+// patch}; unfold1d, fold1d {batch, channels, length, kernel, stride, padding}.
+inline kernel_dim_array window_dims(const node& n, const local_layout& layout, const model_sizes& sizes,
+                                    int i) {
+  const bool forward = n.kind == op::patchify || n.kind == op::unfold1d;
+  const std::vector<std::int64_t>& x = layout.of(forward ? n.inputs[0] : i).local;
+  const std::int64_t window = sizes.get(n.window);
+  if (x.size() == 4) return {x[0], x[1], x[2], x[3], window};
+  return {x[0], x[1], x[2], window, n.stride, n.padding};
+}
+
 // Attention and its gradients: {batch, heads, kv_heads, seq, head_dim}.
 inline kernel_dim_array attention_dims(const node& n, const local_layout& layout) {
   const std::vector<std::int64_t>& x = layout.of(n.inputs[0]).local;
@@ -189,6 +201,11 @@ inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout
       return {layout.of(i).numel()};
     case op::permute:
       return detail::permute_dims(n, x);
+    case op::patchify:
+    case op::unpatchify:
+    case op::unfold1d:
+    case op::fold1d:
+      return detail::window_dims(n, layout, sizes, i);
     default:
       fail("executor: " + std::string(op_name(n)) + " '" + std::string(n.name.view()) + "'",
            "this op has no kernel", "this is a bug in lower(); please report it");

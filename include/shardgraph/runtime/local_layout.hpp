@@ -12,6 +12,7 @@
 #include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/runtime/convolution_sizes.hpp"
 #include "shardgraph/mesh/mesh_shape.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/along_dimension_checks.hpp"
@@ -93,6 +94,8 @@ class local_layout {
            "use a shorter sequence or a model with more positions");
     if (n.kind == op::concat || n.kind == op::slice)
       check_along_dimension(g, i, sizes, [&](int j) -> const std::vector<std::int64_t>& { return of(j).global; }, where);
+    if (n.kind == op::patchify || n.kind == op::unfold1d)
+      check_convolution_sizes(n, of(n.inputs[0]).global, of(i).global, sizes, where);
   }
 
   std::vector<int> coordinates_;

@@ -316,6 +316,10 @@ class backend {
       case op::sum:
       case op::mean: return sum_along(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::broadcast: return broadcast_along(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
+      case op::patchify: return patchify(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4]);
+      case op::unpatchify: return unpatchify(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4]);
+      case op::unfold1d: return unfold1d(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4], d[5]);
+      case op::fold1d: return fold1d(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4], d[5]);
       case op::attention:
         return scaled_dot_product_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3],
                                             d[4], c.scalar, visibility(c));

@@ -14,4 +14,5 @@
 #include "shardgraph/cpu/permute.hpp"
 #include "shardgraph/cpu/rope.hpp"
 #include "shardgraph/cpu/softmax.hpp"
+#include "shardgraph/cpu/unfold.hpp"
 #include "shardgraph/cpu/vocab_parallel_loss.hpp"
