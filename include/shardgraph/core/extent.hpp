@@ -113,6 +113,15 @@ inline std::string extent_text(extent e) {
   return s;
 }
 
+namespace detail {
+// An extent's size where it is fixed at compile time (dim::fixed<5>, or a product of two), else 0.
+constexpr std::int64_t fixed_size(extent e) {
+  if (e.first == nullptr || e.first->fixed <= 0) return 0;
+  if (!e.is_product()) return e.first->fixed;
+  return e.second->fixed > 0 ? e.first->fixed * e.second->fixed : 0;
+}
+}  // namespace detail
+
 // The dimensions users write in shapes: `{dim::batch, dim::seq, dim::model}`.
 namespace dim {
 inline constexpr extent batch{&detail::builtin_dimension<size_symbol::batch>};

@@ -16,13 +16,6 @@ namespace shardgraph {
 
 namespace detail {
 
-// An extent's size where it is fixed at compile time (dim::fixed<5>, or a product of two), else 0.
-constexpr std::int64_t fixed_size(extent e) {
-  if (e.first == nullptr || e.first->fixed == 0) return 0;
-  if (!e.is_product()) return e.first->fixed;
-  return e.second->fixed == 0 ? 0 : e.first->fixed * e.second->fixed;
-}
-
 // x without its dimension dim.
 constexpr shape without_dimension(const shape& x, int dim) {
   shape out;

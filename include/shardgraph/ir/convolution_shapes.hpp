@@ -11,12 +11,6 @@
 
 namespace shardgraph::detail {
 
-// An extent's size where it is fixed at compile time (dim::fixed, or a product of two), else 0.
-constexpr std::int64_t fixed_size(extent e) {
-  if (e.first == nullptr || e.first->fixed <= 0) return 0;
-  if (!e.is_product()) return e.first->fixed;
-  return e.second->fixed > 0 ? e.first->fixed * e.second->fixed : 0;
-}
 constexpr std::int64_t fixed_size(const dimension* d) { return fixed_size(extent{d}); }
 
 // Records "<why>: images (...), patch (...). <how>" for node i and returns false.
