@@ -27,10 +27,24 @@ namespace shardgraph::io {
 namespace detail {
 
 // Where a shardgraph tensor lives in the file: its name and a shift of its columns (last dim).
+// `reshaped`: the file may store it in another shape of the same elements, in the same row-major
+// order (HF's (1, 1, hidden) class token for a (1, hidden) parameter); it is read in the model's.
 struct hf_location {
   std::string name;
   std::int64_t column_shift = 0;
+  bool reshaped = false;
 };
+
+// The file's description of `loc`, its shape replaced by `file_shape` where loc is reshaped and
+// both hold as many elements.
+inline tensor_info stored_as(const safetensors_file& file, const hf_location& loc,
+                             const std::vector<std::int64_t>& file_shape) {
+  tensor_info info = file.info(loc.name);
+  std::uint64_t elements = 1;
+  for (std::int64_t d : file_shape) elements *= static_cast<std::uint64_t>(d);
+  if (loc.reshaped && info.element_count() == elements) info.shape = file_shape;
+  return info;
+}
 
 // Whether the file's elements of dtype `from` are stored exactly as a host_tensor of `to` holds them
 // (the same format, and this machine little-endian as safetensors is): a run is then copied as bytes.
@@ -47,7 +61,7 @@ inline bool stored_alike(st_dtype from, dtype to) {
 inline void read_slice(const safetensors_file& file, const hf_location& loc,
                        const std::vector<std::int64_t>& file_shape, const tensor_slice& slice,
                        host_tensor& out, std::atomic<std::uint64_t>* bytes_read) {
-  const tensor_info& info = file.info(loc.name);
+  const tensor_info info = stored_as(file, loc, file_shape);
   const std::size_t rank = slice.global.size();
   if (!is_float_dtype(info.dtype) || info.shape != file_shape)
     fail(file.name() + ": tensor '" + loc.name + "'",
