@@ -197,3 +197,40 @@ TEST_CASE("ViT logits, states, loss and gradients equal HF transformers' ViTForI
   same(sharded.outputs, one.outputs);
   same(sharded.gradients, one.gradients);
 }
+
+namespace {
+// LLaVA's vision tower: CLIP's names and options, the states of its second-to-last layer
+// (vision_feature_layer -2: two of the checkpoint's three layers, no post_layernorm).
+constexpr sg::graph clip_tower_graph() {
+  sg::models::vit_names names = sg::models::vit_names::hf_clip_vision();
+  names.final_norm = "";
+  const sg::models::vit_options o{.layer_norm_eps = 1e-5, .patch_bias = false, .names = names};
+  sg::builder<Mesh> g(sg::dtype::f64);
+  namespace dims = sg::models::vit_dims;
+  sg::tensor pixels = g.input("pixel_values", {sg::dim::batch, dims::channels, dims::image_size, dims::image_size},
+                              sg::dtype::f64);
+  sg::output(sg::models::vision_tower(g, pixels, o), "states");
+  return g.finish();
+}
+}  // namespace
+
+TEST_CASE("the CLIP vision tower is vision_tower with CLIP's names: LLaVA's checkpoint names it", "[golden][io]") {
+  constexpr sg::graph tower = clip_tower_graph();
+  const std::string prefix = "model.vision_tower.";
+  std::set<std::string> read;
+  for (int i = 0; i < tower.size(); ++i)
+    if (tower[i].kind == sg::op::parameter)
+      for (std::int64_t layer = 0; layer < (tower[i].region >= 0 ? 2 : 1); ++layer)
+        read.insert(prefix + sg::parameter_name(tower, tower[i], layer));
+  const sg::io::safetensors_file golden(std::string(SHARDGRAPH_GOLDEN_DIR) + "/llava/golden.safetensors");
+  const std::set<std::string> unused = listed(golden, "unused");
+  auto checkpoint = sg::io::safetensors_checkpoint::open(std::string(SHARDGRAPH_GOLDEN_DIR) + "/llava");
+  std::set<std::string> tower_tensors;
+  for (const std::string& name : checkpoint->tensor_names())
+    if (name.starts_with(prefix)) tower_tensors.insert(name);
+  // the tower reads every tensor LLaVA's loss reaches, and none of those it does not
+  std::set<std::string> read_or_unused = read;
+  read_or_unused.insert(unused.begin(), unused.end());
+  CHECK(read_or_unused == tower_tensors);
+  for (const std::string& name : unused) CHECK_FALSE(read.contains(name));
+}
