@@ -65,7 +65,8 @@ std::set<std::string> listed(const sg::io::safetensors_file& f, const std::strin
 }  // namespace
 
 TEST_CASE("ViT's config.json gives models::vit its sizes and options", "[golden][io]") {
-  const sg::models::vit_options options = sg::io::hf_vit_options(vit_dir + "/config.json", {.type = sg::dtype::f64});
+  const sg::models::vit_options options =
+      sg::io::hf_vit_options(vit_dir + "/config.json", {.type = sg::dtype::f64});
   CHECK(options.layer_norm_eps == 1e-12);
   CHECK(options.activation == sg::models::vit_activation::gelu_erf);
   CHECK(options.qkv_bias);
@@ -79,14 +80,16 @@ TEST_CASE("ViT's config.json gives models::vit its sizes and options", "[golden]
     CHECK(std::string(e.what()).find("layer_norm_eps") != std::string::npos);
   }
   try {
-    sg::io::hf_vit_config(vit_dir + "/config.json", {.layer_norm_eps = 1e-12, .activation = sg::models::vit_activation::gelu_tanh});
+    sg::io::hf_vit_config(vit_dir + "/config.json",
+                          {.layer_norm_eps = 1e-12, .activation = sg::models::vit_activation::gelu_tanh});
     FAIL("no error");
   } catch (const sg::error& e) {
     CHECK(std::string(e.what()).find("hidden_act") != std::string::npos);
   }
 }
 
-TEST_CASE("models::vit reads every tensor of the checkpoint that the loss reaches, and no other", "[golden][io]") {
+TEST_CASE("models::vit reads every tensor of the checkpoint that the loss reaches, and no other",
+          "[golden][io]") {
   const sg::models::vit_options options = sg::io::hf_vit_options(vit_dir + "/config.json");
   const sg::models::vit_config c = sg::io::hf_vit_config(vit_dir + "/config.json", options);
   auto checkpoint = sg::io::safetensors_checkpoint::open(vit_dir);
@@ -125,7 +128,8 @@ vit_results run_vit(const sg::models::vit_config& config, const sg::weight_sourc
     const sg::tensor_map out = rank.forward(inputs);
     std::lock_guard lock(m);
     for (auto& [name, grad] : rank.gradients()) {
-      std::vector<double>& whole = r.gradients[(name.starts_with("classifier.") ? "grad." : "grad.vit.") + name];
+      std::vector<double>& whole =
+          r.gradients[(name.starts_with("classifier.") ? "grad." : "grad.vit.") + name];
       std::size_t elements = 1;
       for (std::int64_t d : grad.slice.global) elements *= static_cast<std::size_t>(d);
       whole.resize(elements);
@@ -134,7 +138,8 @@ vit_results run_vit(const sg::models::vit_config& config, const sg::weight_sourc
       });
     }
     if (comm.rank() == 0)
-      for (const char* name : {"logits", "last_hidden_state", "loss"}) r.outputs[name] = values_of(out.at(name));
+      for (const char* name : {"logits", "last_hidden_state", "loss"})
+        r.outputs[name] = values_of(out.at(name));
   });
   return r;
 }
@@ -143,13 +148,15 @@ vit_results run_vit(const sg::models::vit_config& config, const sg::weight_sourc
 
 TEST_CASE("ViT logits, states, loss and gradients equal HF transformers' ViTForImageClassification",
           "[golden][models][training]") {
-  const sg::models::vit_options options = sg::io::hf_vit_options(vit_dir + "/config.json", {.type = sg::dtype::f64});
+  const sg::models::vit_options options =
+      sg::io::hf_vit_options(vit_dir + "/config.json", {.type = sg::dtype::f64});
   const sg::models::vit_config config = sg::io::hf_vit_config(vit_dir + "/config.json", options);
   const sg::weight_source weights = sg::io::hf_vit_weights(sg::io::safetensors_checkpoint::open(vit_dir));
   const sg::io::safetensors_file golden(vit_dir + "/golden.safetensors");
   const std::int64_t batch = golden.info("pixel_values").shape.at(0);
   const sg::tensor_map inputs{
-      {"pixel_values", sg::host_tensor::from<double>(golden.info("pixel_values").shape, golden.read_as<double>("pixel_values"))},
+      {"pixel_values", sg::host_tensor::from<double>(golden.info("pixel_values").shape,
+                                                     golden.read_as<double>("pixel_values"))},
       {"labels", sg::host_tensor::from<std::int64_t>({batch, 1}, golden.read_as<std::int64_t>("labels"))}};
 
   // HF's eager attention takes its softmax in float32 even in a float64 model (ViT's
@@ -200,34 +207,52 @@ TEST_CASE("ViT logits, states, loss and gradients equal HF transformers' ViTForI
 
 namespace {
 // LLaVA's vision tower: CLIP's names and options, the states of its second-to-last layer
-// (vision_feature_layer -2: two of the checkpoint's three layers, no post_layernorm).
+// (vision_feature_layer -2: two of the checkpoint's three layers, no post_layernorm), in
+// dimensions of its own beside the decoder's built-in ones.
 constexpr sg::graph clip_tower_graph() {
   sg::models::vit_names names = sg::models::vit_names::hf_clip_vision();
   names.final_norm = "";
-  const sg::models::vit_options o{.layer_norm_eps = 1e-5, .patch_bias = false, .names = names};
+  const sg::extent tokens = sg::dim::named<"vision_seq">;
+  const sg::models::vit_extents dims{.seq = tokens,
+                                     .positions = tokens,
+                                     .model = sg::dim::named<"vision_model">,
+                                     .heads = sg::dim::named<"vision_heads">,
+                                     .head_dim = sg::dim::named<"vision_head_dim">,
+                                     .ffn = sg::dim::named<"vision_ffn">};
+  const sg::models::vit_options o{.layer_norm_eps = 1e-5, .patch_bias = false, .names = names, .dims = dims};
   sg::builder<Mesh> g(sg::dtype::f64);
-  namespace dims = sg::models::vit_dims;
-  sg::tensor pixels = g.input("pixel_values", {sg::dim::batch, dims::channels, dims::image_size, dims::image_size},
-                              sg::dtype::f64);
+  namespace image = sg::models::vit_dims;
+  sg::tensor pixels =
+      g.input("pixel_values", {sg::dim::batch, image::channels, image::image_size, image::image_size},
+              sg::dtype::f64);
   sg::output(sg::models::vision_tower(g, pixels, o), "states");
   return g.finish();
 }
 }  // namespace
 
-TEST_CASE("the CLIP vision tower is vision_tower with CLIP's names: LLaVA's checkpoint names it", "[golden][io]") {
+TEST_CASE("the CLIP vision tower is vision_tower with CLIP's names and dimensions of its own",
+          "[golden][io]") {
   constexpr sg::graph tower = clip_tower_graph();
   const std::string prefix = "model.vision_tower.";
   std::set<std::string> read;
-  for (int i = 0; i < tower.size(); ++i)
+  int decoder_dimensions = 0;  // dimensions of the tower's values that a LLaMA decoder's use too
+  for (int i = 0; i < tower.size(); ++i) {
+    for (int k = 0; k < tower[i].shape.rank(); ++k)
+      for (sg::extent builtin :
+           {sg::dim::seq, sg::dim::model, sg::dim::heads, sg::dim::head_dim, sg::dim::ffn})
+        if (tower[i].shape[k].first == builtin.first || tower[i].shape[k].second == builtin.first)
+          ++decoder_dimensions;
     if (tower[i].kind == sg::op::parameter)
       for (std::int64_t layer = 0; layer < (tower[i].region >= 0 ? 2 : 1); ++layer)
         read.insert(prefix + sg::parameter_name(tower, tower[i], layer));
+  }
   const sg::io::safetensors_file golden(std::string(SHARDGRAPH_GOLDEN_DIR) + "/llava/golden.safetensors");
   const std::set<std::string> unused = listed(golden, "unused");
   auto checkpoint = sg::io::safetensors_checkpoint::open(std::string(SHARDGRAPH_GOLDEN_DIR) + "/llava");
   std::set<std::string> tower_tensors;
   for (const std::string& name : checkpoint->tensor_names())
     if (name.starts_with(prefix)) tower_tensors.insert(name);
+  CHECK(decoder_dimensions == 0);
   // the tower reads every tensor LLaVA's loss reaches, and none of those it does not
   std::set<std::string> read_or_unused = read;
   read_or_unused.insert(unused.begin(), unused.end());

@@ -73,7 +73,8 @@ inline models::vit_config hf_vit_config(const std::string& path, const models::v
   using detail::config_size;
   const json::value c = read_json_file(path);
   detail::expect_model_type(path, c, "vit");
-  const std::int64_t model = config_size(path, c, "hidden_size"), heads = config_size(path, c, "num_attention_heads");
+  const std::int64_t model = config_size(path, c, "hidden_size"),
+                     heads = config_size(path, c, "num_attention_heads");
   const std::int64_t image = config_size(path, c, "image_size"), patch = config_size(path, c, "patch_size");
   detail::expect_divides(path, "num_attention_heads", heads, "hidden_size", model);
   detail::expect_divides(path, "patch_size", patch, "image_size", image);
@@ -103,9 +104,10 @@ inline std::vector<hf_tensor_spec> hf_vit_tensors(const models::vit_config& c, c
   const models::vit_names& n = o.names;
   const std::int64_t d = c.model, tokens = c.patches() + 1;
   auto module = [](std::string_view stem, const char* part) { return std::string(stem) + "." + part; };
-  std::vector<hf_tensor_spec> t{{prefix + std::string(n.class_token), {1, 1, d}},
-                                {prefix + std::string(n.positions), {1, tokens, d}},
-                                {prefix + module(n.patch_projection, "weight"), {d, c.channels, c.patch_size, c.patch_size}}};
+  std::vector<hf_tensor_spec> t{
+      {prefix + std::string(n.class_token), {1, 1, d}},
+      {prefix + std::string(n.positions), {1, tokens, d}},
+      {prefix + module(n.patch_projection, "weight"), {d, c.channels, c.patch_size, c.patch_size}}};
   if (o.patch_bias) t.push_back({prefix + module(n.patch_projection, "bias"), {d}});
   auto norm = [&](const std::string& stem) {
     t.insert(t.end(), {{stem + ".weight", {d}}, {stem + ".bias", {d}}});

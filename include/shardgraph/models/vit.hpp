@@ -69,6 +69,15 @@ struct vit_names {
   }
 };
 
+// The tower's dimensions: the built-in ones for a ViT alone (vit_config::sizes sizes them). A model
+// that holds a second transformer of another width (LLaVA's decoder) names the tower's own
+// (`dim::named<"vision_model">`, ...) and sizes them itself.
+struct vit_extents {
+  extent seq = dim::seq;  // the tokens: the class token and the patches
+  extent positions = dim::positions;
+  extent model = dim::model, heads = dim::heads, head_dim = dim::head_dim, ffn = dim::ffn;
+};
+
 struct vit_options {
   dtype type = dtype::f32;
   double layer_norm_eps = 1e-12;  // ViT's; CLIP's is 1e-5
@@ -76,6 +85,7 @@ struct vit_options {
   bool qkv_bias = true;    // biases on q, k and v (HF's qkv_bias); o, fc1 and fc2 always have theirs
   bool patch_bias = true;  // a bias on the patch projection: ViT's; CLIP's has none
   vit_names names = vit_names::hf_vit();
+  vit_extents dims = {};
   std::string_view data_axis = "dp";    // empty: no data parallelism in this mesh
   std::string_view tensor_axis = "tp";  // empty: no tensor parallelism in this mesh
 };
@@ -90,8 +100,8 @@ struct vit_config {
   std::int64_t patches() const {
     if (patch_size <= 0 || image_size <= 0 || image_size % patch_size != 0)
       fail("vit_config",
-           "patch_size = " + std::to_string(patch_size) + " does not divide image_size = " +
-               std::to_string(image_size),
+           "patch_size = " + std::to_string(patch_size) +
+               " does not divide image_size = " + std::to_string(image_size),
            "give a positive patch size dividing the image's side");
     const std::int64_t side = image_size / patch_size;
     return checked_multiply(side, side, "vit_config: patches");
@@ -105,7 +115,9 @@ struct vit_config {
     model_sizes s;
     s.set(size_symbol::batch, batch).set(size_symbol::seq, tokens).set(size_symbol::positions, tokens);
     s.set(size_symbol::model, model).set(size_symbol::ffn, ffn).set(size_symbol::layers, layers);
-    s.set(size_symbol::heads, heads).set(size_symbol::kv_heads, heads).set(size_symbol::head_dim, model / heads);
+    s.set(size_symbol::heads, heads)
+        .set(size_symbol::kv_heads, heads)
+        .set(size_symbol::head_dim, model / heads);
     s.set("patches", patches()).set("labels", labels);
     s.set("channels", channels).set("image_size", image_size).set("patch_size", patch_size);
     const std::int64_t area = checked_multiply(patch_size, patch_size, "vit_config: patch_size^2");
@@ -134,25 +146,29 @@ constexpr name_buffer joined(std::string_view stem, std::string_view suffix) {
 }  // namespace detail
 
 // The encoder of `pixels` (batch, channels, image_size, image_size) in the graph `g` is building:
-// the states (batch, seq, model) after the final LayerNorm (none when names.final_norm is empty).
+// the states (batch, seq, model) after the final LayerNorm (none when names.final_norm is empty),
+// in the dimensions of o.dims.
 constexpr tensor vision_tower(graph_builder& g, tensor pixels, const vit_options& o) {
-  using namespace shardgraph::dim;
   using detail::joined;
   using detail::param_on;
   const std::string_view tp = o.tensor_axis;
   const vit_names& nm = o.names;
   const weight_layout hf = weight_layout::out_in;
+  const extent model = o.dims.model, heads = o.dims.heads, head_dim = o.dims.head_dim, ffn = o.dims.ffn;
   const patch_grid grid{.patch = vit_dims::patch_size, .patches = vit_dims::patches};
 
   // HF's Conv2d (model, channels, patch, patch) read as the product's (model, features)
   tensor patch_w = g.param(joined(nm.patch_projection, "weight").view(), {model, vit_dims::patch_features});
-  tensor patches = linear(patchify(pixels, grid, vit_dims::patch_features), patch_w, hf);  // (batch, patches, model)
+  tensor patches =
+      linear(patchify(pixels, grid, vit_dims::patch_features), patch_w, hf);  // (batch, patches, model)
   if (o.patch_bias) patches = add_bias(patches, g.param(joined(nm.patch_projection, "bias").view(), {model}));
-  tensor cls = broadcast(g.param(nm.class_token, {fixed<1>, model}), 0, batch);  // (batch, 1, model)
-  tensor x = position_embedding(concat({cls, patches}, 1, seq), g.param(nm.positions, {positions, model}));
+  tensor cls =
+      broadcast(g.param(nm.class_token, {dim::fixed<1>, model}), 0, dim::batch);  // (batch, 1, model)
+  tensor x = position_embedding(concat({cls, patches}, 1, o.dims.seq),
+                                g.param(nm.positions, {o.dims.positions, model}));
   auto norm = [&](graph_builder& b, tensor in, std::string_view stem) {
-    return layer_norm(in, b.param(joined(stem, "weight").view(), {model}), b.param(joined(stem, "bias").view(), {model}),
-                      o.layer_norm_eps);
+    return layer_norm(in, b.param(joined(stem, "weight").view(), {model}),
+                      b.param(joined(stem, "bias").view(), {model}), o.layer_norm_eps);
   };
   if (!nm.pre_norm.empty()) x = norm(g, x, nm.pre_norm);
 
@@ -160,7 +176,8 @@ constexpr tensor vision_tower(graph_builder& g, tensor pixels, const vit_options
     // x w^T + b: column parallel (w sharded by rows, the output's columns) or row parallel (w
     // sharded by columns, the output Partial and the bias added once to the sum).
     auto project = [&](tensor in, std::string_view stem, extent out, extent from, bool column, bool bias) {
-      tensor y = linear(in, param_on(b, joined(stem, "weight").view(), {out, from}, tp, column ? shard<0> : shard<1>), hf);
+      tensor y = linear(
+          in, param_on(b, joined(stem, "weight").view(), {out, from}, tp, column ? shard<0> : shard<1>), hf);
       if (!bias) return y;
       return add_bias(y, column ? param_on(b, joined(stem, "bias").view(), {out}, tp, shard<0>)
                                 : b.param(joined(stem, "bias").view(), {out}));
@@ -194,15 +211,16 @@ constexpr graph vit(vit_options o = {}) {
     if (o.data_axis.empty()) return g.input(name, s, t);
     return g.input(name, s, t, detail::on_axis(o.data_axis, shard<0>));
   };
-  tensor pixels =
-      data_input("pixel_values", {batch, vit_dims::channels, vit_dims::image_size, vit_dims::image_size}, o.type);
+  tensor pixels = data_input("pixel_values",
+                             {batch, vit_dims::channels, vit_dims::image_size, vit_dims::image_size}, o.type);
   tensor labels = data_input("labels", {batch, fixed<1>}, dtype::i64);
   tensor states = vision_tower(g, pixels, o);
   output(states, "last_hidden_state");
   const std::string_view head = o.names.classifier;
-  tensor logits = linear(slice(states, 1, 0, fixed<1>),  // the class token's state
-                         g.param(detail::joined(head, "weight").view(), {vit_dims::labels, model}),
-                         g.param(detail::joined(head, "bias").view(), {vit_dims::labels}), weight_layout::out_in);
+  tensor logits =
+      linear(slice(states, 1, 0, fixed<1>),  // the class token's state
+             g.param(detail::joined(head, "weight").view(), {vit_dims::labels, o.dims.model}),
+             g.param(detail::joined(head, "bias").view(), {vit_dims::labels}), weight_layout::out_in);
   output(cross_entropy(logits, labels), "loss");
   output(logits, "logits");
   return g.finish();
