@@ -45,16 +45,16 @@ constexpr tensor concat(std::initializer_list<tensor> parts, int axis, extent ou
 namespace detail {
 constexpr tensor slice_of(tensor x, int axis, std::int64_t offset, extent offset_extent, extent size) {
   node n = along_node(op::slice, x, axis, rank_of(x));
-  n.along.offset = static_cast<std::int32_t>(offset < 0 || offset > INT32_MAX ? -1 : offset);
-  n.along.offset_extent = offset_extent;
+  n.slice_offset = static_cast<std::int32_t>(offset < 0 || offset > INT32_MAX || offset_extent.is_product() ? -1 : offset);
+  n.slice_after = offset_extent.first;
   if (n.along.dim < n.shape.rank()) n.shape[n.along.dim] = size;
   return x.builder->make(n);
 }
 }  // namespace detail
 
 // x (..., n, ...) -> (..., size, ...): the elements [offset, offset + size) along axis, the offset
-// a number or an extent (`slice(x, 1, dim::named<"patches">, dim::seq)`: the text after the image
-// tokens); offset + size <= n, checked at bind. Placements: x sharded along axis is gathered first;
+// a number or a dimension (`slice(x, 1, dim::named<"patches">, dim::seq)`: the text after the image
+// tokens; not a product); offset + size <= n, checked at bind. Placements: x sharded along axis is gathered first;
 // S elsewhere, R and P pass. Gradient: dy placed in zeros of x's shape (slice_grad).
 constexpr tensor slice(tensor x, int axis, std::int64_t offset, extent size) {
   return detail::slice_of(x, axis, offset, extent{}, size);

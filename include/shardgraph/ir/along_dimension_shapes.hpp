@@ -83,15 +83,17 @@ constexpr bool slice_shape(graph& g, int i, const shape& x, shape& out) {
                                  "give an axis in [-rank, rank) of x");
   out = x;
   out[dim] = n.shape[dim];
-  const std::int64_t offset_fixed = n.along.offset_extent.first ? fixed_size(n.along.offset_extent) : 0;
-  const bool offset_known = !n.along.offset_extent.first || offset_fixed > 0;
+  const std::int64_t offset_fixed = n.slice_after ? n.slice_after->fixed : 0;
+  const bool offset_known = !n.slice_after || offset_fixed > 0;
   const std::int64_t size = fixed_size(out[dim]), whole = fixed_size(x[dim]);
-  if (n.along.offset < 0)
-    return along_dimension_fails(g, i, x, "starts at a negative offset", "give an offset of at least 0");
-  if (n.along.part < 0 && offset_known && size > 0 && whole > 0 && n.along.offset + offset_fixed + size > whole) {
+  if (n.slice_offset < 0)
+    return along_dimension_fails(g, i, x, "starts at a negative offset, or after a product of dimensions",
+                                 "give an offset of at least 0, or one dimension (name one for a product)");
+  const std::int64_t start = n.slice_offset + offset_fixed;
+  if (n.along.part < 0 && offset_known && size > 0 && whole > 0 && start + size > whole) {
     if (diagnostic* d = g.report(i))
-      *d << "the slice [" << static_cast<int>(n.along.offset + offset_fixed) << ", "
-         << static_cast<int>(n.along.offset + offset_fixed + size) << ") along dimension " << dim
+      *d << "the slice [" << static_cast<int>(start) << ", " << static_cast<int>(start + size)
+         << ") along dimension " << dim
          << " ends past x's " << static_cast<int>(whole) << ": x " << x << ", result " << out
          << ". start the slice earlier or take fewer elements";
     return false;

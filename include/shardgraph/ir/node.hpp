@@ -29,6 +29,7 @@ struct node {
   name_buffer name;
   int inputs[max_inputs]{-1, -1, -1, -1, -1};
   int input_count = 0;
+  std::int32_t slice_offset = 0;  // slice, slice_grad: where the slice starts (plus slice_after's size)
   shardgraph::shape shape;
   dtype type = dtype::f32;
 
@@ -49,6 +50,7 @@ struct node {
   int group = -1;            // fusion group: index of the group's first node; -1 if not fused
   int origin = -1;           // param_grad: the parameter; a backward repeat_begin: the forward block's begin
   bool reverse = false;      // repeat_begin of a backward block: runs the layers last to first
+  along_dimension along;     // concat, slice, slice_grad, sum, mean, broadcast (ir/along_dimension.hpp)
   int deferred_axis = -1;    // param_grad under ZeRO-2: on this (data-parallel) axis a Partial gradient
                              // stays Partial; the optimizer reduce-scatters it
   std::int64_t ignore_index = -100;                // cross_entropy (and its gradient): targets that do not count
@@ -59,9 +61,10 @@ struct node {
   // permute: the result's dimension k is the input's dimension permutation[k], for k below the
   // input's rank; -1 past the dimensions given
   std::int8_t permutation[max_rank]{-1, -1, -1, -1};
-  along_dimension along;  // concat, slice, slice_grad, sum, mean, broadcast (ir/along_dimension.hpp)
   // unfold1d and fold1d: the window's step along the length, and the zeros padded on each end
   std::int8_t stride = 1, padding = 0;
+  const dimension* slice_after = nullptr;  // slice, slice_grad: a dimension the slice starts after
+                                           // (ir/along_dimension.hpp)
   const custom_op* custom = nullptr;               // op::custom: the user's op (its name, rules, kernels);
                                                    // scalar carries its attribute
   // patchify and unpatchify: the side of a square patch (also its stride); unfold1d and fold1d:

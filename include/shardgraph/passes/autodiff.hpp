@@ -288,6 +288,8 @@ class gradient_builder {
     d.inputs[d.input_count++] = dy;
     d.type = n.type;
     d.along = n.along;
+    d.slice_offset = n.slice_offset;
+    d.slice_after = n.slice_after;
     const int x = n.inputs[0];
     switch (n.kind) {
       case op::concat:

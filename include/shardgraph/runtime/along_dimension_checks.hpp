@@ -19,11 +19,11 @@ namespace shardgraph {
 template <class GlobalOf>
 std::int64_t slice_start(const graph& g, const node& n, const model_sizes& sizes, const GlobalOf& global_of) {
   const std::size_t dim = static_cast<std::size_t>(n.along.dim);
-  std::int64_t start = n.along.offset;
+  std::int64_t start = n.slice_offset;
   if (n.along.part >= 0)
     for (int k = 0; k < n.along.part; ++k) start += global_of(g[n.origin].inputs[k])[dim];
-  else if (n.along.offset_extent.first != nullptr)
-    start += sizes.get(n.along.offset_extent);
+  else if (n.slice_after != nullptr)
+    start += sizes.get(n.slice_after);
   return start;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // cuda::backend's calls along one dimension (compute/compute_backend.hpp's table):
 //   concat      {outer, inner, n0, n1, n2, n3}    each part placed at the sum of the parts before it
-//   slice       {outer, n, inner, start, size}    take
+//   slice       {outer, n, inner, start, size}    the block taken
 //   slice_grad  {outer, n, inner, start, size}    zeros, then dy placed at start
 //   sum, mean   {outer, n, inner, divisor}        one thread per output element sums its n inputs
 //   broadcast   {outer, n, inner, divisor}
@@ -26,7 +26,7 @@ void along_dimension(backend_state& s, const kernel_call& c) {
                          std::int64_t size) {
     const std::int64_t numel = d[0] * size * inner;
     if (numel == 0) return;
-    kernels::place_kernel<C, I><<<kernels::blocks_for(numel, threads), threads, 0, s.stream>>>(
+    kernels::block_copy_kernel<C, I, true><<<kernels::blocks_for(numel, threads), threads, 0, s.stream>>>(
         part, out(o), n, inner, start, size, numel);
   };
   switch (c.kind) {
@@ -40,7 +40,7 @@ void along_dimension(backend_state& s, const kernel_call& c) {
       return;
     }
     case op::slice:
-      kernels::take_kernel<C, I><<<kernels::blocks_for(o.numel(), threads), threads, 0, s.stream>>>(
+      kernels::block_copy_kernel<C, I, false><<<kernels::blocks_for(o.numel(), threads), threads, 0, s.stream>>>(
           in(c, 0), out(o), d[1], d[2], d[3], d[4], o.numel());
       return;
     case op::slice_grad:

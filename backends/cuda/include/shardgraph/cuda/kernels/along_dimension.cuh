@@ -9,26 +9,20 @@
 
 namespace shardgraph::cuda::kernels {
 
-// out (outer, size, inner) = x (outer, n, inner)[:, start:start + size, :]; numel = outer size inner.
-template <class C, class I>
-__global__ void take_kernel(ref x, mut_ref out, std::int64_t n, std::int64_t inner, std::int64_t start,
-                            std::int64_t size, std::int64_t numel) {
+// A block (outer, size, inner) of a tensor (outer, n, inner) at [:, start:start + size, :]: Place
+// false takes it, out (outer, size, inner) = from's block; Place true puts from (outer, size, inner)
+// there, leaving the rest of out as it is. numel = outer size inner, one thread per element of it.
+template <class C, class I, bool Place>
+__global__ void block_copy_kernel(ref from, mut_ref out, std::int64_t n, std::int64_t inner, std::int64_t start,
+                                  std::int64_t size, std::int64_t numel) {
   const I N = static_cast<I>(n), K = static_cast<I>(inner), S = static_cast<I>(size), B = static_cast<I>(start);
   for (I e = global_thread<I>(); e < static_cast<I>(numel); e += grid_threads<I>()) {
     const I i = e % K, j = (e / K) % S, o = e / (K * S);
-    store<C>(out, e, load<C>(x, (o * N + B + j) * K + i));
-  }
-}
-
-// out (outer, n, inner)[:, start:start + size, :] = part (outer, size, inner); the rest of out is
-// left as it is. numel = outer size inner.
-template <class C, class I>
-__global__ void place_kernel(ref part, mut_ref out, std::int64_t n, std::int64_t inner, std::int64_t start,
-                             std::int64_t size, std::int64_t numel) {
-  const I N = static_cast<I>(n), K = static_cast<I>(inner), S = static_cast<I>(size), B = static_cast<I>(start);
-  for (I e = global_thread<I>(); e < static_cast<I>(numel); e += grid_threads<I>()) {
-    const I i = e % K, j = (e / K) % S, o = e / (K * S);
-    store<C>(out, (o * N + B + j) * K + i, load<C>(part, e));
+    const I in_whole = (o * N + B + j) * K + i;
+    if constexpr (Place)
+      store<C>(out, in_whole, load<C>(from, e));
+    else
+      store<C>(out, e, load<C>(from, in_whole));
   }
 }
 
