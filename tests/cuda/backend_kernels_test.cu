@@ -202,6 +202,7 @@ struct cuda_fixture {
 using kernel_backends = std::tuple<cuda_fixture>;
 #include "compute/kernel_contract_cases.hpp"
 #include "compute/combining_kernel_cases.hpp"
+#include "compute/kernel_contract_convolution_cases.hpp"
 
 // ---- forward ops ----------------------------------------------------------------------------------
 

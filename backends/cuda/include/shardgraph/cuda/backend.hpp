@@ -31,6 +31,7 @@
 #include <shardgraph/cuda/backend_options.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
 #include <shardgraph/cuda/check.hpp>
+#include <shardgraph/cuda/convolution_calls.hpp>
 #if SHARDGRAPH_CUDA_CUDNN
 #include <shardgraph/cuda/cudnn_attention.hpp>
 #endif
@@ -396,6 +397,12 @@ class backend {
         return detail::transpose<C, I>(s, c);
       case op::permute:
         return detail::permute<C, I>(s, c);
+      case op::patchify:
+      case op::unpatchify:
+        return detail::patch_layout<C, I>(s, c);
+      case op::unfold1d:
+      case op::fold1d:
+        return detail::window_layout<C, I>(s, c);
       default:
         return run_gradient<C, I>(c);
     }
