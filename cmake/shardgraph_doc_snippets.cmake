@@ -52,6 +52,9 @@ function(_shardgraph_add_doc_snippet doc_path stem first_line code mode)
   # shardgraph_examples_common: the examples' own headers (examples/common), which a tutorial may
   # include as a reader of it would.
   target_link_libraries(${target} PRIVATE shardgraph::core shardgraph_examples_common ${backends})
+  if("shardgraph::cpu" IN_LIST backends)  # the cpu kernels compiled once (cpu/separate_kernels.hpp)
+    target_link_libraries(${target} PRIVATE shardgraph::cpu_separate)
+  endif()
   shardgraph_target_warnings(${target})
   shardgraph_without_optimization(${target})
   shardgraph_cuda_ptx_only(${target})

@@ -5,7 +5,8 @@
 #
 # The target is example_<name> / bench_<name>; the program is called <name> and lands in the build
 # folder of examples/ or bench/. A program that links a backend not built here is skipped with a
-# configure message.
+# configure message. One that links shardgraph::cpu gets the cpu kernels from shardgraph::cpu_separate,
+# compiled once for all of them.
 include(shardgraph_warnings)
 
 function(_shardgraph_add_program kind name)
@@ -22,6 +23,9 @@ function(_shardgraph_add_program kind name)
   add_executable(${target} ${arg_SOURCES})
   set_target_properties(${target} PROPERTIES OUTPUT_NAME ${name})
   target_link_libraries(${target} PRIVATE ${arg_LINK})
+  if("shardgraph::cpu" IN_LIST arg_LINK)  # its kernels from their own library (cpu/separate_kernels.hpp)
+    target_link_libraries(${target} PRIVATE shardgraph::cpu_separate)
+  endif()
   shardgraph_target_warnings(${target})
 endfunction()
 

@@ -8,7 +8,8 @@
 #     Label gpu: see "GPU tests" below.
 #
 #   shardgraph_add_compile_fail_test(<file.cpp> LINK <targets...>)
-#     The test compile_fail.<stem> passes only if <file.cpp> FAILS to compile and the compiler's
+#     The test compile_fail.<stem> passes only if <file.cpp> FAILS to compile with the build's
+#     compiler (-fsyntax-only, the include directories of the LINK targets) and the compiler's
 #     output matches every regular expression (CMake syntax) written in the file on a line
 #     `// expect: <regex>`, and none written on a line `// reject: <regex>`. Label compile_fail.
 #     Where clang++ is found (SHARDGRAPH_CLANG_CXX) and the build's compiler is another, the file is
@@ -61,7 +62,7 @@ endif()
 # (tests/support/cpu_threads_rank_program.hpp says how a test uses it).
 if(SHARDGRAPH_CATCH2_FOUND AND TARGET shardgraph::cpu AND TARGET shardgraph::threads)
   add_library(shardgraph_test_cpu_threads STATIC "${SHARDGRAPH_TESTS_DIR}/support/cpu_threads_rank_program.cpp")
-  target_link_libraries(shardgraph_test_cpu_threads PUBLIC shardgraph::cpu shardgraph::threads)
+  target_link_libraries(shardgraph_test_cpu_threads PUBLIC shardgraph::cpu_separate shardgraph::threads)
   target_include_directories(shardgraph_test_cpu_threads PUBLIC "${SHARDGRAPH_TESTS_DIR}")
   shardgraph_target_warnings(shardgraph_test_cpu_threads)
 endif()
@@ -125,6 +126,9 @@ function(shardgraph_add_test name)
   else()
     target_link_libraries(${target} PRIVATE ${arg_LINK} shardgraph_test_main)
   endif()
+  if("shardgraph::cpu" IN_LIST arg_LINK)
+    target_link_libraries(${target} PRIVATE shardgraph::cpu_separate)
+  endif()
   if("shardgraph::cpu" IN_LIST arg_LINK AND "shardgraph::threads" IN_LIST arg_LINK)
     target_link_libraries(${target} PRIVATE shardgraph_test_cpu_threads)
   endif()
@@ -158,11 +162,11 @@ function(shardgraph_add_test name)
   endif()
 endfunction()
 
-# Compile-fail tests build their object file through `cmake --build` on this very build tree, so
-# they share a lock (RESOURCE_LOCK) with every other test that drives the build tree: two build
-# tool runs in one tree at once can corrupt its state. They get no -Werror: the error under test
-# must be an error on its own, as a user would see it.
-find_program(SHARDGRAPH_CLANG_CXX NAMES clang++ clang++-14 clang++-15 clang++-16
+# Compile-fail tests compile their file with the build's compiler (-fsyntax-only, the includes of
+# its LINK targets) and, where clang++ is found and the build's compiler is another, with clang++
+# as well (compile_fail.<stem>.clang). They get no -Werror: the error under test must be an error on
+# its own, as a user would see it.
+find_program(SHARDGRAPH_CLANG_CXX NAMES clang++-19 clang++-20 clang++ clang++-18 clang++-17 clang++-16
              DOC "clang++ that compiles the compile-fail tests beside the build's compiler")
 function(shardgraph_add_compile_fail_test file)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "LINK")
@@ -172,31 +176,24 @@ function(shardgraph_add_compile_fail_test file)
   if(skip)
     return()
   endif()
-  set(target compile_fail_${stem})
-  add_library(${target} OBJECT EXCLUDE_FROM_ALL "${file}")
-  target_link_libraries(${target} PRIVATE ${arg_LINK})
-  add_test(NAME compile_fail.${stem}
-           COMMAND "${CMAKE_COMMAND}"
-                   "-DBUILD_DIR=${CMAKE_BINARY_DIR}" "-DTARGET=${target}" "-DSOURCE=${file}"
-                   "-DCONFIG=$<CONFIG>"
-                   -P "${PROJECT_SOURCE_DIR}/cmake/expect_build_failure.cmake")
-  set_tests_properties(compile_fail.${stem} PROPERTIES
-    LABELS compile_fail
-    RESOURCE_LOCK shardgraph_build_tree
-    TIMEOUT ${SHARDGRAPH_DEFAULT_TEST_TIMEOUT})
+  set(includes "${PROJECT_SOURCE_DIR}/include")
+  foreach(link IN LISTS arg_LINK)
+    string(REGEX REPLACE "^shardgraph::" "" backend "${link}")
+    if(NOT backend STREQUAL "core")
+      list(APPEND includes "${PROJECT_SOURCE_DIR}/backends/${backend}/include")
+    endif()
+  endforeach()
+  string(REPLACE ";" "|" includes "${includes}")
+  set(compilers "${CMAKE_CXX_COMPILER}")
+  set(names compile_fail.${stem})
   if(SHARDGRAPH_CLANG_CXX AND NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    set(includes "${PROJECT_SOURCE_DIR}/include")
-    foreach(link IN LISTS arg_LINK)
-      string(REGEX REPLACE "^shardgraph::" "" backend "${link}")
-      if(NOT backend STREQUAL "core")
-        list(APPEND includes "${PROJECT_SOURCE_DIR}/backends/${backend}/include")
-      endif()
-    endforeach()
-    string(REPLACE ";" "|" includes "${includes}")
-    add_test(NAME compile_fail.${stem}.clang
-             COMMAND "${CMAKE_COMMAND}" "-DCOMPILER=${SHARDGRAPH_CLANG_CXX}" "-DINCLUDES=${includes}"
-                     "-DSOURCE=${file}" -P "${PROJECT_SOURCE_DIR}/cmake/expect_build_failure.cmake")
-    set_tests_properties(compile_fail.${stem}.clang PROPERTIES
-      LABELS compile_fail TIMEOUT ${SHARDGRAPH_DEFAULT_TEST_TIMEOUT})
+    list(APPEND compilers "${SHARDGRAPH_CLANG_CXX}")
+    list(APPEND names compile_fail.${stem}.clang)
   endif()
+  foreach(compiler name IN ZIP_LISTS compilers names)
+    add_test(NAME ${name}
+             COMMAND "${CMAKE_COMMAND}" "-DCOMPILER=${compiler}" "-DINCLUDES=${includes}"
+                     "-DSOURCE=${file}" -P "${PROJECT_SOURCE_DIR}/cmake/expect_build_failure.cmake")
+    set_tests_properties(${name} PROPERTIES LABELS compile_fail TIMEOUT ${SHARDGRAPH_DEFAULT_TEST_TIMEOUT})
+  endforeach()
 endfunction()

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake g++ make ccache python3 clang
+  cmake g++ make ccache python3 clang-19 libclang-rt-19-dev
   libeigen3-dev librange-v3-dev catch2
   libtrilinos-kokkos-dev
   libopenmpi-dev openmpi-bin

@@ -154,7 +154,16 @@ class backend {
     }
   }
 
-  void run(const compute::kernel_call<buffer>& call) {
+  // Runs one kernel call. Defined after the class: inline, or, in a program that defines
+  // SHARDGRAPH_CPU_KERNELS_SEPARATE in every unit, once, in the unit that includes
+  // cpu/separate_kernels.hpp (the kernels' templates are then instantiated there only).
+  void run(const compute::kernel_call<buffer>& call);
+
+ private:
+  // A template (Call is kernel_call<buffer>), so that the kernels it names are instantiated only
+  // where run is defined.
+  template <class Call>
+  void dispatch(const Call& call) {
     if (touches_half_floats(call)) return run_widened(call);
     if (call.type == dtype::f64) return run_typed<double>(call);
     if (call.type == dtype::f32) return run_typed<float>(call);
@@ -162,7 +171,6 @@ class backend {
          "the cpu backend computes in f32 or f64");
   }
 
- private:
   static void move_blocks(const buffer& from, buffer& to, compute::block_layout l, bool to_interleaved) {
     const std::size_t row = static_cast<std::size_t>(l.mid * l.inner * l.element_bytes);
     for (std::int64_t p = 0; p < l.parts; ++p)
@@ -187,8 +195,9 @@ class backend {
   }
 
   // The call on f32 copies of its 16-bit buffers, then the f32 result rounded into the output.
-  void run_widened(const compute::kernel_call<buffer>& call) {
-    compute::kernel_call<buffer> wide = call;
+  template <class Call>
+  void run_widened(const Call& call) {
+    Call wide = call;
     std::vector<const buffer*> originals;  // the buffer widened into widened_[k]
     widened_.resize(max_inputs + compute::max_chain + 3);
     auto widen_input = [&](const buffer* b) -> const buffer* {
@@ -466,5 +475,9 @@ class backend {
     }
   }
 };
+
+#ifndef SHARDGRAPH_CPU_KERNELS_SEPARATE
+inline void backend::run(const compute::kernel_call<buffer>& call) { dispatch(call); }
+#endif
 
 }  // namespace shardgraph::cpu
