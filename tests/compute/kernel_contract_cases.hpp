@@ -136,7 +136,7 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: layer_norm is torch's formula, rms_nor
 }
 
 TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is x sigmoid(x), relu is "
-                        "max(x, 0), gelu_erf is torch's exact GELU",
+                        "max(x, 0), gelu_erf is torch's exact GELU, quick_gelu is x sigmoid(1.702 x)",
                         "[compute]",
                         kernel_backends) {
   using F = TestType;
@@ -145,7 +145,7 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is 
   const std::vector<double> xs{-1000.0, -30.0, -4.0, -1.5, -0.25, 0.0, 0.3, 1.0, 2.5, 8.0, 30.0};
   for (const dtype t : contract_dtypes) {
     CAPTURE(sg::dtype_name(t));
-    for (const op kind : {op::gelu, op::silu, op::relu, op::gelu_erf}) {
+    for (const op kind : {op::gelu, op::silu, op::relu, op::gelu_erf, op::quick_gelu}) {
       CAPTURE(sg::op_name(kind));
       auto backend = F::make();
       const auto numel = static_cast<std::int64_t>(xs.size());
@@ -164,6 +164,7 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is 
             kind == op::gelu  ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)))
             : kind == op::silu ? x / (1 + std::exp(-x))
             : kind == op::relu ? std::max(x, 0.0)
+            : kind == op::quick_gelu ? x / (1 + std::exp(-1.702 * x))
                                : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
         CAPTURE(x, got[i], want);
         CHECK(std::isfinite(got[i]));

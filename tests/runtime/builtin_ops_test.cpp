@@ -1,4 +1,4 @@
-// The built-in ops beyond GPT's (relu, the erf GELU, permute) in tiny models, trained one step forward and
+// The built-in ops beyond GPT's (relu, quick_gelu, the erf GELU, permute) in tiny models, trained one step forward and
 // backward on one rank and on dp=2 x tp=2 thread ranks; loss and every gradient equal one rank's
 // (f64, relative 1e-9). The layout shards a dimension each op passes through (batch on dp, the hidden
 // features on tp) and hands one op a Partial value it must gather (all_reduce) first.
@@ -59,15 +59,16 @@ constexpr sg::graph tiny_model() {
   return g.finish();
 }
 
-// column-parallel linear: Shard<2> on tp -> relu (passes through) -> row-parallel linear: Partial on
-// tp -> gelu_erf (gathers: all_reduce).
+// column-parallel linear: Shard<2> on tp -> relu, quick_gelu (pass through; one fused chain) ->
+// row-parallel linear: Partial on tp -> gelu_erf (gathers: all_reduce).
 constexpr sg::tensor activations_body(sg::tensor x, sg::tensor w_in, sg::tensor w_out) {
-  auto h = sg::relu(sg::linear(x, w_in));
+  auto h = sg::quick_gelu(sg::relu(sg::linear(x, w_in)));
   return sg::gelu(sg::linear(h, w_out), sg::gelu_approximation::erf);
 }
 constexpr sg::program activations = sg::compile<tiny_model<activations_body>, sg::training{}>();
 static_assert(activations.count(sg::op::relu) == 1 && activations.count(sg::op::relu_grad) == 1);
 static_assert(activations.count(sg::op::gelu_erf) == 1 && activations.count(sg::op::gelu_erf_grad) == 1);
+static_assert(activations.count(sg::op::quick_gelu) == 1 && activations.count(sg::op::quick_gelu_grad) == 1);
 static_assert(activations.count(sg::op::all_reduce, "tp") >= 1);  // gelu_erf's Partial input
 
 // column-parallel linear: (batch, seq, ffn) Shard<2> on tp -> permute {2, 0, 1}: (ffn, batch, seq)
@@ -99,7 +100,8 @@ void check_equal_to_one_rank(const sg::program& p, std::size_t parameters) {
 
 }  // namespace
 
-TEST_CASE("built-in ops: relu and gelu_erf train on dp=2 x tp=2 as on one rank", "[runtime][threads]") {
+TEST_CASE("built-in ops: relu, quick_gelu and gelu_erf train on dp=2 x tp=2 as on one rank",
+          "[runtime][threads]") {
   check_equal_to_one_rank(activations, 3);
 }
 

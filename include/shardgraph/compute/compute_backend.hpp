@@ -15,7 +15,9 @@
 //   linear              {m, k, n}                               out (m, n) = x (m, k) w
 //   matmul              {batch, m, k, n}
 //   add, mul, add_bias, gelu, silu, relu, gelu_erf (chains)  {numel}   see elementwise_step
+//   quick_gelu (chains)  {numel}
 //   gelu_grad, silu_grad, relu_grad, gelu_erf_grad  {numel}    (x, dy) -> dx = f'(x) dy
+//   quick_gelu_grad      {numel}                                (x, dy) -> dx = f'(x) dy
 //   layer_norm, rms_norm, softmax            {rows, cols}
 //   rope, rope_grad     {batch, heads, seq, head_dim}          the table in kernel_call::rope
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}

@@ -64,6 +64,8 @@ constexpr tensor gelu_erf(tensor x) { return detail::apply_op(op::gelu_erf, {x})
 constexpr tensor gelu(tensor x, gelu_approximation form) {
   return form == gelu_approximation::erf ? gelu_erf(x) : gelu(x);
 }
+// x sigmoid(1.702 x): HF's "quick_gelu", the activation of CLIP's vision tower
+constexpr tensor quick_gelu(tensor x) { return detail::apply_op(op::quick_gelu, {x}); }
 // x (d0, ..., d[r-1]) -> (d[from[0]], ..., d[from[r-1]]), r <= 4: the result's dimension k is x's
 // dimension from[k] (`permute(x, {0, 2, 1, 3})`); from must list each of x's dimensions once.
 // Placements: a sharded dimension moves with the permutation; Replicate and Partial pass through.

@@ -28,6 +28,8 @@ enum class op : std::uint8_t {
   permute,
   // user-defined ops (ir/custom_op.hpp): the node's `custom` descriptor says what it computes
   custom,
+  // CLIP's activation x sigmoid(1.702 x) (compute, elementwise) and its gradient (x, dy) -> dx
+  quick_gelu, quick_gelu_grad,
 };
 
 constexpr std::string_view op_name(op o) {
@@ -88,6 +90,8 @@ constexpr std::string_view op_name(op o) {
     case op::gelu_erf_grad: return "gelu_erf_grad";
     case op::permute: return "permute";
     case op::custom: return "custom";
+    case op::quick_gelu: return "quick_gelu";
+    case op::quick_gelu_grad: return "quick_gelu_grad";
   }
   return "?";
 }
@@ -100,7 +104,7 @@ constexpr bool is_leaf(op o) { return o == op::input || o == op::parameter; }
 // Ops computed element by element, which fuse can merge into one kernel.
 constexpr bool is_elementwise(op o) {
   return o == op::add || o == op::mul || o == op::add_bias || o == op::gelu || o == op::silu ||
-         o == op::relu || o == op::gelu_erf;
+         o == op::relu || o == op::gelu_erf || o == op::quick_gelu;
 }
 
 }  // namespace shardgraph

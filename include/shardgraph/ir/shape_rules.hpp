@@ -153,6 +153,7 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::silu:
     case op::relu:
     case op::gelu_erf:
+    case op::quick_gelu:
     case op::softmax:
       return expect(g, i, is_floating(ta), "expects a floating-point input. apply it to activations");
     case op::layer_norm:
@@ -232,6 +233,7 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::silu_grad:
     case op::relu_grad:
     case op::gelu_erf_grad:
+    case op::quick_gelu_grad:
     case op::softmax_grad:
       if (!same_float(ta, tb)) return false;
       return expect(g, i, a == b, "value and gradient shapes differ. this is a bug in autodiff");

@@ -202,6 +202,8 @@ class gradient_builder {
         return accumulate(x, make(op::relu_grad, {x, dy}, i));
       case op::gelu_erf:
         return accumulate(x, make(op::gelu_erf_grad, {x, dy}, i));
+      case op::quick_gelu:
+        return accumulate(x, make(op::quick_gelu_grad, {x, dy}, i));
       case op::permute: {  // the inverse permutation: dx's dimension from[k] is dy's dimension k
         node p;
         p.kind = op::permute;

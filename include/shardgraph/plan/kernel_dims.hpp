@@ -182,6 +182,7 @@ inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout
     case op::silu_grad:
     case op::relu_grad:
     case op::gelu_erf_grad:
+    case op::quick_gelu_grad:
     case op::ones:
     case op::custom:  // its kernel reads every local shape (bound_call::custom_shapes)
       return {layout.of(i).numel()};

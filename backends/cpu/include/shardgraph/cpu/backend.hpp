@@ -324,7 +324,8 @@ class backend {
       case op::gelu:
       case op::silu:
       case op::relu:
-      case op::gelu_erf: return run_chain<T>(c);
+      case op::gelu_erf:
+      case op::quick_gelu: return run_chain<T>(c);
       default: return run_gradient<T>(c);
     }
   }
@@ -356,6 +357,7 @@ class backend {
       case op::silu_grad: return activation_backward<T>(c, silu_grad<T>);
       case op::relu_grad: return activation_backward<T>(c, relu_grad<T>);
       case op::gelu_erf_grad: return activation_backward<T>(c, gelu_erf_grad<T>);
+      case op::quick_gelu_grad: return activation_backward<T>(c, quick_gelu_grad<T>);
       case op::layer_norm_grad_x: {
         T* dw = scratch(2 * d[1]);
         return layer_norm_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, dw, dw + d[1], d[0], d[1], c.scalar);
@@ -444,6 +446,7 @@ class backend {
           case op::silu: v = silu(v); break;
           case op::relu: v = relu(v); break;
           case op::gelu_erf: v = gelu_erf(v); break;
+          case op::quick_gelu: v = quick_gelu(v); break;
           default: break;
         }
       }

@@ -389,6 +389,7 @@ class backend {
       case op::silu:
       case op::relu:
       case op::gelu_erf:
+      case op::quick_gelu:
         return detail::elementwise_chain<C, I>(s, c);
       case op::transpose:
         return detail::transpose<C, I>(s, c);
@@ -418,6 +419,8 @@ class backend {
         return detail::activation_grad<C, op::relu_grad, I>(s, c);
       case op::gelu_erf_grad:
         return detail::activation_grad<C, op::gelu_erf_grad, I>(s, c);
+      case op::quick_gelu_grad:
+        return detail::activation_grad<C, op::quick_gelu_grad, I>(s, c);
       case op::layer_norm_grad_x:
         return run_norm_input_grad<C, true>(c);
       case op::rms_norm_grad_x:

@@ -1,11 +1,12 @@
 #pragma once
 // cuda::backend's calls that map elements or rows to elements: the fused elementwise chains
-// (add, mul, add_bias, gelu, silu, relu, gelu_erf), the activations' gradients, the heads'
+// (add, mul, add_bias, gelu, silu, relu, gelu_erf, quick_gelu), the activations' gradients, the heads'
 // permutes, rope, the transpose and the permute, the row softmax and its gradient, and `ones`. The vector kernels
 // (kernels/vectorized.cuh) take them where every buffer is 16-byte aligned whole vectors.
 //
 //   chain                     {numel}                           operands -> (numel)
 //   gelu_grad, silu_grad, relu_grad, gelu_erf_grad  {numel}    x, dy -> dx
+//   quick_gelu_grad           {numel}                           x, dy -> dx
 //   split_heads, merge_heads  {batch, seq, heads, head_dim}     (b, s, h, d) <-> (b, h, s, d)
 //   rope, rope_grad           {batch, heads, seq, head_dim}     x -> x rotated by kernel_call::rope
 //   transpose                 {batch, rows, cols}               (b, rows, cols) -> (b, cols, rows)
