@@ -317,6 +317,60 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: permute moves each element of x (2, 3,
   } while (std::next_permutation(from.begin(), from.end()));
 }
 
+// The dropout mask as compute/dropout_mask.hpp writes it down, spelled out here on its own.
+inline std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+TEMPLATE_LIST_TEST_CASE("kernel contract: dropout keeps the elements whose splitmix64 draw of their whole-tensor "
+                        "index is at least p 2^64, scaled by 1 / (1 - p)",
+                        "[compute]", kernel_backends) {
+  using F = TestType;
+  using namespace kernel_contract;
+  // the block (2, 3, 4, 5) at (0, 0, 4, 5) of the whole tensor (2, 3, 8, 10); layer 3 of a block
+  const std::array<std::int64_t, 4> n{2, 3, 4, 5}, offset{0, 0, 4, 5}, whole{2, 3, 8, 10};
+  const std::uint64_t seed = 1234, step = 6;
+  const std::int64_t layer = 3;
+  const double p = 0.25;
+  const std::uint64_t golden = 0x9E3779B97F4A7C15ull;
+  const std::uint64_t stream = mix64(mix64(seed + (step + 1) * golden) + (layer + 1) * golden);
+  const std::int64_t numel = n[0] * n[1] * n[2] * n[3];
+  std::vector<double> x(static_cast<std::size_t>(numel)), want(x.size());
+  std::size_t o = 0, kept = 0;
+  for (std::int64_t a = 0; a < n[0]; ++a)
+    for (std::int64_t b = 0; b < n[1]; ++b)
+      for (std::int64_t c = 0; c < n[2]; ++c)
+        for (std::int64_t d = 0; d < n[3]; ++d, ++o) {
+          x[o] = 1.0 + static_cast<double>(o);
+          const std::int64_t index = ((a * whole[1] + b) * whole[2] + c + offset[2]) * whole[3] + d + offset[3];
+          const bool keep = mix64(stream + static_cast<std::uint64_t>(index + 1) * golden) >= (1ull << 62);
+          want[o] = keep ? x[o] / (1 - p) : 0.0;
+          kept += keep;
+        }
+  REQUIRE(kept > 0);
+  REQUIRE(kept < x.size());
+  for (const dtype t : contract_dtypes) {
+    CAPTURE(sg::dtype_name(t));
+    CHECK(error_of_call<F>(
+              t, numel, {host_tensor{t, x}},
+              [&](auto& call, auto&) {
+                call.kind = op::dropout;
+                set_dims(call, {n[0], n[1], n[2], n[3]});
+                call.scalar = p;
+                call.dropout.seed = seed;
+                call.dropout.run = {.active = true, .step = step};
+                call.dropout.layer = layer;
+                for (std::size_t k = 0; k < 4; ++k) {
+                  call.dropout.offset[k] = offset[k];
+                  call.dropout.whole[k] = whole[k];
+                }
+              },
+              want) <= bound_of<F>(t));
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE(
     "kernel contract: embedding looks rows up; vocab-parallel shards sum to the whole lookup", "[compute]",
     kernel_backends) {

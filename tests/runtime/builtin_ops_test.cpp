@@ -14,13 +14,13 @@
 
 #include "catch.hpp"
 #include "support/cpu_threads_rank_program.hpp"
+#include "support/tiny_model.hpp"
 #include "support/whole_gradients.hpp"
 
 namespace sg = shardgraph;
 
 namespace {
 
-using Mesh = sg::mesh<"dp", "tp">;
 using test_support::gradient_map;
 
 constexpr std::int64_t n_batch = 2, n_seq = 3, n_model = 4, n_ffn = 6, n_vocab = 5;
@@ -43,21 +43,7 @@ sg::tensor_map inputs() {
   return m;
 }
 
-// The models' frame: x (batch, seq, model) Shard<0> on dp, w_in (model, ffn) column parallel and
-// w_out (ffn, model) row parallel on tp, Body(x, w_in, w_out) -> (batch, seq, model), then the loss
-// of a replicated head.
-template <sg::tensor (*Body)(sg::tensor, sg::tensor, sg::tensor)>
-constexpr sg::graph tiny_model() {
-  using namespace sg::dim;
-  sg::builder<Mesh> g(sg::dtype::f64);
-  auto x = g.input("x", {batch, seq, model}, sg::dtype::f64, sg::on<"dp">(sg::shard<0>));
-  auto targets = g.input("targets", {batch, seq}, sg::dtype::i64, sg::on<"dp">(sg::shard<0>));
-  auto w_in = g.param("w_in", {model, ffn}, sg::on<"tp">(sg::shard<1>));
-  auto w_out = g.param("w_out", {ffn, model}, sg::on<"tp">(sg::shard<0>));
-  auto y = Body(x, w_in, w_out);
-  sg::output(sg::cross_entropy(sg::linear(y, g.param("head", {model, vocab})), targets), "loss");
-  return g.finish();
-}
+using test_support::tiny_model;  // the models' frame
 
 // column-parallel linear: Shard<2> on tp -> relu, quick_gelu (pass through; one fused chain) ->
 // row-parallel linear: Partial on tp -> gelu_erf (gathers: all_reduce).

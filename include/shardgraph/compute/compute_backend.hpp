@@ -21,6 +21,8 @@
 //   layer_norm, rms_norm, softmax            {rows, cols}
 //   rope, rope_grad     {batch, heads, seq, head_dim}          the table in kernel_call::rope
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}
+//   dropout             {d0, d1, d2, d3}                        x (d0, d1, d2, d3) local, padded in front
+//                       with 1s; scalar p; the mask in kernel_call::dropout (compute/dropout_mask.hpp)
 //   permute             {d0, d1, d2, d3, order}                 x (d0, d1, d2, d3), padded in front with 1s;
 //                       out's dimension k is x's dimension permuted_from(order, k) (permute_order.hpp)
 //   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
@@ -56,6 +58,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shardgraph/compute/dropout_mask.hpp"
 #include "shardgraph/compute/fused_kinds.hpp"
 #include "shardgraph/compute/rope_frequencies.hpp"
 #include "shardgraph/core/dtype.hpp"
@@ -103,6 +106,8 @@ struct kernel_call {
   // rope and rope_grad only: the inverse frequencies and the cos/sin factor, planned at bind from
   // the node's rope_scaling and the local sizes (runtime/rope_plan.hpp); rope_grad's are its rope's.
   const rope_frequencies* rope = nullptr;
+  // dropout only: the mask's seed, the run's step and the block's place in the whole tensor.
+  dropout_mask dropout;
   // fused::linear_bias: out = x w + bias (n, broadcast over rows).
   const Buffer* bias = nullptr;
   // fused::weight_grad_with_bias (linear_weight_grad) and norm_weight_grad_with_bias

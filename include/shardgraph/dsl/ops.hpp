@@ -66,6 +66,16 @@ constexpr tensor gelu(tensor x, gelu_approximation form) {
 }
 // x sigmoid(1.702 x): HF's "quick_gelu", the activation of CLIP's vision tower
 constexpr tensor quick_gelu(tensor x) { return detail::apply_op(op::quick_gelu, {x}); }
+// torch's dropout in training: each element of x is zeroed with probability p, 0 <= p < 1, and the
+// others scaled by 1 / (1 - p). The mask is a function of (seed, the training step, the layer, the
+// element's index in the whole tensor): the same on every layout (compute/dropout_mask.hpp). It
+// acts only in a training step (trainer::step); forward() outside one, and inference, pass x
+// through. Give each dropout of a model its own seed.
+constexpr tensor dropout(tensor x, double p, std::uint64_t seed) {
+  tensor y = detail::apply_op(op::dropout, {x}, {}, p);
+  y.builder->value()[y.id].seed = seed;
+  return y;
+}
 // x (d0, ..., d[r-1]) -> (d[from[0]], ..., d[from[r-1]]), r <= 4: the result's dimension k is x's
 // dimension from[k] (`permute(x, {0, 2, 1, 3})`); from must list each of x's dimensions once.
 // Placements: a sharded dimension moves with the permutation; Replicate and Partial pass through.

@@ -60,6 +60,7 @@ struct node {
   std::int8_t permutation[max_rank]{-1, -1, -1, -1};
   const custom_op* custom = nullptr;               // op::custom: the user's op (its name, rules, kernels);
                                                    // scalar carries its attribute
+  std::uint64_t seed = 0;  // dropout: its mask's seed (scalar: the probability p of dropping)
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

@@ -30,6 +30,8 @@ enum class op : std::uint8_t {
   custom,
   // CLIP's activation x sigmoid(1.702 x) (compute, elementwise) and its gradient (x, dy) -> dx
   quick_gelu, quick_gelu_grad,
+  // dropout (compute/dropout_mask.hpp): its own gradient, on dy with the same mask
+  dropout,
 };
 
 constexpr std::string_view op_name(op o) {
@@ -92,6 +94,7 @@ constexpr std::string_view op_name(op o) {
     case op::custom: return "custom";
     case op::quick_gelu: return "quick_gelu";
     case op::quick_gelu_grad: return "quick_gelu_grad";
+    case op::dropout: return "dropout";
   }
   return "?";
 }

@@ -156,6 +156,13 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::quick_gelu:
     case op::softmax:
       return expect(g, i, is_floating(ta), "expects a floating-point input. apply it to activations");
+    case op::dropout:
+      if (!expect(g, i, is_floating(ta), "expects a floating-point input. apply it to activations")) return false;
+      return expect(g, i, n.scalar >= 0.0 && n.scalar < 1.0,
+                    n.scalar >= 1.0 ? "the probability p of dropping an element is 1 or more, which drops every "
+                                      "element. give p with 0 <= p < 1"
+                                    : "the probability p of dropping an element is below 0 (or not a number). "
+                                      "give p with 0 <= p < 1");
     case op::layer_norm:
       if (!same_float(ta, tb) || (n.input_count > 2 && !same_float(ta, g[n.inputs[2]].type))) return false;
       if (!(a.rank() >= 1 && b.rank() == 1 && b[0] == a.last() && (n.input_count < 3 || c == b)))

@@ -251,6 +251,8 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
     case op::local_slice:
       if (axis == n.axis) r.out = n.spec[axis];
       break;
+    case op::dropout:  // linear in x for a mask drawn by global index: R, S(d) and P pass through
+      break;
     case op::permute:  // a sharded dimension moves with the permutation; R and P pass through
       for (int k = 0; k < rank && in[0].is_shard(); ++k)
         if (n.permutation[k] == in[0].dim) r.out = shard_on(k);

@@ -18,6 +18,7 @@
 #include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/plan/dropout_block.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
 
@@ -188,6 +189,8 @@ inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout
       return {layout.of(i).numel()};
     case op::permute:
       return detail::permute_dims(n, x);
+    case op::dropout:
+      return dropout_dims(layout.of(i));
     default:
       fail("executor: " + std::string(op_name(n)) + " '" + std::string(n.name.view()) + "'",
            "this op has no kernel", "this is a bug in lower(); please report it");

@@ -305,6 +305,7 @@ class backend {
       case op::split_heads: return split_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::merge_heads: return merge_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::permute: return permute(in<T>(c, 0), out, d, d[4]);
+      case op::dropout: return dropout(in<T>(c, 0), out, d, c.scalar, c.dropout);
       case op::attention:
         return scaled_dot_product_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3],
                                             d[4], c.scalar, visibility(c));

@@ -395,6 +395,8 @@ class backend {
         return detail::transpose<C, I>(s, c);
       case op::permute:
         return detail::permute<C, I>(s, c);
+      case op::dropout:
+        return detail::dropout<C, I>(s, c);
       default:
         return run_gradient<C, I>(c);
     }
