@@ -256,6 +256,30 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: causal attention is the naive formula 
     }
 }
 
+TEMPLATE_LIST_TEST_CASE("kernel contract: cross-attention (keys of another length, not causal) is the naive formula",
+                        "[compute]", kernel_backends) {
+  using F = TestType;
+  using namespace kernel_contract;
+  const std::int64_t batch = 2, heads = 4, seq = 3, keys = 6, head_dim = 8;
+  for (const dtype t : contract_dtypes)
+    for (const std::int64_t kv_heads : {std::int64_t{4}, std::int64_t{2}}) {
+      CAPTURE(sg::dtype_name(t), kv_heads);
+      const auto q = random_tensor(t, batch * heads * seq * head_dim, 26, -2, 2);
+      const auto k = random_tensor(t, batch * kv_heads * keys * head_dim, 27, -2, 2);
+      const auto v = random_tensor(t, batch * kv_heads * keys * head_dim, 28);
+      const auto want =
+          reference_attention(stored(q), stored(k), stored(v), batch, heads, kv_heads, seq, head_dim, keys);
+      CHECK(error_of_call<F>(
+                t, batch * heads * seq * head_dim, {q, k, v},
+                [&](auto& call, auto&) {
+                  call.kind = op::attention;
+                  call.masking = {.causal = false, .mask = sg::attention_mask::none};
+                  set_dims(call, {batch, heads, kv_heads, seq, head_dim, keys});
+                },
+                want) <= bound_of<F>(t));
+    }
+}
+
 TEMPLATE_LIST_TEST_CASE("kernel contract: split_heads and merge_heads permute (b, t, h, d) <-> (b, h, t, d)",
                         "[compute]", kernel_backends) {
   using F = TestType;

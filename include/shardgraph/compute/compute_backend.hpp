@@ -25,8 +25,11 @@
 //                       with 1s; scalar p; the mask in kernel_call::dropout (compute/dropout_mask.hpp)
 //   permute             {d0, d1, d2, d3, order}                 x (d0, d1, d2, d3), padded in front with 1s;
 //                       out's dimension k is x's dimension permuted_from(order, k) (permute_order.hpp)
-//   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
+//   attention           {batch, heads, kv_heads, seq, head_dim, seq_k}   scalar: the scores' scale,
 //                                                                   0 for 1/sqrt(head_dim) (attention_scale)
+//                       q (batch, heads, seq, head_dim); k, v (batch, kv_heads, seq_k, head_dim):
+//                       seq_k != seq is a cross-attention (not causal); seq_k 0 stands for seq
+//                       (attention_keys)
 //                       masking: causal or not; with a mask, in[3] (in[4] in a gradient) is the
 //                       mask (batch, seq) i64: padding (0 masks a key) or segment ids (a query sees
 //                       the keys of its segment). A query that sees no key: output 0, gradients 0.
@@ -172,6 +175,9 @@ constexpr fused_set fused_kinds_of(const kernel_call<Buffer>& c) {
 inline double attention_scale(double scalar, std::int64_t head_dim) {
   return scalar != 0.0 ? scalar : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
+
+// The keys' length of an attention call (or its gradient's): dims[5], where 0 stands for seq (dims[3]).
+inline std::int64_t attention_keys(const std::int64_t* dims) { return dims[5] != 0 ? dims[5] : dims[3]; }
 
 // Block moves for collectives, on elements of `element_bytes` bytes. A tensor (outer, parts*mid, inner)
 // split along its middle dimension into `parts` blocks:

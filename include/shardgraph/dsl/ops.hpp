@@ -11,11 +11,12 @@ enum class weight_layout { in_out, out_in };  // GPT-2 Conv1D stores (in, out); 
 
 namespace detail {
 constexpr tensor apply_op(op kind, std::initializer_list<tensor> inputs, std::string_view name = {},
-                          double scalar = 0.0, bool transpose_b = false) {
+                          double scalar = 0.0, bool transpose_b = false, attention_masking masking = {}) {
   node n;
   n.kind = kind;
   n.scalar = scalar;
   n.transpose_b = transpose_b;
+  n.masking = masking;  // attention: its shape rule reads it
   graph_builder* b = inputs.begin()->builder;
   for (tensor t : inputs) n.inputs[n.input_count++] = t.id;
   n.type = b->value()[inputs.begin()->id].type;
@@ -137,31 +138,33 @@ constexpr tensor split_heads(tensor x) { return detail::apply_op(op::split_heads
 constexpr tensor merge_heads(tensor x) { return detail::apply_op(op::merge_heads, {x}); }
 // causal softmax(q k^T * scale) v; q (batch, heads, seq, head_dim), k and v
 // (batch, kv_heads, seq, head_dim) with heads a multiple of kv_heads (grouped-query attention).
+// Non-causal (attention_options), k and v may have their own length seq_k: cross-attention.
 // scale 0 (the default) stands for 1 / sqrt(head_dim); GPT-2's scale_attn_weights false is 1.
 constexpr tensor attention(tensor q, tensor k, tensor v, double scale = 0.0) {
   return detail::apply_op(op::attention, {q, k, v}, {}, scale);
 }
-// attention with options: causal false for a bidirectional encoder (ViT, BERT); q and k have the
-// same seq either way. `mask_kind` says what a mask, when one is given, holds.
+// attention with options: causal false for a bidirectional encoder (ViT, BERT) or a
+// cross-attention, whose k and v (batch, kv_heads, seq_k, head_dim) have a length of their own (a
+// decoder's queries over an encoder's states); causal needs seq_k == seq. `mask_kind` says what a
+// mask, when one is given, holds.
 struct attention_options {
   bool causal = true;
   double scale = 0.0;  // 0: 1 / sqrt(head_dim)
   attention_mask mask_kind = attention_mask::padding;
 };
 constexpr tensor attention(tensor q, tensor k, tensor v, attention_options o) {
-  tensor out = detail::apply_op(op::attention, {q, k, v}, {}, o.scale);
-  out.builder->value()[out.id].masking = {.causal = o.causal, .mask = attention_mask::none};
-  return out;
+  return detail::apply_op(op::attention, {q, k, v}, {}, o.scale, false,
+                          {.causal = o.causal, .mask = attention_mask::none});
 }
-// Masked attention; mask (batch, seq) i64 (ir/attention_masking.hpp):
+// Masked attention; mask (batch, seq_k) i64 (ir/attention_masking.hpp):
 //   mask_kind padding    HF's attention_mask: 1 attend, 0 a padded key that no query sees
+//                        (a cross-attention's key padding mask: the encoder's attention_mask)
 //   mask_kind segments   segment ids: a query sees only the keys of its own segment (packed
 //                        sequences), and with causal only the earlier ones of them
 // A query that sees no key gives 0 (and no gradient). The mask follows q's batch placement.
 constexpr tensor attention(tensor q, tensor k, tensor v, tensor mask, attention_options o = {}) {
-  tensor out = detail::apply_op(op::attention, {q, k, v, mask}, {}, o.scale);
-  out.builder->value()[out.id].masking = {.causal = o.causal, .mask = o.mask_kind};
-  return out;
+  return detail::apply_op(op::attention, {q, k, v, mask}, {}, o.scale, false,
+                          {.causal = o.causal, .mask = o.mask_kind});
 }
 // torch's F.cross_entropy(logits, targets, ignore_index=, reduction=) over every (batch, seq) position:
 // logits (batch, seq, vocab), targets (batch, seq) -> scalar. A position whose target is

@@ -94,7 +94,8 @@ inline kernel_dim_array permute_dims(const node& n, const std::vector<std::int64
 // Attention and its gradients: {batch, heads, kv_heads, seq, head_dim}.
 inline kernel_dim_array attention_dims(const node& n, const local_layout& layout) {
   const std::vector<std::int64_t>& x = layout.of(n.inputs[0]).local;
-  return {x[0], x[1], layout.of(n.inputs[1]).local[1], x[2], x[3]};
+  const std::vector<std::int64_t>& k = layout.of(n.inputs[1]).local;
+  return {x[0], x[1], k[1], x[2], x[3], k[2]};
 }
 
 }  // namespace detail
