@@ -212,29 +212,31 @@ inline std::vector<double> reference_rope(const std::vector<double>& x, std::int
   return y;
 }
 
-// softmax(q k^T / sqrt(d)) v with the causal mask, one (query, key) pair at a time.
+// softmax(q k^T / sqrt(d)) v with the causal mask, one (query, key) pair at a time. keys > 0: k and v
+// hold that many keys, every query seeing each (a cross-attention, not causal).
 inline std::vector<double> reference_attention(const std::vector<double>& q, const std::vector<double>& k,
                                                const std::vector<double>& v, std::int64_t batch,
                                                std::int64_t heads, std::int64_t kv_heads, std::int64_t seq,
-                                               std::int64_t head_dim) {
+                                               std::int64_t head_dim, std::int64_t keys = 0) {
   std::vector<double> out(q.size(), 0.0);
-  const std::int64_t group = heads / kv_heads;
+  const std::int64_t group = heads / kv_heads, length = keys > 0 ? keys : seq;
   for (std::int64_t b = 0; b < batch; ++b)
     for (std::int64_t h = 0; h < heads; ++h) {
       const std::int64_t kv_h = h / group;
       const double* qh = q.data() + (b * heads + h) * seq * head_dim;
-      const double* kh = k.data() + (b * kv_heads + kv_h) * seq * head_dim;
-      const double* vh = v.data() + (b * kv_heads + kv_h) * seq * head_dim;
+      const double* kh = k.data() + (b * kv_heads + kv_h) * length * head_dim;
+      const double* vh = v.data() + (b * kv_heads + kv_h) * length * head_dim;
       double* oh = out.data() + (b * heads + h) * seq * head_dim;
       for (std::int64_t i = 0; i < seq; ++i) {
         std::vector<double> scores;
-        for (std::int64_t j = 0; j <= i; ++j) {
+        const std::int64_t seen = keys > 0 ? keys : i + 1;
+        for (std::int64_t j = 0; j < seen; ++j) {
           double dot = 0;
           for (std::int64_t d = 0; d < head_dim; ++d) dot += qh[i * head_dim + d] * kh[j * head_dim + d];
           scores.push_back(dot / std::sqrt(double(head_dim)));
         }
         const auto weights = reference_softmax(scores);
-        for (std::int64_t j = 0; j <= i; ++j)
+        for (std::int64_t j = 0; j < seen; ++j)
           for (std::int64_t d = 0; d < head_dim; ++d)
             oh[i * head_dim + d] += weights[std::size_t(j)] * vh[j * head_dim + d];
       }

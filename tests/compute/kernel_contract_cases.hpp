@@ -136,7 +136,7 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: layer_norm is torch's formula, rms_nor
 }
 
 TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is x sigmoid(x), relu is "
-                        "max(x, 0), gelu_erf is torch's exact GELU",
+                        "max(x, 0), gelu_erf is torch's exact GELU, quick_gelu is x sigmoid(1.702 x)",
                         "[compute]",
                         kernel_backends) {
   using F = TestType;
@@ -145,7 +145,7 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is 
   const std::vector<double> xs{-1000.0, -30.0, -4.0, -1.5, -0.25, 0.0, 0.3, 1.0, 2.5, 8.0, 30.0};
   for (const dtype t : contract_dtypes) {
     CAPTURE(sg::dtype_name(t));
-    for (const op kind : {op::gelu, op::silu, op::relu, op::gelu_erf}) {
+    for (const op kind : {op::gelu, op::silu, op::relu, op::gelu_erf, op::quick_gelu}) {
       CAPTURE(sg::op_name(kind));
       auto backend = F::make();
       const auto numel = static_cast<std::int64_t>(xs.size());
@@ -164,6 +164,7 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: gelu is HF's gelu_new (tanh), silu is 
             kind == op::gelu  ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)))
             : kind == op::silu ? x / (1 + std::exp(-x))
             : kind == op::relu ? std::max(x, 0.0)
+            : kind == op::quick_gelu ? x / (1 + std::exp(-1.702 * x))
                                : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
         CAPTURE(x, got[i], want);
         CHECK(std::isfinite(got[i]));
@@ -255,6 +256,30 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: causal attention is the naive formula 
     }
 }
 
+TEMPLATE_LIST_TEST_CASE("kernel contract: cross-attention (keys of another length, not causal) is the naive formula",
+                        "[compute]", kernel_backends) {
+  using F = TestType;
+  using namespace kernel_contract;
+  const std::int64_t batch = 2, heads = 4, seq = 3, keys = 6, head_dim = 8;
+  for (const dtype t : contract_dtypes)
+    for (const std::int64_t kv_heads : {std::int64_t{4}, std::int64_t{2}}) {
+      CAPTURE(sg::dtype_name(t), kv_heads);
+      const auto q = random_tensor(t, batch * heads * seq * head_dim, 26, -2, 2);
+      const auto k = random_tensor(t, batch * kv_heads * keys * head_dim, 27, -2, 2);
+      const auto v = random_tensor(t, batch * kv_heads * keys * head_dim, 28);
+      const auto want =
+          reference_attention(stored(q), stored(k), stored(v), batch, heads, kv_heads, seq, head_dim, keys);
+      CHECK(error_of_call<F>(
+                t, batch * heads * seq * head_dim, {q, k, v},
+                [&](auto& call, auto&) {
+                  call.kind = op::attention;
+                  call.masking = {.causal = false, .mask = sg::attention_mask::none};
+                  set_dims(call, {batch, heads, kv_heads, seq, head_dim, keys});
+                },
+                want) <= bound_of<F>(t));
+    }
+}
+
 TEMPLATE_LIST_TEST_CASE("kernel contract: split_heads and merge_heads permute (b, t, h, d) <-> (b, h, t, d)",
                         "[compute]", kernel_backends) {
   using F = TestType;
@@ -314,6 +339,60 @@ TEMPLATE_LIST_TEST_CASE("kernel contract: permute moves each element of x (2, 3,
                 },
                 want) == 0);
   } while (std::next_permutation(from.begin(), from.end()));
+}
+
+// The dropout mask as compute/dropout_mask.hpp writes it down, spelled out here on its own.
+inline std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+TEMPLATE_LIST_TEST_CASE("kernel contract: dropout keeps the elements whose splitmix64 draw of their whole-tensor "
+                        "index is at least p 2^64, scaled by 1 / (1 - p)",
+                        "[compute]", kernel_backends) {
+  using F = TestType;
+  using namespace kernel_contract;
+  // the block (2, 3, 4, 5) at (0, 0, 4, 5) of the whole tensor (2, 3, 8, 10); layer 3 of a block
+  const std::array<std::int64_t, 4> n{2, 3, 4, 5}, offset{0, 0, 4, 5}, whole{2, 3, 8, 10};
+  const std::uint64_t seed = 1234, step = 6;
+  const std::int64_t layer = 3;
+  const double p = 0.25;
+  const std::uint64_t golden = 0x9E3779B97F4A7C15ull;
+  const std::uint64_t stream = mix64(mix64(seed + (step + 1) * golden) + (layer + 1) * golden);
+  const std::int64_t numel = n[0] * n[1] * n[2] * n[3];
+  std::vector<double> x(static_cast<std::size_t>(numel)), want(x.size());
+  std::size_t o = 0, kept = 0;
+  for (std::int64_t a = 0; a < n[0]; ++a)
+    for (std::int64_t b = 0; b < n[1]; ++b)
+      for (std::int64_t c = 0; c < n[2]; ++c)
+        for (std::int64_t d = 0; d < n[3]; ++d, ++o) {
+          x[o] = 1.0 + static_cast<double>(o);
+          const std::int64_t index = ((a * whole[1] + b) * whole[2] + c + offset[2]) * whole[3] + d + offset[3];
+          const bool keep = mix64(stream + static_cast<std::uint64_t>(index + 1) * golden) >= (1ull << 62);
+          want[o] = keep ? x[o] / (1 - p) : 0.0;
+          kept += keep;
+        }
+  REQUIRE(kept > 0);
+  REQUIRE(kept < x.size());
+  for (const dtype t : contract_dtypes) {
+    CAPTURE(sg::dtype_name(t));
+    CHECK(error_of_call<F>(
+              t, numel, {host_tensor{t, x}},
+              [&](auto& call, auto&) {
+                call.kind = op::dropout;
+                set_dims(call, {n[0], n[1], n[2], n[3]});
+                call.scalar = p;
+                call.dropout.seed = seed;
+                call.dropout.run = {.active = true, .step = step};
+                call.dropout.layer = layer;
+                for (std::size_t k = 0; k < 4; ++k) {
+                  call.dropout.offset[k] = offset[k];
+                  call.dropout.whole[k] = whole[k];
+                }
+              },
+              want) <= bound_of<F>(t));
+  }
 }
 
 TEMPLATE_LIST_TEST_CASE(

@@ -308,6 +308,23 @@ TEST_CASE("relu_grad and gelu_erf_grad are the derivatives of relu and gelu_erf"
   CHECK(cpu::gelu_erf_grad(-1000.0) == 0.0);
 }
 
+TEST_CASE("quick_gelu_grad is the derivative of quick_gelu", "[cpu]") {
+  const double h = finite_difference_step;
+  for (double x : {-30.0, -4.0, -1.5, -0.25, 0.0, 0.3, 1.0, 2.5, 8.0, 30.0}) {
+    CAPTURE(x);
+    const double numeric = (cpu::quick_gelu(x + h) - cpu::quick_gelu(x - h)) / (2 * h);
+    CHECK(std::abs(cpu::quick_gelu_grad(x) - numeric) <= finite_difference_tolerance * std::max(1.0, std::abs(numeric)));
+    const double rounded = double(float(x));
+    CHECK(std::abs(double(cpu::quick_gelu_grad(float(x))) - cpu::quick_gelu_grad(rounded)) <=
+          float_tolerance * std::max(1.0, std::abs(cpu::quick_gelu_grad(rounded))));
+  }
+  CHECK(cpu::quick_gelu(0.0) == 0.0);
+  CHECK(cpu::quick_gelu_grad(0.0) == 0.5);
+  CHECK(cpu::quick_gelu(1.0) == Approx(1.0 / (1.0 + std::exp(-1.702))).epsilon(1e-15));
+  CHECK(cpu::quick_gelu_grad(-1000.0) == 0.0);
+  CHECK(cpu::quick_gelu_grad(1000.0) == 1.0);
+}
+
 TEST_CASE("softmax_backward is y * (dy - sum(dy * y)), from softmax's output", "[cpu]") {
   const int64_t rows = 4, cols = 9;
   const auto x = random_values(rows * cols, 19, -3, 3);

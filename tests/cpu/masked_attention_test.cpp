@@ -1,8 +1,10 @@
 // cpu::scaled_dot_product_attention and its backward, causal or not, without a mask, with a
-// padding mask and with segment ids (ir/attention_masking.hpp), against a naive loop over every
+// padding mask and with segment ids (ir/attention_masking.hpp), and as a cross-attention (keys of
+// another length than the queries, not causal), against a naive loop over every
 // (query, key) pair, and the backward against finite differences of the forward (in f64; f32
 // against f64 on the same rounded inputs); and against torch's scaled_dot_product_attention and its
 // autograd gradients (golden data: tests/golden/attention_masks, made by make_golden.py).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -29,6 +31,9 @@ constexpr int64_t batch = 2, heads = 4, seq = 5, head_dim = 3;
 // none). Segment ids: row 0 holds three documents, row 1 two.
 const std::vector<int64_t> padding = {0, 1, 1, 1, 0, 0, 0, 0, 0, 0};
 const std::vector<int64_t> segments = {7, 7, 3, 3, 3, 1, 2, 2, 2, 2};
+// A cross-attention's queries per (batch, head), over the seq keys (and the padding mask) above.
+constexpr int64_t queries = 3, cross_kv_heads = 2;
+constexpr cpu::attention_sizes cross_sizes{batch, heads, cross_kv_heads, queries, head_dim, seq};
 
 const std::vector<int64_t>* mask_of(sg::attention_mask kind) {
   return kind == sg::attention_mask::padding ? &padding : kind == sg::attention_mask::segments ? &segments : nullptr;
@@ -39,9 +44,10 @@ cpu::key_visibility visibility(bool causal, sg::attention_mask kind) {
 }
 
 // softmax(q k^T / sqrt(head_dim)) v over the pairs `seen` lets through, written out pair by pair;
-// 0 for a query that sees no key.
+// 0 for a query that sees no key. q holds `queries` per (batch, head), k and v `seq` (a
+// cross-attention where they differ).
 vector naive_attention(const vector& q, const vector& k, const vector& v, int64_t kv_heads, bool causal,
-                       sg::attention_mask kind) {
+                       sg::attention_mask kind, int64_t queries = seq) {
   const auto* mask = mask_of(kind);
   const auto seen = [&](int64_t b, int64_t i, int64_t j) {
     if (causal && j > i) return false;
@@ -52,9 +58,9 @@ vector naive_attention(const vector& q, const vector& k, const vector& v, int64_
   vector out(q.size(), 0.0);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < seq; ++i) {
+      for (int64_t i = 0; i < queries; ++i) {
         const int64_t kv = h / (heads / kv_heads);
-        const double* qi = &q[((b * heads + h) * seq + i) * head_dim];
+        const double* qi = &q[((b * heads + h) * queries + i) * head_dim];
         std::vector<double> weight(seq, 0.0);
         double total = 0;
         for (int64_t j = 0; j < seq; ++j) {
@@ -66,7 +72,7 @@ vector naive_attention(const vector& q, const vector& k, const vector& v, int64_
         }
         for (int64_t j = 0; j < seq; ++j)
           for (int64_t d = 0; d < head_dim; ++d)
-            out[((b * heads + h) * seq + i) * head_dim + d] +=
+            out[((b * heads + h) * queries + i) * head_dim + d] +=
                 total > 0 ? weight[j] / total * v[((b * kv_heads + kv) * seq + j) * head_dim + d] : 0.0;
       }
   return out;
@@ -92,29 +98,31 @@ TEST_CASE("scaled_dot_product_attention: causal or not, with no mask, padding or
       }
 }
 
-TEST_CASE("scaled_dot_product_attention_backward matches finite differences under every mask, in f64 and f32",
+TEST_CASE("scaled_dot_product_attention_backward matches finite differences under every mask, in f64 and f32, "
+          "and as a cross-attention",
           "[cpu]") {
   const int64_t kv_heads = 2;
+  for (const int64_t length : {seq, queries})  // the queries' length: the keys', then a cross-attention's
   for (bool causal : {true, false})
     for (auto kind : {sg::attention_mask::none, sg::attention_mask::padding, sg::attention_mask::segments}) {
-      CAPTURE(causal, int(kind));
+      if (length != seq && (causal || kind == sg::attention_mask::segments)) continue;  // refused
+      CAPTURE(length, causal, int(kind));
+      const cpu::attention_sizes sizes{batch, heads, kv_heads, length, head_dim, seq};
       const auto seen = visibility(causal, kind);
-      const auto q = random_values(batch * heads * seq * head_dim, 51, -2, 2);
+      const auto q = random_values(batch * heads * length * head_dim, 51, -2, 2);
       const auto k = random_values(batch * kv_heads * seq * head_dim, 52, -2, 2);
       const auto v = random_values(batch * kv_heads * seq * head_dim, 53);
       const auto dout = random_values(q.size(), 54);
       auto loss = [&](const vector& q_, const vector& k_, const vector& v_) {
         vector out(q_.size());
-        cpu::scaled_dot_product_attention(q_.data(), k_.data(), v_.data(), out.data(), batch, heads, kv_heads,
-                                          seq, head_dim, 0.0, seen);
+        cpu::scaled_dot_product_attention(q_.data(), k_.data(), v_.data(), out.data(), sizes, 0.0, seen);
         return dot(dout, out);
       };
       auto gradients = [&]<class T>(const std::vector<T>& q_, const std::vector<T>& k_, const std::vector<T>& v_,
                                     const std::vector<T>& dout_) {
         std::vector<T> dq(q_.size(), T(7)), dk(k_.size(), T(7)), dv(v_.size(), T(7));  // stale, overwritten
         cpu::scaled_dot_product_attention_backward(q_.data(), k_.data(), v_.data(), dout_.data(), dq.data(),
-                                                   dk.data(), dv.data(), batch, heads, kv_heads, seq, head_dim,
-                                                   0.0, seen);
+                                                   dk.data(), dv.data(), sizes, 0.0, seen);
         return std::array{dq, dk, dv};
       };
       const auto [dq, dk, dv] = check_attention_gradients(q, k, v, dout, loss, gradients);
@@ -157,4 +165,33 @@ TEST_CASE("golden: attention under causal, padding and segment masks equals torc
       CHECK(relative_error(dk, golden.read_as<double>(name + ".dk")) <= 1e-12);
       CHECK(relative_error(dv, golden.read_as<double>(name + ".dv")) <= 1e-12);
     }
+}
+
+TEST_CASE("cross-attention: queries over keys of another length, masked or not, equal a naive loop",
+          "[cpu]") {
+  for (auto kind : {sg::attention_mask::none, sg::attention_mask::padding}) {
+    CAPTURE(int(kind));
+    const auto q = random_values(batch * heads * queries * head_dim, 61, -2, 2);
+    const auto k = random_values(batch * cross_kv_heads * seq * head_dim, 62, -2, 2);
+    const auto v = random_values(batch * cross_kv_heads * seq * head_dim, 63);
+    vector out(q.size(), 9.0);  // stale, overwritten
+    cpu::scaled_dot_product_attention(q.data(), k.data(), v.data(), out.data(), cross_sizes, 0.0,
+                                      visibility(false, kind));
+    CHECK(relative_error(out, naive_attention(q, k, v, cross_kv_heads, false, kind, queries)) <= 1e-12);
+    if (kind == sg::attention_mask::padding)  // batch row 1 sees no key: 0
+      for (std::size_t i = out.size() / 2; i < out.size(); ++i) REQUIRE(out[i] == 0.0);
+  }
+}
+
+TEST_CASE("cross-attention: a causal call over keys of another length is refused", "[cpu]") {
+  const vector q(batch * heads * queries * head_dim, 0.1), kv(batch * cross_kv_heads * seq * head_dim, 0.1);
+  vector out(q.size());
+  std::string message;
+  try {
+    cpu::scaled_dot_product_attention(q.data(), kv.data(), kv.data(), out.data(), cross_sizes, 0.0,
+                                      cpu::key_visibility{});
+  } catch (const sg::error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("a causal attention over 5 keys for 3 queries") != std::string::npos);
 }

@@ -392,7 +392,7 @@ TEST_CASE("cuda backend: elementwise chains match the cpu backend", "[cuda][gpu]
       return b.difference(t, numel, {random_tensor(t, numel, 8, -4, 4)},
                           chain({{op::silu, -1, 0}}, 1, numel));
     });
-    for (const op kind : {op::relu, op::gelu_erf})
+    for (const op kind : {op::relu, op::gelu_erf, op::quick_gelu})
       in_each_dtype(std::string(sg::op_name(kind)) + size, elementwise, [&](dtype t) {
         return b.difference(t, numel, {random_tensor(t, numel, 13, -4, 4)}, chain({{kind, -1, 0}}, 1, numel));
       });
@@ -1171,7 +1171,7 @@ TEST_CASE("cuda backend: the activations' gradients and softmax_grad match the c
   both_backends b;
   // 203 elements: the scalar kernel; 200: whole 16-byte vectors in every dtype.
   for (const std::int64_t numel : {std::int64_t{203}, std::int64_t{200}}) {
-    for (const op kind : {op::gelu_grad, op::silu_grad, op::relu_grad, op::gelu_erf_grad}) {
+    for (const op kind : {op::gelu_grad, op::silu_grad, op::relu_grad, op::gelu_erf_grad, op::quick_gelu_grad}) {
       in_each_dtype(
           std::string(sg::op_name(kind)) + " of " + std::to_string(numel), elementwise, [&](dtype t) {
             // in0 = the activation's input x, in1 = dy

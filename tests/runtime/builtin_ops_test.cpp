@@ -1,4 +1,4 @@
-// The built-in ops beyond GPT's (relu, the erf GELU, permute) in tiny models, trained one step forward and
+// The built-in ops beyond GPT's (relu, quick_gelu, the erf GELU, permute) in tiny models, trained one step forward and
 // backward on one rank and on dp=2 x tp=2 thread ranks; loss and every gradient equal one rank's
 // (f64, relative 1e-9). The layout shards a dimension each op passes through (batch on dp, the hidden
 // features on tp) and hands one op a Partial value it must gather (all_reduce) first.
@@ -14,13 +14,13 @@
 
 #include "catch.hpp"
 #include "support/cpu_threads_rank_program.hpp"
+#include "support/tiny_model.hpp"
 #include "support/whole_gradients.hpp"
 
 namespace sg = shardgraph;
 
 namespace {
 
-using Mesh = sg::mesh<"dp", "tp">;
 using test_support::gradient_map;
 
 constexpr std::int64_t n_batch = 2, n_seq = 3, n_model = 4, n_ffn = 6, n_vocab = 5;
@@ -43,31 +43,18 @@ sg::tensor_map inputs() {
   return m;
 }
 
-// The models' frame: x (batch, seq, model) Shard<0> on dp, w_in (model, ffn) column parallel and
-// w_out (ffn, model) row parallel on tp, Body(x, w_in, w_out) -> (batch, seq, model), then the loss
-// of a replicated head.
-template <sg::tensor (*Body)(sg::tensor, sg::tensor, sg::tensor)>
-constexpr sg::graph tiny_model() {
-  using namespace sg::dim;
-  sg::builder<Mesh> g(sg::dtype::f64);
-  auto x = g.input("x", {batch, seq, model}, sg::dtype::f64, sg::on<"dp">(sg::shard<0>));
-  auto targets = g.input("targets", {batch, seq}, sg::dtype::i64, sg::on<"dp">(sg::shard<0>));
-  auto w_in = g.param("w_in", {model, ffn}, sg::on<"tp">(sg::shard<1>));
-  auto w_out = g.param("w_out", {ffn, model}, sg::on<"tp">(sg::shard<0>));
-  auto y = Body(x, w_in, w_out);
-  sg::output(sg::cross_entropy(sg::linear(y, g.param("head", {model, vocab})), targets), "loss");
-  return g.finish();
-}
+using test_support::tiny_model;  // the models' frame
 
-// column-parallel linear: Shard<2> on tp -> relu (passes through) -> row-parallel linear: Partial on
-// tp -> gelu_erf (gathers: all_reduce).
+// column-parallel linear: Shard<2> on tp -> relu, quick_gelu (pass through; one fused chain) ->
+// row-parallel linear: Partial on tp -> gelu_erf (gathers: all_reduce).
 constexpr sg::tensor activations_body(sg::tensor x, sg::tensor w_in, sg::tensor w_out) {
-  auto h = sg::relu(sg::linear(x, w_in));
+  auto h = sg::quick_gelu(sg::relu(sg::linear(x, w_in)));
   return sg::gelu(sg::linear(h, w_out), sg::gelu_approximation::erf);
 }
 constexpr sg::program activations = sg::compile<tiny_model<activations_body>, sg::training{}>();
 static_assert(activations.count(sg::op::relu) == 1 && activations.count(sg::op::relu_grad) == 1);
 static_assert(activations.count(sg::op::gelu_erf) == 1 && activations.count(sg::op::gelu_erf_grad) == 1);
+static_assert(activations.count(sg::op::quick_gelu) == 1 && activations.count(sg::op::quick_gelu_grad) == 1);
 static_assert(activations.count(sg::op::all_reduce, "tp") >= 1);  // gelu_erf's Partial input
 
 // column-parallel linear: (batch, seq, ffn) Shard<2> on tp -> permute {2, 0, 1}: (ffn, batch, seq)
@@ -99,7 +86,8 @@ void check_equal_to_one_rank(const sg::program& p, std::size_t parameters) {
 
 }  // namespace
 
-TEST_CASE("built-in ops: relu and gelu_erf train on dp=2 x tp=2 as on one rank", "[runtime][threads]") {
+TEST_CASE("built-in ops: relu, quick_gelu and gelu_erf train on dp=2 x tp=2 as on one rank",
+          "[runtime][threads]") {
   check_equal_to_one_rank(activations, 3);
 }
 

@@ -65,6 +65,16 @@ inline void check_same_gradients(const gradient_map& got, const gradient_map& re
   }
 }
 
+// The sizes of a small model of batch, seq, model, ffn and vocab.
+inline shardgraph::model_sizes tiny_sizes(std::int64_t batch, std::int64_t seq, std::int64_t model, std::int64_t ffn,
+                                          std::int64_t vocab) {
+  namespace sg = shardgraph;
+  sg::model_sizes s;
+  s.set(sg::size_symbol::batch, batch).set(sg::size_symbol::seq, seq).set(sg::size_symbol::vocab, vocab);
+  s.set(sg::size_symbol::model, model).set(sg::size_symbol::ffn, ffn);
+  return s;
+}
+
 // Inputs of a small model: "x" (batch, seq, width) f64 of sin(0.37 i), "targets" (batch, seq) i64
 // of (5 i + 1) % vocab.
 inline shardgraph::tensor_map sine_inputs(std::int64_t batch, std::int64_t seq, std::int64_t width,
@@ -81,15 +91,18 @@ inline shardgraph::tensor_map sine_inputs(std::int64_t batch, std::int64_t seq, 
 }
 
 // One forward and backward step of training program p on the thread ranks of `mesh` (cpu backend):
-// the whole gradients, and rank 0's value of the output "loss" in *loss.
+// the whole gradients, and rank 0's value of the output "loss" in *loss. `dropout`: the run's
+// (rank_program::set_dropout; inactive by default, as forward() outside a training step).
 inline gradient_map whole_gradients(const shardgraph::program& p, const shardgraph::model_sizes& sizes,
                                     const shardgraph::mesh_shape& mesh, const shardgraph::weight_source& weights,
-                                    const shardgraph::tensor_map& inputs, double* loss) {
+                                    const shardgraph::tensor_map& inputs, double* loss,
+                                    shardgraph::compute::dropout_run dropout = {}) {
   namespace sg = shardgraph;
   gradient_map whole;
   std::mutex m;
   sg::threads::world(mesh.world_size(p.nodes.axes)).run([&](sg::threads::communicator& comm) {
     auto rank = sg::bind(p, sizes, comm, sg::cpu::backend{}, mesh, weights);
+    rank.set_dropout(dropout);
     auto out = rank.forward(inputs);
     auto grads = rank.gradients();
     std::lock_guard lock(m);

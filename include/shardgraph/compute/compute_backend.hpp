@@ -15,10 +15,14 @@
 //   linear              {m, k, n}                               out (m, n) = x (m, k) w
 //   matmul              {batch, m, k, n}
 //   add, mul, add_bias, gelu, silu, relu, gelu_erf (chains)  {numel}   see elementwise_step
+//   quick_gelu (chains)  {numel}
 //   gelu_grad, silu_grad, relu_grad, gelu_erf_grad  {numel}    (x, dy) -> dx = f'(x) dy
+//   quick_gelu_grad      {numel}                                (x, dy) -> dx = f'(x) dy
 //   layer_norm, rms_norm, softmax            {rows, cols}
 //   rope, rope_grad     {batch, heads, seq, head_dim}          the table in kernel_call::rope
 //   split_heads, merge_heads                 {batch, seq, heads, head_dim}
+//   dropout             {d0, d1, d2, d3}                        x (d0, d1, d2, d3) local, padded in front
+//                       with 1s; scalar p; the mask in kernel_call::dropout (compute/dropout_mask.hpp)
 //   permute             {d0, d1, d2, d3, order}                 x (d0, d1, d2, d3), padded in front with 1s;
 //                       out's dimension k is x's dimension permuted_from(order, k) (permute_order.hpp)
 //   along one dimension (plan/along_dimension_dims.hpp), a tensor seen as (outer, n, inner):
@@ -43,8 +47,11 @@
 //   fold1d              {batch, channels, length, kernel, stride, padding}  its transpose: dy (batch,
 //                       length_out, channels * kernel) -> dx (batch, channels, length), each element the
 //                       sum of the window entries that read it
-//   attention           {batch, heads, kv_heads, seq, head_dim}     scalar: the scores' scale,
+//   attention           {batch, heads, kv_heads, seq, head_dim, seq_k}   scalar: the scores' scale,
 //                                                                   0 for 1/sqrt(head_dim) (attention_scale)
+//                       q (batch, heads, seq, head_dim); k, v (batch, kv_heads, seq_k, head_dim):
+//                       seq_k != seq is a cross-attention (not causal); seq_k 0 stands for seq
+//                       (attention_keys)
 //                       masking: causal or not; with a mask, in[3] (in[4] in a gradient) is the
 //                       mask (batch, seq) i64: padding (0 masks a key) or segment ids (a query sees
 //                       the keys of its segment). A query that sees no key: output 0, gradients 0.
@@ -76,6 +83,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shardgraph/compute/dropout_mask.hpp"
 #include "shardgraph/compute/fused_kinds.hpp"
 #include "shardgraph/compute/rope_frequencies.hpp"
 #include "shardgraph/core/dtype.hpp"
@@ -123,6 +131,8 @@ struct kernel_call {
   // rope and rope_grad only: the inverse frequencies and the cos/sin factor, planned at bind from
   // the node's rope_scaling and the local sizes (runtime/rope_plan.hpp); rope_grad's are its rope's.
   const rope_frequencies* rope = nullptr;
+  // dropout only: the mask's seed, the run's step and the block's place in the whole tensor.
+  dropout_mask dropout;
   // fused::linear_bias: out = x w + bias (n, broadcast over rows).
   const Buffer* bias = nullptr;
   // fused::weight_grad_with_bias (linear_weight_grad) and norm_weight_grad_with_bias
@@ -187,6 +197,9 @@ constexpr fused_set fused_kinds_of(const kernel_call<Buffer>& c) {
 inline double attention_scale(double scalar, std::int64_t head_dim) {
   return scalar != 0.0 ? scalar : 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
+
+// The keys' length of an attention call (or its gradient's): dims[5], where 0 stands for seq (dims[3]).
+inline std::int64_t attention_keys(const std::int64_t* dims) { return dims[5] != 0 ? dims[5] : dims[3]; }
 
 // Block moves for collectives, on elements of `element_bytes` bytes. A tensor (outer, parts*mid, inner)
 // split along its middle dimension into `parts` blocks:

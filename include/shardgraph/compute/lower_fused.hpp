@@ -167,18 +167,20 @@ product_and_elementwise<Buffer> split_epilogue(const kernel_call<Buffer>& c) {
 // then the results).
 template <class Buffer, class Run, class CopyOf>
 void run_token_major_apart(const kernel_call<Buffer>& call, Run&& run, CopyOf&& copy_of) {
-  const std::int64_t* d = call.dims;  // batch, heads, kv_heads, seq, head_dim
+  const std::int64_t* d = call.dims;  // batch, heads, kv_heads, seq, head_dim, keys
   const int inputs = call.kind == op::attention ? 3 : 4;
-  const auto heads_of = [&](int k) { return k == 1 || k == 2 ? d[2] : d[1]; };  // k, v: kv heads
-  const std::int64_t out_heads =
-      call.kind == op::attention_grad_k || call.kind == op::attention_grad_v ? d[2] : d[1];
-  const auto permute = [&](const Buffer& from, Buffer& to, std::int64_t heads, bool split) {
+  const std::int64_t keys = attention_keys(d);
+  const auto heads_of = [&](int k) { return k == 1 || k == 2 ? d[2] : d[1]; };     // k, v: kv heads
+  const auto length_of = [&](int k) { return k == 1 || k == 2 ? keys : d[3]; };  // k, v: keys long
+  const bool key_result = call.kind == op::attention_grad_k || call.kind == op::attention_grad_v;
+  const std::int64_t out_heads = key_result ? d[2] : d[1];
+  const auto permute = [&](const Buffer& from, Buffer& to, std::int64_t heads, std::int64_t length, bool split) {
     kernel_call<Buffer> p;
     p.kind = split ? op::split_heads : op::merge_heads;
     p.type = call.type;
     p.in[0] = &from;
     p.out = &to;
-    const std::int64_t dims[4] = {d[0], d[3], heads, d[4]};  // batch, seq, heads, head_dim
+    const std::int64_t dims[4] = {d[0], length, heads, d[4]};  // batch, seq, heads, head_dim
     std::copy(dims, dims + 4, p.dims);
     run(p);
   };
@@ -191,7 +193,7 @@ void run_token_major_apart(const kernel_call<Buffer>& call, Run&& run, CopyOf&& 
   for (int k = 0; k < inputs; ++k) {
     Buffer& copy = copies[static_cast<std::size_t>(k)];
     copy = copy_of(*call.in[k]);
-    permute(*call.in[k], copy, heads_of(k), true);
+    permute(*call.in[k], copy, heads_of(k), length_of(k), true);
     apart.in[k] = &copy;
   }
   copies[4] = copy_of(*call.out);
@@ -203,10 +205,10 @@ void run_token_major_apart(const kernel_call<Buffer>& call, Run&& run, CopyOf&& 
     apart.value_grad = &copies[6];
   }
   run(apart);
-  permute(copies[4], *call.out, out_heads, false);
+  permute(copies[4], *call.out, out_heads, key_result ? keys : d[3], false);
   if (call.key_grad != nullptr) {
-    permute(copies[5], *call.key_grad, d[2], false);
-    permute(copies[6], *call.value_grad, d[2], false);
+    permute(copies[5], *call.key_grad, d[2], keys, false);
+    permute(copies[6], *call.value_grad, d[2], keys, false);
   }
 }
 

@@ -12,11 +12,12 @@ enum class weight_layout { in_out, out_in };  // GPT-2 Conv1D stores (in, out); 
 
 namespace detail {
 constexpr tensor apply_op(op kind, std::initializer_list<tensor> inputs, std::string_view name = {},
-                          double scalar = 0.0, bool transpose_b = false) {
+                          double scalar = 0.0, bool transpose_b = false, attention_masking masking = {}) {
   node n;
   n.kind = kind;
   n.scalar = scalar;
   n.transpose_b = transpose_b;
+  n.masking = masking;  // attention: its shape rule reads it
   graph_builder* b = inputs.begin()->builder;
   for (tensor t : inputs) n.inputs[n.input_count++] = t.id;
   n.type = b->value()[inputs.begin()->id].type;
@@ -64,6 +65,18 @@ enum class gelu_approximation { tanh, erf };
 constexpr tensor gelu_erf(tensor x) { return detail::apply_op(op::gelu_erf, {x}); }
 constexpr tensor gelu(tensor x, gelu_approximation form) {
   return form == gelu_approximation::erf ? gelu_erf(x) : gelu(x);
+}
+// x sigmoid(1.702 x): HF's "quick_gelu", the activation of CLIP's vision tower
+constexpr tensor quick_gelu(tensor x) { return detail::apply_op(op::quick_gelu, {x}); }
+// torch's dropout in training: each element of x is zeroed with probability p, 0 <= p < 1, and the
+// others scaled by 1 / (1 - p). The mask is a function of (seed, the training step, the layer, the
+// element's index in the whole tensor): the same on every layout (compute/dropout_mask.hpp). It
+// acts only in a training step (trainer::step); forward() outside one, and inference, pass x
+// through. Give each dropout of a model its own seed.
+constexpr tensor dropout(tensor x, double p, std::uint64_t seed) {
+  tensor y = detail::apply_op(op::dropout, {x}, {}, p);
+  y.builder->value()[y.id].seed = seed;
+  return y;
 }
 // x (d0, ..., d[r-1]) -> (d[from[0]], ..., d[from[r-1]]), r <= 4: the result's dimension k is x's
 // dimension from[k] (`permute(x, {0, 2, 1, 3})`); from must list each of x's dimensions once.
@@ -126,31 +139,33 @@ constexpr tensor split_heads(tensor x) { return detail::apply_op(op::split_heads
 constexpr tensor merge_heads(tensor x) { return detail::apply_op(op::merge_heads, {x}); }
 // causal softmax(q k^T * scale) v; q (batch, heads, seq, head_dim), k and v
 // (batch, kv_heads, seq, head_dim) with heads a multiple of kv_heads (grouped-query attention).
+// Non-causal (attention_options), k and v may have their own length seq_k: cross-attention.
 // scale 0 (the default) stands for 1 / sqrt(head_dim); GPT-2's scale_attn_weights false is 1.
 constexpr tensor attention(tensor q, tensor k, tensor v, double scale = 0.0) {
   return detail::apply_op(op::attention, {q, k, v}, {}, scale);
 }
-// attention with options: causal false for a bidirectional encoder (ViT, BERT); q and k have the
-// same seq either way. `mask_kind` says what a mask, when one is given, holds.
+// attention with options: causal false for a bidirectional encoder (ViT, BERT) or a
+// cross-attention, whose k and v (batch, kv_heads, seq_k, head_dim) have a length of their own (a
+// decoder's queries over an encoder's states); causal needs seq_k == seq. `mask_kind` says what a
+// mask, when one is given, holds.
 struct attention_options {
   bool causal = true;
   double scale = 0.0;  // 0: 1 / sqrt(head_dim)
   attention_mask mask_kind = attention_mask::padding;
 };
 constexpr tensor attention(tensor q, tensor k, tensor v, attention_options o) {
-  tensor out = detail::apply_op(op::attention, {q, k, v}, {}, o.scale);
-  out.builder->value()[out.id].masking = {.causal = o.causal, .mask = attention_mask::none};
-  return out;
+  return detail::apply_op(op::attention, {q, k, v}, {}, o.scale, false,
+                          {.causal = o.causal, .mask = attention_mask::none});
 }
-// Masked attention; mask (batch, seq) i64 (ir/attention_masking.hpp):
+// Masked attention; mask (batch, seq_k) i64 (ir/attention_masking.hpp):
 //   mask_kind padding    HF's attention_mask: 1 attend, 0 a padded key that no query sees
+//                        (a cross-attention's key padding mask: the encoder's attention_mask)
 //   mask_kind segments   segment ids: a query sees only the keys of its own segment (packed
 //                        sequences), and with causal only the earlier ones of them
 // A query that sees no key gives 0 (and no gradient). The mask follows q's batch placement.
 constexpr tensor attention(tensor q, tensor k, tensor v, tensor mask, attention_options o = {}) {
-  tensor out = detail::apply_op(op::attention, {q, k, v, mask}, {}, o.scale);
-  out.builder->value()[out.id].masking = {.causal = o.causal, .mask = o.mask_kind};
-  return out;
+  return detail::apply_op(op::attention, {q, k, v, mask}, {}, o.scale, false,
+                          {.causal = o.causal, .mask = o.mask_kind});
 }
 // torch's F.cross_entropy(logits, targets, ignore_index=, reduction=) over every (batch, seq) position:
 // logits (batch, seq, vocab), targets (batch, seq) -> scalar. A position whose target is

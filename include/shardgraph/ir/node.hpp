@@ -70,6 +70,7 @@ struct node {
   // patchify and unpatchify: the side of a square patch (also its stride); unfold1d and fold1d:
   // the kernel's length. Sized at bind like any dimension.
   const dimension* window = nullptr;
+  std::uint64_t seed = 0;  // dropout: its mask's seed (scalar: the probability p of dropping)
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

@@ -35,6 +35,10 @@ enum class op : std::uint8_t {
   patchify, unpatchify, unfold1d, fold1d,
   // user-defined ops (ir/custom_op.hpp): the node's `custom` descriptor says what it computes
   custom,
+  // CLIP's activation x sigmoid(1.702 x) (compute, elementwise) and its gradient (x, dy) -> dx
+  quick_gelu, quick_gelu_grad,
+  // dropout (compute/dropout_mask.hpp): its own gradient, on dy with the same mask
+  dropout,
 };
 
 constexpr std::string_view op_name(op o) {
@@ -105,6 +109,9 @@ constexpr std::string_view op_name(op o) {
     case op::unfold1d: return "unfold1d";
     case op::fold1d: return "fold1d";
     case op::custom: return "custom";
+    case op::quick_gelu: return "quick_gelu";
+    case op::quick_gelu_grad: return "quick_gelu_grad";
+    case op::dropout: return "dropout";
   }
   return "?";
 }
@@ -122,7 +129,7 @@ constexpr bool is_leaf(op o) { return o == op::input || o == op::parameter; }
 // Ops computed element by element, which fuse can merge into one kernel.
 constexpr bool is_elementwise(op o) {
   return o == op::add || o == op::mul || o == op::add_bias || o == op::gelu || o == op::silu ||
-         o == op::relu || o == op::gelu_erf;
+         o == op::relu || o == op::gelu_erf || o == op::quick_gelu;
 }
 
 }  // namespace shardgraph

@@ -67,6 +67,22 @@ constexpr bool permuted_shape(graph& g, int i, const shape& x, shape& out) {
   }
   return false;
 }
+
+// An attention whose keys are not as long as its queries (cross-attention): only without causal
+// (key j <= query i means nothing across two sequences) and without segment ids (a query's segment
+// is a position of the keys' sequence).
+constexpr bool cross_attention_allowed(graph& g, int i) {
+  const node& n = g[i];
+  const shape &q = g[n.inputs[0]].shape, &k = g[n.inputs[1]].shape;
+  if (n.masking.causal)
+    return mismatch(g, i, "a causal attention needs queries and keys of one length (cross-attention is not causal)",
+                    {{"q", q}, {"k", k}},
+                    "pass {.causal = false} for a cross-attention, or split q and k of one seq");
+  if (n.masking.mask == attention_mask::segments)
+    return mismatch(g, i, "segment ids need queries and keys of one length", {{"q", q}, {"k", k}},
+                    "mask a cross-attention's keys with a padding mask (batch, seq_k)");
+  return true;
+}
 }  // namespace detail
 
 // Computes (shape, dtype) of node i from its inputs. Returns false and records a diagnostic
@@ -155,8 +171,16 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::silu:
     case op::relu:
     case op::gelu_erf:
+    case op::quick_gelu:
     case op::softmax:
       return expect(g, i, is_floating(ta), "expects a floating-point input. apply it to activations");
+    case op::dropout:
+      if (!expect(g, i, is_floating(ta), "expects a floating-point input. apply it to activations")) return false;
+      return expect(g, i, n.scalar >= 0.0 && n.scalar < 1.0,
+                    n.scalar >= 1.0 ? "the probability p of dropping an element is 1 or more, which drops every "
+                                      "element. give p with 0 <= p < 1"
+                                    : "the probability p of dropping an element is below 0 (or not a number). "
+                                      "give p with 0 <= p < 1");
     case op::layer_norm:
       if (!same_float(ta, tb) || (n.input_count > 2 && !same_float(ta, g[n.inputs[2]].type))) return false;
       if (!(a.rank() >= 1 && b.rank() == 1 && b[0] == a.last() && (n.input_count < 3 || c == b)))
@@ -194,14 +218,16 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
       if (!(b == c))
         return mismatch(g, i, "k and v have different shapes (each key/value head needs its value head)",
                         {{"k", b}, {"v", c}}, "project k and v to the same number of heads");
-      if (!(a[0] == b[0] && a[2] == b[2] && a[3] == b[3]))
-        return mismatch(g, i, "q and k differ in batch, seq or head_dim", {{"q", a}, {"k", b}},
-                        "split q, k and v into heads of one head_dim (q and k of one seq, also without causal)");
-      if (n.input_count == 4) {  // the mask (batch, seq): padding or segment ids (ir/attention_masking.hpp)
+      if (!(a[0] == b[0] && a[3] == b[3]))
+        return mismatch(g, i, "q and k differ in batch or head_dim", {{"q", a}, {"k", b}},
+                        "split q, k and v into heads of one head_dim");
+      if (!(a[2] == b[2]) && !detail::cross_attention_allowed(g, i)) return false;
+      if (n.input_count == 4) {  // the mask (batch, seq_k): padding or segment ids (ir/attention_masking.hpp)
         const shape& m = g[n.inputs[3]].shape;
         if (!(m.rank() == 2 && m[0] == a[0] && m[1] == b[2]))
           return mismatch(g, i, "the mask must be (batch, seq) of q and k", {{"mask", m}, {"q", a}, {"k", b}},
-                          "pass HF's attention_mask (batch, seq) or segment ids of that shape");
+                          "pass HF's attention_mask (batch, seq) or segment ids of that shape (a "
+                          "cross-attention's: (batch, seq_k) of k)");
         return expect(g, i, g[n.inputs[3]].type == dtype::i64, "the mask must be integers. declare it with dtype i64");
       }
       return true;
@@ -234,6 +260,7 @@ constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
     case op::silu_grad:
     case op::relu_grad:
     case op::gelu_erf_grad:
+    case op::quick_gelu_grad:
     case op::softmax_grad:
       if (!same_float(ta, tb)) return false;
       return expect(g, i, a == b, "value and gradient shapes differ. this is a bug in autodiff");

@@ -202,6 +202,13 @@ class gradient_builder {
         return accumulate(x, make(op::relu_grad, {x, dy}, i));
       case op::gelu_erf:
         return accumulate(x, make(op::gelu_erf_grad, {x, dy}, i));
+      case op::quick_gelu:
+        return accumulate(x, make(op::quick_gelu_grad, {x, dy}, i));
+      case op::dropout: {  // dx = dy times the forward's mask and scale: dropout of dy, same seed
+        const int d = make(op::dropout, {dy}, i, n.scalar);
+        g_[d].seed = n.seed;
+        return accumulate(x, d);
+      }
       case op::permute: {  // the inverse permutation: dx's dimension from[k] is dy's dimension k
         node p;
         p.kind = op::permute;

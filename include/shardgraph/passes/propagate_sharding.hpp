@@ -87,6 +87,7 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
     case op::silu:
     case op::relu:
     case op::gelu_erf:
+    case op::quick_gelu:
       if (in[0].is_partial()) r.out = r.need[0] = replicate;
       break;
     case op::softmax:
@@ -254,6 +255,8 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
     case op::local_slice:
       if (axis == n.axis) r.out = n.spec[axis];
       break;
+    case op::dropout:  // linear in x for a mask drawn by global index: R, S(d) and P pass through
+      break;
     case op::permute:  // a sharded dimension moves with the permutation; R and P pass through
       for (int k = 0; k < rank && in[0].is_shard(); ++k)
         if (n.permutation[k] == in[0].dim) r.out = shard_on(k);
@@ -302,7 +305,8 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
     case op::gelu_grad:
     case op::silu_grad:
     case op::relu_grad:
-    case op::gelu_erf_grad: {  // (x, dy): nonlinear in x, linear in dy
+    case op::gelu_erf_grad:
+    case op::quick_gelu_grad: {  // (x, dy): nonlinear in x, linear in dy
       placement x = in[0].is_partial() ? replicate : in[0];
       placement dy = in[1];
       if (x == dy || (x.is_replicate() && dy.is_partial())) {

@@ -95,6 +95,7 @@ struct bound_call {
   bool uses_rope = false;             // rope, rope_grad: the node's frequency table (rope_plan)
   int divisor_entry = none;           // a mean loss: dims[3] is the run's count of this targets input
   bool scalar_is_loss_scale = false;  // ones: scalar is the run's loss scale; the backward starts
+  compute::dropout_mask dropout;      // dropout: its run (active, step) and layer are the run's
 
   // batched: the products run in the same call as this one (each as its own kernel call), in order.
   std::vector<bound_call> batched;

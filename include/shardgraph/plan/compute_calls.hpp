@@ -86,6 +86,7 @@ inline bound_call kernel_call_of(const compute_call_inputs& in, int i) {
       detail::node_at(i) < in.divisor_entry.size())
     c.divisor_entry = in.divisor_entry[detail::node_at(i)];
   c.scalar_is_loss_scale = n.kind == op::ones;  // the seed of backward: d loss / d loss, times the scale
+  if (n.kind == op::dropout) c.dropout = dropout_mask_of(n, in.layout.of(i));
   if (n.kind == op::custom) {
     c.custom = n.custom;
     c.custom_shapes.push_back(in.layout.of(i).local);

@@ -19,6 +19,7 @@
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/model_sizes.hpp"
 #include "shardgraph/plan/along_dimension_dims.hpp"
+#include "shardgraph/plan/dropout_block.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
 
@@ -106,7 +107,8 @@ inline kernel_dim_array window_dims(const node& n, const local_layout& layout, c
 // Attention and its gradients: {batch, heads, kv_heads, seq, head_dim}.
 inline kernel_dim_array attention_dims(const node& n, const local_layout& layout) {
   const std::vector<std::int64_t>& x = layout.of(n.inputs[0]).local;
-  return {x[0], x[1], layout.of(n.inputs[1]).local[1], x[2], x[3]};
+  const std::vector<std::int64_t>& k = layout.of(n.inputs[1]).local;
+  return {x[0], x[1], k[1], x[2], x[3], k[2]};
 }
 
 }  // namespace detail
@@ -196,6 +198,7 @@ inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout
     case op::silu_grad:
     case op::relu_grad:
     case op::gelu_erf_grad:
+    case op::quick_gelu_grad:
     case op::ones:
     case op::custom:  // its kernel reads every local shape (bound_call::custom_shapes)
       return {layout.of(i).numel()};
@@ -206,6 +209,8 @@ inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout
     case op::unfold1d:
     case op::fold1d:
       return detail::window_dims(n, layout, sizes, i);
+    case op::dropout:
+      return dropout_dims(layout.of(i));
     default:
       fail("executor: " + std::string(op_name(n)) + " '" + std::string(n.name.view()) + "'",
            "this op has no kernel", "this is a bug in lower(); please report it");

@@ -2,10 +2,10 @@
 // call_runner: makes one bound call (plan/bound_call.hpp) on a compute backend and a communicator.
 // The call says what to do; the runner only turns its value references into buffers, through
 // `value_of(node) -> buffer&` (the executor's buffer of that node in the running layer) and
-// `saved_of(node) -> buffer&` (the statistics saved with that value), and takes the two run-time
-// quantities a call names (a mean loss's divisor, the loss scale).
+// `saved_of(node) -> buffer&` (the statistics saved with that value), and takes the run-time
+// quantities a call names (a mean loss's divisor, the loss scale, dropout's step and layer).
 //
-//   call_runner<Backend, Comm> run{backend, lowering, rope, divisors, loss_scale};
+//   call_runner<Backend, Comm> run{backend, lowering, rope, divisors, loss_scale, dropout, layer};
 //   run.kernel(call, value_of, saved_of);             // kernel, batched, elementwise
 //   run.collective(call, group, value_of, staging);   // all_reduce, all_gather, reduce_scatter, all_to_all
 //
@@ -47,6 +47,8 @@ struct call_runner {
   const rope_plan& rope;
   std::span<const std::int64_t> loss_divisors;  // this run's counted targets, per targets input
   double loss_scale = 1.0;
+  compute::dropout_run dropout{};  // this run's: whether dropout acts, and its step
+  std::int64_t layer = 0;          // the repeat block's running layer
 
   static constexpr compute::fused_set runs = compute::fused_kinds_run_by<Backend>();
 
@@ -78,6 +80,7 @@ struct call_runner {
     call.transpose_b = c.transpose_b;
     call.masking = c.masking;
     if (c.uses_rope) call.rope = rope.of(c.node);
+    if (c.kernel == op::dropout) call.dropout = dropout_of(c);
     call.bias = at(c.bias);
     call.bias_grad = at(c.bias_grad);
     call.side = at(c.side);
@@ -90,6 +93,14 @@ struct call_runner {
     call.token_major = c.token_major;
     call.output_kept = c.output_kept;
     return call;
+  }
+
+  // A dropout call's mask: bind's fields, this run's step, and the running layer inside a block.
+  compute::dropout_mask dropout_of(const plan::bound_call& c) const {
+    compute::dropout_mask m = c.dropout;
+    m.run = dropout;
+    if (m.layer > 0) m.layer = 1 + layer;
+    return m;
   }
 
   // One kernel for an elementwise chain.

@@ -215,6 +215,8 @@ class rank_program {
     if (seed_changes) plan_step_calls();  // a loss's call writes its gradient for a seed of 1 only
   }
   double loss_scale() const { return loss_scale_; }
+  // Dropout acts in the runs while run.active (trainer::step sets it per forward; docs/dsl.md).
+  void set_dropout(compute::dropout_run run) { dropout_run_ = run; }
 
   // Checks the token ids and targets of `batch` against the vocabulary (runtime/token_inputs.hpp),
   // throwing the same error on every rank before any compute, and returns how many targets count
@@ -455,7 +457,9 @@ class rank_program {
   std::string located(int i) const;
   // Hands one call to the backend, the communicator or the bucket, then checks what it wrote.
   void run_call(const plan::bound_call& c);
-  call_runner<Backend, Comm> runner() { return {backend_, lowering_, rope_, loss_.current(), loss_scale_}; }
+  call_runner<Backend, Comm> runner() {
+    return {backend_, lowering_, rope_, loss_.current(), loss_scale_, dropout_run_, layer_};
+  }
   // A pipeline stage's param_grad, summed over the step's micro-batches.
   void sum_gradient(buffer& from, buffer& to);
 
@@ -528,12 +532,8 @@ class rank_program {
   // gradients are laid out later, by allocate(): the plan reads activations only).
   plan::step_fusion_inputs fusion_inputs() const;
 
-  // What a recording of forward() takes from the host by value: the loss scale and the divisors.
-  std::vector<double> baked_values() const {
-    std::vector<double> v{loss_scale_};
-    for (std::int64_t d : loss_.current()) v.push_back(static_cast<double>(d));
-    return v;
-  }
+  // What a recording of forward() takes from the host by value (runtime/executor_io.hpp).
+  std::vector<double> baked_values() const;
   // The buffer's memory, for a communicator (runtime/call_runner.hpp).
   template <class T>
   std::span<T> span_of(buffer& b, std::int64_t numel) {
@@ -556,6 +556,7 @@ class rank_program {
   bool finite_check_ = false;
   io_part inputs_given_ = io_part::whole;  // this run's inputs: whole, or this rank's slices
   double loss_scale_ = 1.0;
+  compute::dropout_run dropout_run_;  // dropout is the identity unless a training step sets it
   loss_divisors loss_;          // the token inputs and what each mean loss divides by
   plan::held_parameters held_;  // the parameter slices this rank holds (plan/held_parameters.hpp)
   bool in_backward_ = false;                  // forward() has run the seed of backward

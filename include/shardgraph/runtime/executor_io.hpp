@@ -36,6 +36,15 @@ tensor_map rank_program<Backend, Comm>::run_forward(const tensor_map& inputs, st
   return outputs(only);
 }
 
+// The loss scale, the divisors and, while dropout acts, its step.
+template <compute::ComputeBackend Backend, comm::Communicator Comm>
+std::vector<double> rank_program<Backend, Comm>::baked_values() const {
+  std::vector<double> v{loss_scale_};
+  for (std::int64_t d : loss_.current()) v.push_back(static_cast<double>(d));
+  if (dropout_run_.active) v.push_back(static_cast<double>(dropout_run_.step) + 1.0);
+  return v;
+}
+
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 std::vector<std::int64_t> rank_program<Backend, Comm>::counted_local_targets(
     std::span<const tensor_map> batches) {

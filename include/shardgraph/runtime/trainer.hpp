@@ -36,6 +36,8 @@
 // d loss = scale; gradients are unscaled as they are summed; if any rank's sum holds an infinity or a
 // NaN (seen as a non-finite global norm, which every rank computes alike) the step is skipped on
 // every rank, AdamW's step count does not advance, and the scale is backed off.
+// Dropout (dsl dropout()) acts only in a step's forward runs, with a new mask each micro-batch and
+// step (dropout_in_step); forward() outside a step passes x through (docs/dsl.md).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -101,6 +103,7 @@ class trainer {
         scaling_ = scaling_ || g[i].type == dtype::f16;
       }
     if (scaling_) options_.loss_scaler.check();
+    dropout_ = rank.compiled().count(op::dropout) > 0;
   }
 
   // The loss scaler's state (f16 models), to inspect or save.
@@ -125,11 +128,13 @@ class trainer {
     rank_.set_loss_scale(loss_scale);
     direct_ = reads_gradients_directly(micro_batches.size(), loss_scale);
     double loss = 0;
+    const dropout_in_step dropout(*this, micro_batches.size());
     if (rank_.pipelined()) {
       loss = pipelined_micro_batches(micro_batches, 1.0 / loss_scale, io.inputs);
     } else {
       for (std::size_t k = 0; k < micro_batches.size(); ++k) {
         tensor_map out;
+        dropout.enter(k);
         try {
           out = rank_.forward(micro_batches[k], {.inputs = io.inputs}, "loss");
         } catch (const error& e) {  // the op, layer and rank are named by forward(); the step here
@@ -279,6 +284,26 @@ class trainer {
     ~step_targets() { rank.clear_step_targets(); }
     step_targets(const step_targets&) = delete;
     step_targets& operator=(const step_targets&) = delete;
+  };
+
+  // Makes dropout act in the step's forward runs, for as long as it lives: micro-batch k of step s
+  // (counted from 0) of M draws the mask of step number s * M + k; a pipeline's micro-batches run
+  // in one schedule and share the step's first. Outside a step dropout passes x through.
+  struct dropout_in_step {
+    trainer& t;
+    std::uint64_t first = 0;
+    dropout_in_step(trainer& owner, std::size_t micro_batches)
+        : t(owner), first(static_cast<std::uint64_t>(owner.step_) * micro_batches) {
+      enter(0);
+    }
+    void enter(std::size_t k) const {
+      if (t.dropout_) t.rank_.set_dropout({.active = true, .step = first + k});
+    }
+    ~dropout_in_step() {
+      if (t.dropout_) t.rank_.set_dropout({});
+    }
+    dropout_in_step(const dropout_in_step&) = delete;
+    dropout_in_step& operator=(const dropout_in_step&) = delete;
   };
 
   // Checks every micro-batch's ids and targets before any compute (the same error on every rank)
@@ -542,6 +567,7 @@ class trainer {
   bool mixed_ = false;        // 16-bit parameters: f32 master weights
   bool scaling_ = false;      // f16 parameters: dynamic loss scaling
   bool direct_ = false;       // this step reads the gradients, not a sum (reads_gradients_directly)
+  bool dropout_ = false;      // the program has dropout: the step sets its run (dropout_in_step)
   int zero_stage_ = 0;
   int zero_axis_ = -1;
 };

@@ -34,4 +34,10 @@ T gelu_erf(T x) {
   return T(0.5) * x * (T(1) + std::erf(x * one_over_sqrt_2));
 }
 
+// QuickGELU: x sigmoid(1.702 x), HF's "quick_gelu" (CLIP). quick_gelu(0) == 0.
+template <class T>
+T quick_gelu(T x) {
+  return x / (T(1) + std::exp(T(-1.702) * x));
+}
+
 }  // namespace shardgraph::cpu

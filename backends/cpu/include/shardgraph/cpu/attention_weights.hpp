@@ -12,15 +12,15 @@
 
 namespace shardgraph::cpu {
 
-// Which keys query i of batch row b sees: causal (j <= i), and with a mask (batch, seq) of
-// padding (mask[b][j] != 0) or segment ids (mask[b][i] == mask[b][j]).
+// Which keys query i of batch row b sees: causal (j <= i), and with a mask (batch, keys) of
+// padding (mask[b][j] != 0) or segment ids (mask[b][i] == mask[b][j]; queries and keys of one length).
 struct key_visibility {
   attention_masking masking;
-  const std::int64_t* mask = nullptr;  // (batch, seq); read only when masking.mask is not none
+  const std::int64_t* mask = nullptr;  // (batch, keys); read only when masking.mask is not none
 
-  bool sees(std::int64_t b, std::int64_t seq, std::int64_t i, std::int64_t j) const {
+  bool sees(std::int64_t b, std::int64_t keys, std::int64_t i, std::int64_t j) const {
     if (masking.causal && j > i) return false;
-    const std::int64_t* row = mask + b * seq;
+    const std::int64_t* row = mask + b * keys;
     switch (masking.mask) {
       case attention_mask::padding: return row[j] != 0;
       case attention_mask::segments: return row[i] == row[j];
@@ -29,15 +29,16 @@ struct key_visibility {
   }
 };
 
-// scores (seq, seq) of batch row b, q k^T, become the weights P in place: row i is the softmax of
+// scores (seq, keys) of batch row b, q k^T, become the weights P in place: row i is the softmax of
 // scale * scores over the keys query i sees, and 0 at the keys it does not see (a row that sees no
-// key is all 0). With causal, the entries j > i are left as they are and never read: the caller
-// multiplies by the lower triangle only.
+// key is all 0). With causal (keys == seq), the entries j > i are left as they are and never read:
+// the caller multiplies by the lower triangle only.
 template <class T>
-void attention_weights(T* scores, std::int64_t b, std::int64_t seq, T scale, const key_visibility& seen) {
+void attention_weights(T* scores, std::int64_t b, std::int64_t seq, std::int64_t keys, T scale,
+                       const key_visibility& seen) {
   for (std::int64_t i = 0; i < seq; ++i) {
-    T* row = scores + i * seq;
-    const std::int64_t end = seen.masking.causal ? i + 1 : seq;
+    T* row = scores + i * keys;
+    const std::int64_t end = seen.masking.causal ? i + 1 : keys;
     if (seen.masking.mask == attention_mask::none) {
       for (std::int64_t j = 0; j < end; ++j) row[j] *= scale;
       softmax_row(row, row, end);
@@ -45,10 +46,10 @@ void attention_weights(T* scores, std::int64_t b, std::int64_t seq, T scale, con
     }
     T row_max = -std::numeric_limits<T>::infinity();
     for (std::int64_t j = 0; j < end; ++j)
-      if (seen.sees(b, seq, i, j)) row_max = std::max(row_max, row[j] * scale);
+      if (seen.sees(b, keys, i, j)) row_max = std::max(row_max, row[j] * scale);
     accumulator_t<T> sum = 0;
     for (std::int64_t j = 0; j < end; ++j) {
-      row[j] = seen.sees(b, seq, i, j) ? std::exp(row[j] * scale - row_max) : T(0);
+      row[j] = seen.sees(b, keys, i, j) ? std::exp(row[j] * scale - row_max) : T(0);
       sum += row[j];
     }
     const T inverse_sum = sum > 0 ? T(1 / sum) : T(0);

@@ -249,6 +249,11 @@ class backend {
     seen.mask = mask->as<std::int64_t>();
     return seen;
   }
+  // An attention call's (or its gradient's) sizes: dims {batch, heads, kv_heads, seq, head_dim, keys}.
+  static attention_sizes attention_sizes_of(const compute::kernel_call<buffer>& c) {
+    const std::int64_t* d = c.dims;
+    return {d[0], d[1], d[2], d[3], d[4], compute::attention_keys(d)};
+  }
   // A rope or rope_grad call's frequency table (kernel_call::rope), which the executor plans at bind.
   static const compute::rope_frequencies& rope_table(const compute::kernel_call<buffer>& c) {
     if (c.rope == nullptr)
@@ -329,9 +334,10 @@ class backend {
       case op::unpatchify: return unpatchify(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4]);
       case op::unfold1d: return unfold1d(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4], d[5]);
       case op::fold1d: return fold1d(in<T>(c, 0), out, d[0], d[1], d[2], d[3], d[4], d[5]);
+      case op::dropout: return dropout(in<T>(c, 0), out, d, c.scalar, c.dropout);
       case op::attention:
-        return scaled_dot_product_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], d[2], d[3],
-                                            d[4], c.scalar, visibility(c));
+        return scaled_dot_product_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, attention_sizes_of(c),
+                                            c.scalar, visibility(c));
       case op::cross_entropy:  // a mean over no target is 0 / 0: NaN, as torch's
         if (c.in[2] != nullptr) return vocab_parallel_loss<T>(c);
         out[0] = static_cast<T>(cross_entropy_sum(in<T>(c, 0), c.in[1]->as<std::int64_t>(), d[0], d[1], nullptr,
@@ -348,7 +354,8 @@ class backend {
       case op::gelu:
       case op::silu:
       case op::relu:
-      case op::gelu_erf: return run_chain<T>(c);
+      case op::gelu_erf:
+      case op::quick_gelu: return run_chain<T>(c);
       default: return run_gradient<T>(c);
     }
   }
@@ -380,6 +387,7 @@ class backend {
       case op::silu_grad: return activation_backward<T>(c, silu_grad<T>);
       case op::relu_grad: return activation_backward<T>(c, relu_grad<T>);
       case op::gelu_erf_grad: return activation_backward<T>(c, gelu_erf_grad<T>);
+      case op::quick_gelu_grad: return activation_backward<T>(c, quick_gelu_grad<T>);
       case op::layer_norm_grad_x: {
         T* dw = scratch(2 * d[1]);
         return layer_norm_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, dw, dw + d[1], d[0], d[1], c.scalar);
@@ -408,12 +416,12 @@ class backend {
       case op::attention_grad_q:
       case op::attention_grad_k:
       case op::attention_grad_v: {
-        const std::int64_t q_size = d[0] * d[1] * d[3] * d[4], kv_size = d[0] * d[2] * d[3] * d[4];
+        const std::int64_t q_size = d[0] * d[1] * d[3] * d[4], kv_size = d[0] * d[2] * compute::attention_keys(d) * d[4];
         T* dq = scratch(q_size + 2 * kv_size);
         T* dk = dq + q_size;
         T* dv = dk + kv_size;
         scaled_dot_product_attention_backward(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), in<T>(c, 3), dq, dk, dv,
-                                              d[0], d[1], d[2], d[3], d[4], c.scalar, visibility(c));
+                                              attention_sizes_of(c), c.scalar, visibility(c));
         const T* wanted = c.kind == op::attention_grad_q ? dq : c.kind == op::attention_grad_k ? dk : dv;
         std::memcpy(out, wanted, out_bytes);
         return;
@@ -468,6 +476,7 @@ class backend {
           case op::silu: v = silu(v); break;
           case op::relu: v = relu(v); break;
           case op::gelu_erf: v = gelu_erf(v); break;
+          case op::quick_gelu: v = quick_gelu(v); break;
           default: break;
         }
       }

@@ -11,6 +11,7 @@
 //   mul                   da = dy * b, db = dy * a
 //   gelu, silu            dx = dy * gelu_tanh_grad(x), dy * silu_grad(x)
 //   relu, gelu_erf        dx = dy * relu_grad(x), dy * gelu_erf_grad(x)
+//   quick_gelu            dx = dy * quick_gelu_grad(x)
 //   split_heads           dx = merge_heads(dy), and merge_heads' is split_heads(dy): each is the
 //                         other's inverse permutation, hence its transpose
 //   rope                  rope_backward(dx = copy of dy), in place

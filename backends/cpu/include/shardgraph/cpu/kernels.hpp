@@ -7,6 +7,7 @@
 #include "shardgraph/cpu/activations.hpp"
 #include "shardgraph/cpu/attention.hpp"
 #include "shardgraph/cpu/cross_entropy.hpp"
+#include "shardgraph/cpu/dropout.hpp"
 #include "shardgraph/cpu/embedding.hpp"
 #include "shardgraph/cpu/gemm.hpp"
 #include "shardgraph/cpu/layout.hpp"

@@ -4,8 +4,9 @@
 // masked where the call carries a mask (kernel_call::masking; attention_shape.hpp's products), with
 // the scores, probabilities and their gradients in scratch.
 //
-//   attention          {batch, heads, kv_heads, seq, head_dim}  q, k, v -> out
-//   attention_grad_*   {batch, heads, kv_heads, seq, head_dim}  q, k, v, dout -> dq, dk or dv
+//   attention          {batch, heads, kv_heads, seq, head_dim, keys}  q, k, v -> out
+//   attention_grad_*   {batch, heads, kv_heads, seq, head_dim, keys}  q, k, v, dout -> dq, dk or dv
+// keys != seq (a cross-attention) runs as the batched GEMMs.
 // The gradient calls' dq, dk and dv are made together: in place when an attention_grad_q call carries
 // key_grad and value_grad (fused::attention_backward), else the two not asked for in scratch.
 #include <shardgraph/core/error.hpp>
@@ -54,10 +55,11 @@ void attention_probabilities(backend_state& s, const kernel_call& c, const atten
   const auto blocks = static_cast<unsigned>(a.products * a.rows);
   if (c.masking.mask == attention_mask::none)
     kernels::softmax_kernel<C><<<blocks, kernels::row_threads, 0, s.stream>>>(
-        kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.seq, a.seq, c.masking.causal, scale);
+        kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.keys, a.seq, c.masking.causal, scale);
   else
     kernels::masked_softmax_kernel<C><<<blocks, kernels::row_threads, 0, s.stream>>>(
-        kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.seq, c.masking.causal, scale, key_mask_of(c, a));
+        kernels::ref{scores, st}, kernels::mut_ref{p, t}, a.seq, a.keys, c.masking.causal, scale,
+        key_mask_of(c, a));
 }
 
 template <class C>
@@ -70,7 +72,7 @@ void attention_forward(backend_state& s, const kernel_call& c) {
   if (cudnn_applies(s, c, a)) return cudnn_forward(s, c, a);
   if (flash_applies(c, a))
     return q.type() == dtype::bf16 ? flash_forward<__nv_bfloat16>(s, c, a) : flash_forward<__half>(s, c, a);
-  const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
+  const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.keys);
   void* scores = s.scratch.get(scratch_use::scores, score_elements * dtype_size(score_type(q.type())));
   void* p = s.scratch.get(scratch_use::probabilities, score_elements * dtype_size(q.type()));
   attention_probabilities<C>(s, c, a, scores, p);
@@ -84,7 +86,7 @@ void batched_attention_backward(backend_state& s, const kernel_call& c, const at
                                 void* dk, void* dv) {
   const tensor_buffer &q = *c.in[0], &k = *c.in[1], &v = *c.in[2], &dout = *c.in[3];
   const dtype t = q.type(), st = score_type(t);
-  const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.seq);
+  const std::size_t score_elements = static_cast<std::size_t>(a.products * a.rows * a.keys);
   void* scores = s.scratch.get(scratch_use::scores, score_elements * dtype_size(st));
   void* p = s.scratch.get(scratch_use::probabilities, score_elements * dtype_size(t));
   void* ds = s.scratch.get(scratch_use::score_gradients, score_elements * dtype_size(t));
@@ -94,7 +96,7 @@ void batched_attention_backward(backend_state& s, const kernel_call& c, const at
   const C scale = C(a.scale);
   kernels::softmax_grad_kernel<C>
       <<<static_cast<unsigned>(a.products * a.rows), kernels::row_threads, 0, s.stream>>>(
-          kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.seq, a.seq, c.masking.causal,
+          kernels::ref{p, t}, kernels::ref{scores, st}, kernels::mut_ref{ds, t}, a.keys, a.seq, c.masking.causal,
           scale);
   // dQ = dS K; dK = dS^T Q; dV = P^T dO (the transposes sum over the group's query heads)
   product(s, ds, t, k.data(), t, dq, t, times_values_product(a), "attention dQ");

@@ -1,7 +1,7 @@
 #pragma once
 // An attention call's shape as cuda::backend's attention paths read it (dims {batch, heads,
-// kv_heads, seq, head_dim}, scalar: the scores' scale), the batched products of the unfused path,
-// and the shapes the fused kernels take.
+// kv_heads, seq, head_dim, keys}, scalar: the scores' scale), the batched products of the unfused
+// path, and the shapes the fused kernels take.
 #include <shardgraph/compute/compute_backend.hpp>
 #include <shardgraph/core/dtype.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
@@ -15,54 +15,56 @@
 
 namespace shardgraph::cuda::detail {
 
-// Causal attention as batched GEMMs (attention.hpp's shapes): per (batch, kv head) the group of
-// query heads it serves is one (group * seq, head_dim) matrix, so GQA needs no copies of k, v.
+// Attention as batched GEMMs (attention.hpp's shapes): per (batch, kv head) the group of query
+// heads it serves is one (group * seq, head_dim) matrix, so GQA needs no copies of k, v; the keys
+// and values are (keys, head_dim) per kv head (keys != seq: a cross-attention).
 struct attention_shape {
   std::int64_t batch, heads, kv_heads, seq, head_dim, group, products, rows;
-  double scale;  // of the scores (compute::attention_scale)
+  double scale;       // of the scores (compute::attention_scale)
+  std::int64_t keys;  // the keys' length (compute::attention_keys)
 };
 inline attention_shape attention_of(const kernel_call& c) {
   const std::int64_t* d = c.dims;
   const std::int64_t group = d[2] > 0 ? d[1] / d[2] : 1;
   const double scale = compute::attention_scale(c.scalar, d[4]);
-  return {d[0], d[1], d[2], d[3], d[4], group, d[0] * d[2], group * d[3], scale};
+  return {d[0], d[1], d[2], d[3], d[4], group, d[0] * d[2], group * d[3], scale, compute::attention_keys(d)};
 }
 // Scores and their gradients in the inputs' dtype (16-bit products accumulate in f32 and round
 // once, as PyTorch's unfused attention under autocast), halving the traffic of f32 scores.
 inline dtype score_type(dtype inputs) { return inputs; }
 
 // The three shapes of attention's batched products, one product per (batch, kv head):
-// (rows, head_dim) . (seq, head_dim)^T -> (rows, seq): S = Q K^T, dP = dO V^T
+// (rows, head_dim) . (keys, head_dim)^T -> (rows, keys): S = Q K^T, dP = dO V^T
 inline matmul_problem scores_product(const attention_shape& a) {
   return {.m = a.rows,
-          .n = a.seq,
+          .n = a.keys,
           .k = a.head_dim,
           .transpose_b = true,
           .batch = a.products,
           .stride_a = a.rows * a.head_dim,
-          .stride_b = a.seq * a.head_dim,
-          .stride_c = a.rows * a.seq};
+          .stride_b = a.keys * a.head_dim,
+          .stride_c = a.rows * a.keys};
 }
-// (rows, seq) . (seq, head_dim) -> (rows, head_dim): O = P V, dQ = dS K
+// (rows, keys) . (keys, head_dim) -> (rows, head_dim): O = P V, dQ = dS K
 inline matmul_problem times_values_product(const attention_shape& a) {
   return {.m = a.rows,
           .n = a.head_dim,
-          .k = a.seq,
+          .k = a.keys,
           .batch = a.products,
-          .stride_a = a.rows * a.seq,
-          .stride_b = a.seq * a.head_dim,
+          .stride_a = a.rows * a.keys,
+          .stride_b = a.keys * a.head_dim,
           .stride_c = a.rows * a.head_dim};
 }
-// (rows, seq)^T . (rows, head_dim) -> (seq, head_dim): dK = dS^T Q, dV = P^T dO (summing the group)
+// (rows, keys)^T . (rows, head_dim) -> (keys, head_dim): dK = dS^T Q, dV = P^T dO (summing the group)
 inline matmul_problem transposed_product(const attention_shape& a) {
-  return {.m = a.seq,
+  return {.m = a.keys,
           .n = a.head_dim,
           .k = a.rows,
           .transpose_a = true,
           .batch = a.products,
-          .stride_a = a.rows * a.seq,
+          .stride_a = a.rows * a.keys,
           .stride_b = a.rows * a.head_dim,
-          .stride_c = a.seq * a.head_dim};
+          .stride_c = a.keys * a.head_dim};
 }
 
 inline kernels::flash::shape flash_shape_of(const kernel_call& c, const attention_shape& a) {

@@ -392,6 +392,7 @@ class backend {
       case op::silu:
       case op::relu:
       case op::gelu_erf:
+      case op::quick_gelu:
         return detail::elementwise_chain<C, I>(s, c);
       case op::transpose:
         return detail::transpose<C, I>(s, c);
@@ -403,6 +404,8 @@ class backend {
       case op::unfold1d:
       case op::fold1d:
         return detail::window_layout<C, I>(s, c);
+      case op::dropout:
+        return detail::dropout<C, I>(s, c);
       default:
         return run_gradient<C, I>(c);
     }
@@ -427,6 +430,8 @@ class backend {
         return detail::activation_grad<C, op::relu_grad, I>(s, c);
       case op::gelu_erf_grad:
         return detail::activation_grad<C, op::gelu_erf_grad, I>(s, c);
+      case op::quick_gelu_grad:
+        return detail::activation_grad<C, op::quick_gelu_grad, I>(s, c);
       case op::layer_norm_grad_x:
         return run_norm_input_grad<C, true>(c);
       case op::rms_norm_grad_x:

@@ -1,20 +1,23 @@
 #pragma once
 // cuda::backend's calls that map elements or rows to elements: the fused elementwise chains
-// (add, mul, add_bias, gelu, silu, relu, gelu_erf), the activations' gradients, the heads'
+// (add, mul, add_bias, gelu, silu, relu, gelu_erf, quick_gelu), the activations' gradients, the heads'
 // permutes, rope, the transpose and the permute, the row softmax and its gradient, and `ones`. The vector kernels
 // (kernels/vectorized.cuh) take them where every buffer is 16-byte aligned whole vectors.
 //
 //   chain                     {numel}                           operands -> (numel)
 //   gelu_grad, silu_grad, relu_grad, gelu_erf_grad  {numel}    x, dy -> dx
+//   quick_gelu_grad           {numel}                           x, dy -> dx
 //   split_heads, merge_heads  {batch, seq, heads, head_dim}     (b, s, h, d) <-> (b, h, s, d)
 //   rope, rope_grad           {batch, heads, seq, head_dim}     x -> x rotated by kernel_call::rope
 //   transpose                 {batch, rows, cols}               (b, rows, cols) -> (b, cols, rows)
 //   permute                   {d0, d1, d2, d3, order}           x (d0, d1, d2, d3) permuted by order
+//   dropout                   {d0, d1, d2, d3}                  x -> x masked and scaled (kernel_call::dropout)
 //   softmax, softmax_grad     {rows, cols}                      x [, dy] -> (rows, cols)
 #include <shardgraph/compute/permute_order.hpp>
 #include <shardgraph/core/error.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
 #include <shardgraph/cuda/kernel_launch.hpp>
+#include <shardgraph/cuda/kernels/dropout.cuh>
 #include <shardgraph/cuda/kernels/elementwise.cuh>
 #include <shardgraph/cuda/kernels/layout.cuh>
 #include <shardgraph/cuda/kernels/norms.cuh>
@@ -116,6 +119,20 @@ void permute(backend_state& s, const kernel_call& c) {
   }
   a.numel = d[0] * d[1] * d[2] * d[3];
   kernels::permute_kernel<C, I><<<kernels::blocks_for(a.numel, 256), 256, 0, s.stream>>>(in(c, 0), out(*c.out), a);
+}
+
+// dropout {d0, d1, d2, d3}, scalar p: x masked by kernel_call::dropout; a copy when it is not active.
+template <class C, class I>
+void dropout(backend_state& s, const kernel_call& c) {
+  const std::int64_t* d = c.dims;
+  const compute::dropout_mask& m = c.dropout;
+  kernels::dropout_args a{{d[0], d[1], d[2], d[3]}, d[0] * d[1] * d[2] * d[3], 0, 0, 1.0, m};
+  if (m.run.active && c.scalar != 0.0) {
+    a.stream = compute::dropout_stream(m.seed, m.run.step, m.layer);
+    a.threshold = compute::dropout_threshold(c.scalar);
+    a.scale = 1.0 / (1.0 - c.scalar);
+  }
+  kernels::dropout_kernel<C, I><<<kernels::blocks_for(a.numel, 256), 256, 0, s.stream>>>(in(c, 0), out(*c.out), a);
 }
 
 template <class C>

@@ -29,7 +29,8 @@ inline bool cudnn_masking(const kernel_call& c) { return c.masking.mask == atten
 
 // Flash attention takes 16-bit inputs with head_dim 64, in 16-byte aligned buffers (its vector loads).
 inline bool flash_applies(const kernel_call& c, const attention_shape& a) {
-  if (!flash_masking(c) || !kernels::flash::supports(c.in[0]->type(), a.head_dim) || a.seq > (1 << 30))
+  if (!flash_masking(c) || !kernels::flash::supports(c.in[0]->type(), a.head_dim) || a.seq > (1 << 30) ||
+      a.keys != a.seq)
     return false;
   return aligned_operands(c);
 }
@@ -52,7 +53,7 @@ inline cuda::cudnn_attention::shape cudnn_shape_of(const kernel_call& c, const a
 inline bool cudnn_applies([[maybe_unused]] const backend_state& s, [[maybe_unused]] const kernel_call& c,
                           [[maybe_unused]] const attention_shape& a) {
 #if SHARDGRAPH_CUDA_CUDNN
-  return s.cudnn != nullptr && cudnn_masking(c) && aligned_operands(c) &&
+  return s.cudnn != nullptr && cudnn_masking(c) && a.keys == a.seq && aligned_operands(c) &&
          cuda::cudnn_attention::supports(cudnn_shape_of(c, a), a.kv_heads);
 #else
   return false;

@@ -39,4 +39,11 @@ T gelu_erf_grad(T x) {
   return T(0.5) * (T(1) + std::erf(x * one_over_sqrt_2)) + x * std::exp(T(-0.5) * x * x) * one_over_sqrt_2_pi;
 }
 
+// d quick_gelu / dx = s (1 + 1.702 x (1 - s)), s = sigmoid(1.702 x). quick_gelu_grad(0) == 0.5.
+template <class T>
+T quick_gelu_grad(T x) {
+  const T s = T(1) / (T(1) + std::exp(T(-1.702) * x));
+  return s * (T(1) + T(1.702) * x * (T(1) - s));
+}
+
 }  // namespace shardgraph::cpu

@@ -50,6 +50,16 @@ __device__ __forceinline__ C gelu_erf_grad(C x) {
   return C(0.5) * (C(1) + erf(x * C(0.70710678118654752440084436210485))) +
          x * exp(C(-0.5) * x * x) * C(0.39894228040143267793994605993438);
 }
+// QuickGELU x sigmoid(1.702 x) (CLIP), as the cpu backend's.
+template <class C>
+__device__ __forceinline__ C quick_gelu(C x) {
+  return x / (C(1) + exp(C(-1.702) * x));
+}
+template <class C>
+__device__ __forceinline__ C quick_gelu_grad(C x) {
+  const C s = C(1) / (C(1) + exp(C(-1.702) * x));
+  return s * (C(1) + C(1.702) * x * (C(1) - s));
+}
 
 // A chain as the executor fuses it (compute::elementwise_step), passed by value to the kernel.
 struct chain_args {
@@ -77,6 +87,8 @@ __device__ __forceinline__ C apply_step(op kind, C v, C o) {
       return relu(v);
     case op::gelu_erf:
       return gelu_erf(v);
+    case op::quick_gelu:
+      return quick_gelu(v);
     default:
       return v;
   }
@@ -97,12 +109,14 @@ __global__ void chain_kernel(chain_args a) {
   }
 }
 
-// f'(x) * dy for Grad, the gradient op of f: gelu_grad, silu_grad, relu_grad or gelu_erf_grad.
+// f'(x) * dy for Grad, the gradient op of f: gelu_grad, silu_grad, relu_grad, quick_gelu_grad or
+// gelu_erf_grad.
 template <class C, op Grad>
 __device__ __forceinline__ C activation_grad(C x, C dy) {
   if constexpr (Grad == op::gelu_grad) return gelu_tanh_grad(x) * dy;
   else if constexpr (Grad == op::silu_grad) return silu_grad(x) * dy;
   else if constexpr (Grad == op::relu_grad) return relu_grad(x) * dy;
+  else if constexpr (Grad == op::quick_gelu_grad) return quick_gelu_grad(x) * dy;
   else return gelu_erf_grad(x) * dy;
 }
 
