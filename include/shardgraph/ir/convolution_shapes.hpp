@@ -36,10 +36,13 @@ constexpr bool patchify_shape(graph& g, int i, const shape& images, shape& out) 
     return window_mismatch(g, i, "the patch's side must be one dimension", "images", images,
                            "name it with one dimension, as dim::fixed<16> or dim::named<\"patch\">");
   const extent patches = n.shape[1], features = n.shape[2];
-  if (features.first == nullptr)
+  if (features.first == nullptr || patches.first == nullptr)
     return window_mismatch(
-        g, i, "there is no features dimension (patch_embedding's weight must be (hidden, features))",
-        "images", images, "declare the weight (hidden, features), features = channels * patch * patch");
+        g, i,
+        "the result's patches or features are no dimension (patch_embedding's weight must be (hidden, "
+        "features))",
+        "images", images,
+        "name both, and declare the weight (hidden, features), features = channels * patch * patch");
   const std::int64_t p = fixed_size(n.window), h = fixed_size(images[2]), w = fixed_size(images[3]);
   if (p > 0 && ((h > 0 && h % p != 0) || (w > 0 && w % p != 0)))
     return window_mismatch(g, i, "the height and width are not multiples of the patch", "images", images,
@@ -61,10 +64,11 @@ constexpr bool unfold1d_shape(graph& g, int i, const shape& x, shape& out) {
   if (x.rank() != 3)
     return window_mismatch(g, i, "expects x (batch, channels, length)", "x", x,
                            "pass the signal channels first, as torch's conv1d takes it");
-  if (n.window == nullptr || x[1].is_product())
-    return window_mismatch(
-        g, i, "the kernel and the channels must each be one dimension (the features are channels * kernel)",
-        "x", x, "name each with one dimension, as dim::fixed<3>");
+  if (n.window == nullptr || x[1].is_product() || n.shape[1].first == nullptr)
+    return window_mismatch(g, i,
+                           "the kernel and the channels must each be one dimension (the features are "
+                           "channels * kernel), and length_out a dimension",
+                           "x", x, "name each with one dimension, as dim::fixed<3>");
   if (n.stride < 1)
     return window_mismatch(g, i, "the stride must be 1 to 127 and the padding 0 to 127", "x", x,
                            "give a stride and padding in these ranges");
