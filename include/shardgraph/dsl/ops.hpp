@@ -200,7 +200,7 @@ constexpr tensor output(tensor x, std::string_view name) { return detail::apply_
 template <class... Annotations>
 constexpr tensor redistribute(tensor x, const Annotations&... annotations) {
   tensor r = detail::apply_op(op::redistribute, {x});
-  graph& g = x.builder->value();
+  graph_ref g = x.builder->value();
   g[r.id].annotated = true;
   (
       [&] {

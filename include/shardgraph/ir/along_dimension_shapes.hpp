@@ -32,13 +32,13 @@ constexpr bool equal_but_along(const shape& a, const shape& b, int dim) {
   return true;
 }
 
-constexpr bool along_dimension_fails(graph& g, int i, const shape& x, std::string_view why,
+constexpr bool along_dimension_fails(graph_ref g, int i, const shape& x, std::string_view why,
                                      std::string_view how) {
   if (diagnostic* d = g.report(i)) *d << why << ": x " << x << ". " << how;
   return false;
 }
 
-constexpr bool concat_shape(graph& g, int i, shape& out) {
+constexpr bool concat_shape(graph_ref g, int i, shape& out) {
   const node& n = g[i];
   const int dim = n.along.dim;
   const shape& first = g[n.inputs[0]].shape;
@@ -75,7 +75,7 @@ constexpr bool concat_shape(graph& g, int i, shape& out) {
 }
 
 // slice, and a concat's gradient (a slice whose offset bind finds from the concat's parts).
-constexpr bool slice_shape(graph& g, int i, const shape& x, shape& out) {
+constexpr bool slice_shape(graph_ref g, int i, const shape& x, shape& out) {
   const node& n = g[i];
   const int dim = n.along.dim;
   if (dim < 0 || dim >= x.rank() || n.shape.rank() != x.rank())
@@ -101,7 +101,7 @@ constexpr bool slice_shape(graph& g, int i, const shape& x, shape& out) {
   return true;
 }
 
-constexpr bool along_dimension_shape(graph& g, int i, shape& out) {
+constexpr bool along_dimension_shape(graph_ref g, int i, shape& out) {
   const node& n = g[i];
   const shape& x = g[n.inputs[0]].shape;
   const int dim = n.along.dim;

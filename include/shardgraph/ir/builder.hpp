@@ -17,19 +17,16 @@ struct tensor {
   int id = -1;
 };
 
+// What the DSL's functions see of a builder: it records into a graph of any capacity, which a
+// basic_graph_builder<Capacity> (or builder<Mesh, Capacity>) holds. Not copyable: tensors point at it.
 class graph_builder {
  public:
-  constexpr explicit graph_builder(mesh_axes axes, dtype float_type = dtype::f32) : float_type_(float_type) {
-    graph_.axes = axes;
-  }
-  // Continues `existing`: autodiff adds a custom op's backward (DSL ops) to the graph it differentiates.
-  constexpr explicit graph_builder(const graph& existing, dtype float_type = dtype::f32)
-      : graph_(existing), float_type_(float_type) {}
+  graph_builder(const graph_builder&) = delete;
+  graph_builder& operator=(const graph_builder&) = delete;
 
   constexpr dtype float_type() const { return float_type_; }
-  constexpr const graph& value() const { return graph_; }
-  constexpr graph& value() { return graph_; }
-  constexpr graph finish() const { return graph_; }
+  constexpr graph_view value() const { return graph_; }
+  constexpr graph_ref value() { return graph_; }
 
   // A value fed by the user at run time, e.g. token ids (batch, seq) i64 sharded on dp.
   template <class... Annotations>
@@ -96,6 +93,9 @@ class graph_builder {
   constexpr int region() const { return region_; }
   constexpr void set_region(int begin) { region_ = begin; }
 
+ protected:
+  constexpr graph_builder(graph_ref storage, dtype float_type) : graph_(storage), float_type_(float_type) {}
+
  private:
   template <class... Annotations>
   constexpr tensor leaf(node n, const Annotations&... annotations) {
@@ -142,19 +142,46 @@ class graph_builder {
     n.spec[axis] = p;
   }
 
-  graph graph_;
+  graph_ref graph_;
   dtype float_type_;
   name_buffer scope_;
   static_vector<std::size_t, 8> scope_lengths_;
   int region_ = -1;
 };
 
-// The builder users receive, with the mesh's axis names taken from the Mesh type.
-template <class Mesh>
-class builder : public graph_builder {
+namespace detail {
+// The graph a builder records into, a base so that it exists before graph_builder points at it.
+template <std::size_t Capacity>
+struct recorded_graph {
+  basic_graph<Capacity> recorded;
+};
+}  // namespace detail
+
+// A builder holding a graph of Capacity nodes (forward, backward and collectives together).
+template <std::size_t Capacity = default_graph_capacity>
+class basic_graph_builder : private detail::recorded_graph<Capacity>, public graph_builder {
+ public:
+  constexpr explicit basic_graph_builder(const mesh_axes& axes, dtype float_type = dtype::f32)
+      : detail::recorded_graph<Capacity>{}, graph_builder(this->recorded, float_type) {
+    this->recorded.axes = axes;
+  }
+  // Continues `existing`: autodiff adds a custom op's backward (DSL ops) to the graph it differentiates.
+  constexpr explicit basic_graph_builder(const basic_graph<Capacity>& existing, dtype float_type = dtype::f32)
+      : detail::recorded_graph<Capacity>{existing}, graph_builder(this->recorded, float_type) {}
+
+  constexpr basic_graph<Capacity> finish() const { return this->recorded; }
+};
+
+// The builder users receive, with the mesh's axis names taken from the Mesh type. Capacity: the
+// nodes the graph holds, forward, backward and collectives together (a repeat block once);
+// compile time grows with it. Past it, the graph's error names it and how to raise it.
+template <class Mesh, std::size_t Capacity = default_graph_capacity>
+class builder : public basic_graph_builder<Capacity> {
  public:
   using mesh_type = Mesh;
-  constexpr explicit builder(dtype float_type = dtype::f32) : graph_builder(Mesh::axes(), float_type) {}
+  static constexpr std::size_t capacity = Capacity;
+  constexpr explicit builder(dtype float_type = dtype::f32)
+      : basic_graph_builder<Capacity>(Mesh::axes(), float_type) {}
 };
 
 }  // namespace shardgraph

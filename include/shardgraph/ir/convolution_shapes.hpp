@@ -14,7 +14,7 @@ namespace shardgraph::detail {
 constexpr std::int64_t fixed_size(const dimension* d) { return fixed_size(extent{d}); }
 
 // Records "<why>: images (...), patch (...). <how>" for node i and returns false.
-constexpr bool window_mismatch(graph& g, int i, std::string_view why, std::string_view label, const shape& x,
+constexpr bool window_mismatch(graph_ref g, int i, std::string_view why, std::string_view label, const shape& x,
                                std::string_view how) {
   if (diagnostic* d = g.report(i)) {
     *d << why << ": " << label << " " << x << ", "
@@ -27,7 +27,7 @@ constexpr bool window_mismatch(graph& g, int i, std::string_view why, std::strin
 }
 
 // patchify: images (batch, channels, height, width) -> (batch, patches, features).
-constexpr bool patchify_shape(graph& g, int i, const shape& images, shape& out) {
+constexpr bool patchify_shape(graph_ref g, int i, const shape& images, shape& out) {
   const node& n = g[i];
   if (images.rank() != 4)
     return window_mismatch(g, i, "expects images (batch, channels, height, width)", "images", images,
@@ -59,7 +59,7 @@ constexpr bool patchify_shape(graph& g, int i, const shape& images, shape& out) 
 }
 
 // unfold1d: x (batch, channels, length) -> (batch, length_out, channels * kernel).
-constexpr bool unfold1d_shape(graph& g, int i, const shape& x, shape& out) {
+constexpr bool unfold1d_shape(graph_ref g, int i, const shape& x, shape& out) {
   const node& n = g[i];
   if (x.rank() != 3)
     return window_mismatch(g, i, "expects x (batch, channels, length)", "x", x,
@@ -83,7 +83,7 @@ constexpr bool unfold1d_shape(graph& g, int i, const shape& x, shape& out) {
 }
 
 // unpatchify and fold1d: dy of the forward op's result -> the shape of its input (the node's own).
-constexpr bool folded_shape(graph& g, int i, const shape& dy, shape& out) {
+constexpr bool folded_shape(graph_ref g, int i, const shape& dy, shape& out) {
   const node& n = g[i];
   const bool fits = n.kind == op::unpatchify ? dy.rank() == 3 && n.shape.rank() == 4
                                              : dy.rank() == 3 && n.shape.rank() == 3;

@@ -12,7 +12,7 @@ namespace shardgraph {
 
 namespace detail {
 // "<why>: input 0 <shape>, input 1 <shape>. <how>" for node i; returns false.
-constexpr bool custom_mismatch(graph& g, int i, std::string_view why, std::string_view how) {
+constexpr bool custom_mismatch(graph_ref g, int i, std::string_view why, std::string_view how) {
   if (diagnostic* d = g.report(i)) {
     const node& n = g[i];
     *d << why << ":";
@@ -23,7 +23,7 @@ constexpr bool custom_mismatch(graph& g, int i, std::string_view why, std::strin
 }
 }  // namespace detail
 
-constexpr bool infer_custom_shape(graph& g, int i, shape& out, dtype& type) {
+constexpr bool infer_custom_shape(graph_ref g, int i, shape& out, dtype& type) {
   const node& n = g[i];
   const custom_op& c = *n.custom;
   if (n.input_count != c.input_count) {

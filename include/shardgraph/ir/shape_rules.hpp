@@ -13,7 +13,7 @@
 namespace shardgraph {
 
 namespace detail {
-constexpr bool expect(graph& g, int i, bool condition, std::string_view why_and_how) {
+constexpr bool expect(graph_ref g, int i, bool condition, std::string_view why_and_how) {
   if (!condition)
     if (diagnostic* d = g.report(i)) *d << why_and_how;
   return condition;
@@ -27,7 +27,7 @@ struct shown_shape {
 
 // Records "<why>: <label> <shape>, <label> <shape>. <how>" for node i and returns false. Called
 // only once a check failed, so that a valid graph builds no message.
-constexpr bool mismatch(graph& g, int i, std::string_view why, std::initializer_list<shown_shape> shapes,
+constexpr bool mismatch(graph_ref g, int i, std::string_view why, std::initializer_list<shown_shape> shapes,
                         std::string_view how) {
   if (diagnostic* d = g.report(i)) {
     *d << why << ":";
@@ -42,7 +42,7 @@ constexpr bool mismatch(graph& g, int i, std::string_view why, std::initializer_
 }
 // permute: out's dimension k is x's dimension n.permutation[k]; the permutation must name each of
 // x's dimensions once, and no more.
-constexpr bool permuted_shape(graph& g, int i, const shape& x, shape& out) {
+constexpr bool permuted_shape(graph_ref g, int i, const shape& x, shape& out) {
   const node& n = g[i];
   bool seen[max_rank]{};
   bool valid = true;
@@ -71,7 +71,7 @@ constexpr bool permuted_shape(graph& g, int i, const shape& x, shape& out) {
 // An attention whose keys are not as long as its queries (cross-attention): only without causal
 // (key j <= query i means nothing across two sequences) and without segment ids (a query's segment
 // is a position of the keys' sequence).
-constexpr bool cross_attention_allowed(graph& g, int i) {
+constexpr bool cross_attention_allowed(graph_ref g, int i) {
   const node& n = g[i];
   const shape &q = g[n.inputs[0]].shape, &k = g[n.inputs[1]].shape;
   if (n.masking.causal)
@@ -87,7 +87,7 @@ constexpr bool cross_attention_allowed(graph& g, int i) {
 
 // Computes (shape, dtype) of node i from its inputs. Returns false and records a diagnostic
 // naming the node when the inputs do not fit the op.
-constexpr bool infer_shape(graph& g, int i, shape& out, dtype& type) {
+constexpr bool infer_shape(graph_ref g, int i, shape& out, dtype& type) {
   using detail::expect;
   using detail::mismatch;
   node& n = g[i];

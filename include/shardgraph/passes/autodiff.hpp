@@ -28,6 +28,7 @@ namespace shardgraph::passes {
 
 namespace detail {
 
+template <std::size_t Capacity>
 class gradient_builder {
  public:
   constexpr gradient_builder(graph_builder& b, int deferred_axis)
@@ -356,9 +357,9 @@ class gradient_builder {
   }
 
   graph_builder& b_;
-  graph& g_;
+  graph_ref g_;
   int forward_count_;
-  int grad_[max_nodes]{};
+  int grad_[Capacity]{};
   int region_ = -1;
   int deferred_axis_ = -1;
 };
@@ -367,10 +368,11 @@ class gradient_builder {
 
 // deferred_axis (ZeRO-2): parameter gradients are left Partial over that data-parallel axis; the
 // optimizer reduce-scatters them, so each rank receives only the chunk it updates.
-constexpr graph autodiff(const graph& in, int deferred_axis = -1) {
+template <std::size_t Capacity>
+constexpr basic_graph<Capacity> autodiff(const basic_graph<Capacity>& in, int deferred_axis = -1) {
   if (!in.ok()) return in;
-  graph_builder b(in);
-  detail::gradient_builder(b, deferred_axis).run();
+  basic_graph_builder<Capacity> b(in);
+  detail::gradient_builder<Capacity>(b, deferred_axis).run();
   return b.finish();
 }
 

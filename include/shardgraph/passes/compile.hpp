@@ -56,15 +56,19 @@ struct training {
 
 // Every node's placement, with the cross-entropies over vocabulary-sharded logits split into their
 // statistics (passes/vocab_parallel_loss.hpp).
-constexpr graph placed(const graph& g) { return passes::split_vocab_parallel_loss(passes::propagate_sharding(g)); }
+template <std::size_t Capacity>
+constexpr basic_graph<Capacity> placed(const basic_graph<Capacity>& g) {
+  return passes::split_vocab_parallel_loss(passes::propagate_sharding(g));
+}
 
-constexpr program compile_graph(const graph& g) {
+template <std::size_t Capacity>
+constexpr basic_program<Capacity> compile_graph(const basic_graph<Capacity>& g) {
   return lower(passes::fuse(passes::insert_collectives(placed(passes::verify(g)))));
 }
-// verify -> autodiff -> propagate_sharding -> ...: placements are derived once, over forward and
-// backward together, so backward ops follow the same signatures as forward ones.
-constexpr program compile_graph(const graph& g, training t) {
-  graph checked = passes::verify(g);
+
+namespace detail {
+// Records in `checked` the first training option that cannot be met; returns the ZeRO axis.
+constexpr int check_training_options(graph_ref checked, const training& t) {
   if (checked.ok() && (t.zero_stage < 0 || t.zero_stage > 3) && checked.size() > 0)
     if (diagnostic* d = checked.report(checked.size() - 1))
       *d << "ZeRO stage " << t.zero_stage << " does not exist (stages are 0 to 3). "
@@ -79,7 +83,17 @@ constexpr program compile_graph(const graph& g, training t) {
     if (diagnostic* d = checked.report(checked.size() - 1))
       *d << "ZeRO shards over axis '" << t.zero_axis.view() << "', which the mesh does not have. "
          << "set training::zero_axis to the data-parallel axis";
-  program p = lower(passes::fuse(
+  return zero_axis;
+}
+}  // namespace detail
+
+// verify -> autodiff -> propagate_sharding -> ...: placements are derived once, over forward and
+// backward together, so backward ops follow the same signatures as forward ones.
+template <std::size_t Capacity>
+constexpr basic_program<Capacity> compile_graph(const basic_graph<Capacity>& g, training t) {
+  basic_graph<Capacity> checked = passes::verify(g);
+  const int zero_axis = detail::check_training_options(checked, t);
+  basic_program<Capacity> p = lower(passes::fuse(
       passes::insert_collectives(placed(passes::autodiff(checked, t.zero_stage >= 2 ? zero_axis : -1)))));
   p.zero_stage = t.zero_stage;
   p.zero_axis = t.zero_stage >= 1 ? zero_axis : -1;
@@ -89,17 +103,19 @@ constexpr program compile_graph(const graph& g, training t) {
   p.pipeline_axis = checked.axes.index_of(t.pipeline_axis.view());
   return p;
 }
-constexpr program compile_graph(const graph& g, inference i) {
-  program p = compile_graph(g);
+template <std::size_t Capacity>
+constexpr basic_program<Capacity> compile_graph(const basic_graph<Capacity>& g, inference i) {
+  basic_program<Capacity> p = compile_graph(g);
   p.pipeline_axis = p.nodes.axes.index_of(i.pipeline_axis.view());
   return p;
 }
 
 // Build: a constexpr function or captureless lambda returning the model's graph;
 // Mode: inference{} (the default) or training{}.
+// The program's capacity is the graph's: Build's builder<Mesh, Capacity>.
 template <auto Build, auto Mode = inference{}>
-consteval program compile() {
-  constexpr program result = compile_graph(Build(), Mode);
+consteval auto compile() {
+  constexpr auto result = compile_graph(Build(), Mode);
   static_assert(report_compile_error<result.nodes.error>(),
                 "shardgraph: compile: the model has an error, shown above");
   return result;

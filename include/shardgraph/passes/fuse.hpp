@@ -8,10 +8,11 @@
 
 namespace shardgraph::passes {
 
-constexpr graph fuse(const graph& in) {
-  graph g = in;
+template <std::size_t Capacity>
+constexpr basic_graph<Capacity> fuse(const basic_graph<Capacity>& in) {
+  basic_graph<Capacity> g = in;
   if (!g.ok()) return g;
-  int readers[max_nodes]{};
+  int readers[Capacity]{};
   for (const node& n : g.nodes)
     for (int k = 0; k < n.input_count; ++k) ++readers[n.inputs[k]];
   for (int i = 1; i < g.size(); ++i) {

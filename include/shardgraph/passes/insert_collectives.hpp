@@ -31,7 +31,7 @@ struct redistribution_cache_entry {
 };
 
 // Appends the node that moves `source` from placement `from` to `to` on `axis`; returns its index.
-constexpr int add_redistribution(graph& g, int source, int axis, placement from, placement to, int region) {
+constexpr int add_redistribution(graph_ref g, int source, int axis, placement from, placement to, int region) {
   node n;
   const node& src = g[source];
   n.name = src.name;
@@ -105,19 +105,20 @@ constexpr int next_axis(const shard_spec& have, const shard_spec& want, int axes
 // A redistribution made in region `made_in` serves a consumer in `used_in` when both are the same
 // region, or when the consumer is in the backward block of that forward block: a training program
 // keeps every forward block value per layer, so the backward block reads layer l's copy.
-constexpr bool reusable(const graph& g, int made_in, int used_in) {
+constexpr bool reusable(const graph_view& g, int made_in, int used_in) {
   if (made_in == used_in) return true;
   return used_in >= 0 && g[used_in].reverse && g[used_in].origin == made_in;
 }
 
 }  // namespace detail
 
-constexpr graph insert_collectives(const graph& in) {
-  graph g;
+template <std::size_t Capacity>
+constexpr basic_graph<Capacity> insert_collectives(const basic_graph<Capacity>& in) {
+  basic_graph<Capacity> g;
   g.axes = in.axes;
   g.error = in.error;
   if (!in.ok()) return in;
-  int new_index[max_nodes]{};
+  int new_index[Capacity]{};
   static_vector<detail::redistribution_cache_entry, 96> cache;
   for (int i = 0; i < in.size(); ++i) {
     node n = in[i];

@@ -46,7 +46,7 @@ constexpr placement rows_of(placement logits, placement other) {
 // The vocabulary-parallel cross-entropy (passes/vocab_parallel_loss.hpp). On its vocabulary axis
 // the logits stay sharded: vocab_statistics and vocab_exp_sum give Partial sums of their rows,
 // and everything else reads whole rows (Replicate). On the other axes the rows' placement passes.
-constexpr axis_decision decide_vocab_parallel(const graph& g, const node& n, int axis) {
+constexpr axis_decision decide_vocab_parallel(const graph_view& g, const node& n, int axis) {
   axis_decision r;
   placement in[max_inputs]{};
   for (int k = 0; k < n.input_count; ++k) in[k] = g[n.inputs[k]].spec[axis];
@@ -69,7 +69,7 @@ constexpr axis_decision decide_vocab_parallel(const graph& g, const node& n, int
 // whole) every rank needs the whole mask.
 constexpr placement attention_mask_placement(placement q) { return q.is_shard(0) ? q : replicate; }
 
-constexpr axis_decision decide(const graph& g, const node& n, int axis) {
+constexpr axis_decision decide(const graph_view& g, const node& n, int axis) {
   if (n.vocab_axis >= 0) return decide_vocab_parallel(g, n, axis);
   axis_decision r;
   placement in[max_inputs]{};
@@ -430,7 +430,7 @@ constexpr axis_decision decide(const graph& g, const node& n, int axis) {
 }
 
 // The mesh axis that shards a cross-entropy's logits along their vocabulary, or -1.
-constexpr int vocab_axis_of(const graph& g, const node& n) {
+constexpr int vocab_axis_of(const graph_view& g, const node& n) {
   const node& logits = g[n.inputs[0]];
   for (int axis = 0; axis < g.axes.size(); ++axis)
     if (logits.spec[axis].is_shard(logits.shape.rank() - 1)) return axis;
@@ -443,7 +443,7 @@ namespace detail {
 
 // Decides node i's placement on every axis and what it needs of its inputs; false (with the
 // graph's diagnostic) where the annotations cannot be reconciled.
-constexpr bool place_node(graph& g, int i) {
+constexpr bool place_node(graph_ref g, int i) {
   node& n = g[i];
   for (int axis = 0; axis < g.axes.size(); ++axis) {
     axis_decision d = decide(g, n, axis);
@@ -467,8 +467,9 @@ constexpr bool place_node(graph& g, int i) {
 
 }  // namespace detail
 
-constexpr graph propagate_sharding(const graph& in) {
-  graph g = in;
+template <std::size_t Capacity>
+constexpr basic_graph<Capacity> propagate_sharding(const basic_graph<Capacity>& in) {
+  basic_graph<Capacity> g = in;
   for (int i = 0; i < g.size() && g.ok(); ++i) {
     node& n = g[i];
     if (n.kind == op::cross_entropy || n.kind == op::cross_entropy_grad) n.vocab_axis = detail::vocab_axis_of(g, n);

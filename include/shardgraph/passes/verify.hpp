@@ -7,8 +7,9 @@
 
 namespace shardgraph::passes {
 
-constexpr graph verify(const graph& in) {
-  graph g = in;
+template <std::size_t Capacity>
+constexpr basic_graph<Capacity> verify(const basic_graph<Capacity>& in) {
+  basic_graph<Capacity> g = in;
   if (!g.ok()) return g;
   int outputs = 0;
   int open_region = -1;

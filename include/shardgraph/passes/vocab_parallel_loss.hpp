@@ -30,14 +30,15 @@ struct vocab_loss_rows {
   int logits = -1, targets = -1, stats = -1, lse = -1;
 };
 
+template <std::size_t Capacity>
 class vocab_loss_splitter {
  public:
-  constexpr explicit vocab_loss_splitter(const graph& in) : in_(in) {
+  constexpr explicit vocab_loss_splitter(const basic_graph<Capacity>& in) : in_(in) {
     out_.axes = in.axes;
     out_.error = in.error;
   }
 
-  constexpr graph run() {
+  constexpr basic_graph<Capacity> run() {
     for (int i = 0; i < in_.size() && out_.ok(); ++i) {
       node n = remapped(in_[i]);
       if (n.vocab_axis >= 0 && n.kind == op::cross_entropy) split_loss(n);
@@ -117,15 +118,16 @@ class vocab_loss_splitter {
             "and targets. this is a bug in autodiff; please report it";
   }
 
-  const graph& in_;
-  graph out_;
-  int new_index_[max_nodes]{};
+  const basic_graph<Capacity>& in_;
+  basic_graph<Capacity> out_;
+  int new_index_[Capacity]{};
   static_vector<vocab_loss_rows, 8> losses_;
 };
 
 }  // namespace detail
 
-constexpr graph split_vocab_parallel_loss(const graph& in) {
+template <std::size_t Capacity>
+constexpr basic_graph<Capacity> split_vocab_parallel_loss(const basic_graph<Capacity>& in) {
   if (!in.ok()) return in;
   bool any = false;
   for (const node& n : in.nodes) any = any || n.vocab_axis >= 0;

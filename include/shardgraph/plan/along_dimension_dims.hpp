@@ -23,7 +23,7 @@
 
 namespace shardgraph::plan::detail {
 
-inline std::array<std::int64_t, 6> along_dimension_dims(const program& p, const local_layout& layout,
+inline std::array<std::int64_t, 6> along_dimension_dims(const program_view& p, const local_layout& layout,
                                                         const model_sizes& sizes, int i) {
   const node& n = p.nodes[i];
   const std::size_t d = static_cast<std::size_t>(n.along.dim);

@@ -36,8 +36,8 @@ struct arena_inputs {
 };
 
 inline bool shares_arena(const memory_inputs& in, const arena_inputs& a, int i) {
-  const program& p = in.program;
-  const graph& g = p.nodes;
+  const program_view& p = in.program;
+  const graph_view& g = p.nodes;
   const node& n = g[i];
   const auto at = [](int k) { return static_cast<std::size_t>(k); };
   if (!in.views || !in.options.reuse || in.pipelined || per_layer(p, in.steps, in.scattered_grad, i) ||
@@ -80,8 +80,8 @@ inline std::vector<memory_plan::steps> merged_ranges(std::vector<memory_plan::st
 // recomputed step reads is live through the whole backward block. An alternating block's input
 // and its result are the loop's carry: live through the loop.
 inline memory_plan::value lifetime(const memory_inputs& in, const arena_inputs& a, int i) {
-  const program& p = in.program;
-  const graph& g = p.nodes;
+  const program_view& p = in.program;
+  const graph_view& g = p.nodes;
   const auto at = [](int k) { return static_cast<std::size_t>(k); };
   const std::vector<std::size_t>& produced = in.steps.producer_step;
   const auto backward_blocks = [&](auto&& range_of) {
@@ -134,7 +134,7 @@ namespace detail {
 inline void place_gradient_over_logits(const memory_inputs& in, const std::vector<int>& shared,
                                        std::vector<memory_plan::value>& lifetimes,
                                        std::vector<std::size_t>& slot) {
-  const graph& g = in.program.nodes;
+  const graph_view& g = in.program.nodes;
   for (std::size_t k = 0; k < shared.size(); ++k) {
     const int i = shared[k];
     if (g[i].kind != op::cross_entropy_grad) continue;
@@ -187,7 +187,7 @@ inline void place_batch_operands_together(const std::vector<int>& shared,
 // `groups`: batch_operand_groups (plan/batch_operands.hpp).
 inline arena_layout plan_arena(const memory_inputs& in, const arena_inputs& a,
                                const std::vector<std::vector<int>>& groups) {
-  const graph& g = in.program.nodes;
+  const graph_view& g = in.program.nodes;
   arena_layout layout;
   std::vector<int> shared;
   std::vector<memory_plan::value> lifetimes;

@@ -43,7 +43,7 @@ inline int memory_of(const step_fusion& fused, const std::vector<int>& written_i
 inline std::vector<std::vector<int>> batch_operand_groups(const memory_inputs& in,
                                                           const std::vector<int>& written_into,
                                                           const carried_values& carried) {
-  const graph& g = in.program.nodes;
+  const graph_view& g = in.program.nodes;
   const step_fusion& fused = in.fused;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   std::vector<std::vector<int>> groups;
@@ -93,7 +93,7 @@ inline std::vector<layer_block> plan_layer_blocks(const memory_inputs& in,
                                                   std::vector<std::vector<int>> groups) {
   std::vector<layer_block> blocks;
   if (!in.views) return blocks;
-  const graph& g = in.program.nodes;
+  const graph_view& g = in.program.nodes;
   for (std::vector<int>& group : groups) {
     bool layered = true;
     for (int v : group)

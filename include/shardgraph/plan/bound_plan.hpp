@@ -29,7 +29,7 @@
 namespace shardgraph::plan {
 
 struct bound_plan {
-  const program& compiled;
+  program_view compiled;
   const model_sizes& sizes;
   const local_layout& layout;          // every node's local shape and this rank's mesh coordinates
   std::span<const int> axis_sizes;     // per mesh axis: its ranks

@@ -51,7 +51,7 @@ inline bool same_buffer(const memory_layout& m, int a, std::int64_t la, int b, s
 
 // The copies of a repeat block's loop markers over all its layers: its input into the block's
 // value at the first layer, each layer's result into the next one's input, the last result out.
-inline std::int64_t loop_copies(const program& p, const memory_layout& m, const step& begin, const step& end,
+inline std::int64_t loop_copies(const program_view& p, const memory_layout& m, const step& begin, const step& end,
                                 std::int64_t layers) {
   const node& b = p.nodes[begin.node];
   const node& e = p.nodes[end.node];
@@ -68,7 +68,7 @@ inline std::int64_t loop_copies(const program& p, const memory_layout& m, const 
 
 }  // namespace detail
 
-inline std::int64_t count_backend_calls(const program& p, const call_list& calls, const step_index& steps,
+inline std::int64_t count_backend_calls(const program_view& p, const call_list& calls, const step_index& steps,
                                         const memory_layout& memory,
                                         std::span<const std::size_t> recomputed_steps) {
   std::int64_t total = 0, layers = 1;

@@ -24,7 +24,7 @@
 namespace shardgraph::plan {
 
 struct call_inputs {
-  const shardgraph::program& program;
+  shardgraph::program_view program;
   const local_layout& layout;
   const model_sizes& sizes;
   const step_fusion& fused;

@@ -66,7 +66,7 @@ namespace detail {
 
 inline void plan_carried_results(const memory_inputs& in, const materialized_values& m,
                                  const std::vector<int>& written_into, carried_values& c) {
-  const graph& g = in.program.nodes;
+  const graph_view& g = in.program.nodes;
   const std::vector<int>& stored_in = in.fused.stored_in;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   const auto layered = [&](int i) { return per_layer(in.program, in.steps, in.scattered_grad, i); };
@@ -96,8 +96,8 @@ inline void plan_carried_results(const memory_inputs& in, const materialized_val
 
 inline void plan_block_inputs(const memory_inputs& in, const materialized_values& m,
                               const std::vector<int>& written_into, carried_values& c) {
-  const program& p = in.program;
-  const graph& g = p.nodes;
+  const program_view& p = in.program;
+  const graph_view& g = p.nodes;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   for (int block = 0; block < g.size(); ++block) {
     if (g[block].kind != op::repeat_begin || in.fused.stored_in[at(block)] >= 0) continue;

@@ -17,7 +17,7 @@ namespace shardgraph::plan {
 
 // What the compute calls read.
 struct compute_call_inputs {
-  const shardgraph::program& program;
+  shardgraph::program_view program;
   const local_layout& layout;
   const model_sizes& sizes;
   const step_fusion& fused;
@@ -103,7 +103,7 @@ inline compute::fused_set fused_kinds_of(const bound_call& c) {
 // One kernel for the elementwise chain [first, last] (compute::elementwise_step); none when the
 // chain is one add_bias whose product added the bias (plan_bias_epilogues).
 inline std::optional<bound_call> elementwise_call_of(const compute_call_inputs& in, int first, int last) {
-  const graph& g = in.program.nodes;
+  const graph_view& g = in.program.nodes;
   // The chain's start: its first node's input, or that node's own value when the product before
   // it has added the bias.
   const bool bias_done = in.fused.bias_done_by_product[detail::node_at(first)];

@@ -90,7 +90,7 @@ struct gradient_bucket_plan {
 };
 
 struct gradient_bucket_inputs {
-  const program& compiled;
+  program_view compiled;
   const step_index& steps;                    // the steps' readers and the block's layer count
   const std::vector<std::int64_t>& elements;  // per node: the elements of its value on this rank
   const std::vector<int>& axis_sizes;         // per mesh axis: its ranks
@@ -110,7 +110,7 @@ inline std::size_t at(int node) { return static_cast<std::size_t>(node); }
 // over axes of one rank, which are copies: a LayerNorm bias gradient is reduced on dp, then on tp;
 // with tp = 1 the dp one is the real reduction).
 inline void find_bucketed_reductions(const gradient_bucket_inputs& in, gradient_bucket_plan& plan) {
-  const graph& g = in.compiled.nodes;
+  const graph_view& g = in.compiled.nodes;
   const auto only_read_by_one = [&](int i) { return in.steps.readers[at(i)].size() == 1; };
   const auto ranks = [&](int i) { return in.axis_sizes[at(g[i].axis)]; };
   for (int i = 0; i < g.size(); ++i) {
@@ -160,7 +160,7 @@ inline void pack(const gradient_bucket_inputs& in, gradient_bucket_plan& plan, i
 // Walks the steps as forward() runs them (a block once per layer) and packs each bucketed
 // reduction and each scattered param_grad's copy in that order.
 inline void fill_buckets(const gradient_bucket_inputs& in, gradient_bucket_plan& plan, int scatter_parts) {
-  const graph& g = in.compiled.nodes;
+  const graph_view& g = in.compiled.nodes;
   const auto& steps = in.compiled.steps;
   std::size_t loop_start = 0;
   std::int64_t layer = 0;
@@ -217,7 +217,7 @@ inline void assign_bucket_staging(gradient_bucket_plan& plan, bool overlapped) {
 }
 
 inline gradient_bucket_plan plan_gradient_buckets(const gradient_bucket_inputs& in) {
-  const graph& g = in.compiled.nodes;
+  const graph_view& g = in.compiled.nodes;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   gradient_bucket_plan plan;
   plan.bucketed_grad.assign(at(g.size()), -1);

@@ -21,8 +21,8 @@ namespace shardgraph::plan {
 
 inline std::vector<int> plan_gradients_in_place(const memory_inputs& in,
                                                 const std::vector<bool>& materialized) {
-  const program& p = in.program;
-  const graph& g = p.nodes;
+  const program_view& p = in.program;
+  const graph_view& g = p.nodes;
   const step_fusion& fused = in.fused;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   std::vector<int> written_into(at(g.size()), -1);

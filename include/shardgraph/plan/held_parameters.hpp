@@ -27,7 +27,7 @@ struct held_parameters {
   std::uint64_t bytes = 0;             // of every slice (this rank's share of the weights)
 };
 
-inline held_parameters plan_held_parameters(const graph& g, const local_layout& layout, std::int64_t layers,
+inline held_parameters plan_held_parameters(const graph_view& g, const local_layout& layout, std::int64_t layers,
                                             const pipeline_stages& stages) {
   held_parameters held;
   for (int i = 0; i < g.size(); ++i) {

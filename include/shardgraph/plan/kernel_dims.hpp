@@ -116,7 +116,7 @@ inline kernel_dim_array attention_dims(const node& n, const local_layout& layout
 // A cross_entropy's or cross_entropy_grad's dims: {rows, vocab, classes, divisor, ignore_index},
 // the divisor 1 for a sum and every row of the logits for a mean; vocab is this rank's columns of the
 // logits (all of them, unless the loss is vocabulary parallel), classes those of the whole vocabulary.
-inline kernel_dim_array loss_dims(const program& p, const local_layout& layout, const model_sizes& sizes, int i) {
+inline kernel_dim_array loss_dims(const program_view& p, const local_layout& layout, const model_sizes& sizes, int i) {
   const node& n = p.nodes[i];
   const local_dims& logits = layout.of(n.inputs[0]);
   const shape& s = p.nodes[n.inputs[0]].shape;
@@ -132,7 +132,7 @@ inline kernel_dim_array loss_dims(const program& p, const local_layout& layout, 
 // the logits' columns [column_offset, column_offset + columns) of the vocabulary, of which those
 // below `classes` are classes; `ranks` share it). vocab_log_sum_exp takes {rows}, the loss
 // loss_dims, and its gradient loss_dims with classes and column_offset in dims[2] and dims[5].
-inline kernel_dim_array vocab_parallel_dims(const program& p, const local_layout& layout, const model_sizes& sizes,
+inline kernel_dim_array vocab_parallel_dims(const program_view& p, const local_layout& layout, const model_sizes& sizes,
                                             int i) {
   const node& n = p.nodes[i];
   const local_dims& logits = layout.of(n.inputs[0]);
@@ -143,7 +143,7 @@ inline kernel_dim_array vocab_parallel_dims(const program& p, const local_layout
 }
 
 // Node i's kernel dims. Fails for an op that has no kernel (a bug in lower()).
-inline kernel_dim_array kernel_dims(const program& p, const local_layout& layout, const model_sizes& sizes, int i) {
+inline kernel_dim_array kernel_dims(const program_view& p, const local_layout& layout, const model_sizes& sizes, int i) {
   const node& n = p.nodes[i];
   const std::vector<std::int64_t>& x = layout.of(n.inputs[0]).local;
   if (is_along_dimension(n.kind)) return detail::along_dimension_dims(p, layout, sizes, i);

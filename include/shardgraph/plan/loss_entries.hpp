@@ -17,7 +17,7 @@
 namespace shardgraph::plan {
 
 // Per node: the index of its targets' count among the targets entries of `tokens` (-1: none).
-inline std::vector<int> plan_loss_entries(const graph& g, const std::vector<token_input>& tokens) {
+inline std::vector<int> plan_loss_entries(const graph_view& g, const std::vector<token_input>& tokens) {
   std::vector<int> entry(static_cast<std::size_t>(g.size()), -1);
   int k = 0;
   for (const token_input& t : tokens) {

@@ -25,14 +25,14 @@
 namespace shardgraph::plan {
 
 // Whether forward() returns output i (`outputs` empty: every output).
-inline bool kept_output(const program& p, const std::vector<std::string>& outputs, int i) {
+inline bool kept_output(const program_view& p, const std::vector<std::string>& outputs, int i) {
   return outputs.empty() ||
          std::find(outputs.begin(), outputs.end(), p.nodes[i].name.view()) != outputs.end();
 }
 
 // Fails on a name in `outputs` that is no output of `p`, listing the program's outputs.
-inline void check_output_names(const program& p, const std::vector<std::string>& outputs) {
-  const graph& g = p.nodes;
+inline void check_output_names(const program_view& p, const std::vector<std::string>& outputs) {
+  const graph_view& g = p.nodes;
   std::string all;
   for (int i = 0; i < g.size(); ++i)
     if (g[i].kind == op::output) all += (all.empty() ? "" : ", ") + std::string(g[i].name.view());
@@ -51,10 +51,10 @@ struct materialized_values {
   std::vector<bool> unread;        // per node: only outputs left out read it (its step does not run)
 };
 
-inline materialized_values plan_materialized(const program& p, const step_index& idx,
+inline materialized_values plan_materialized(const program_view& p, const step_index& idx,
                                              const step_fusion& fused,
                                              const std::vector<std::string>& outputs) {
-  const graph& g = p.nodes;
+  const graph_view& g = p.nodes;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   materialized_values m;
   m.unread.assign(at(g.size()), false);

@@ -19,7 +19,7 @@
 namespace shardgraph::plan {
 
 struct memory_inputs {
-  const shardgraph::program& program;
+  shardgraph::program_view program;
   const step_index& steps;
   const local_layout& layout;
   const step_fusion& fused;

@@ -111,7 +111,7 @@ inline std::vector<value_memory> value_memories(const memory_inputs& in, const m
                                                 const std::vector<int>& written_into, const carried_values& c,
                                                 const std::vector<layer_block>& blocks,
                                                 const arena_layout& arena, std::int64_t layers) {
-  const graph& g = in.program.nodes;
+  const graph_view& g = in.program.nodes;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   std::vector<value_memory> values(at(g.size()));
   for (int i = 0; i < g.size(); ++i) {

@@ -33,10 +33,10 @@ struct micro_batch_banks {
 };
 
 // `recomputed_steps`: the forward block steps run again in each backward iteration.
-inline micro_batch_banks plan_micro_batch_banks(const program& p, const step_index& idx,
+inline micro_batch_banks plan_micro_batch_banks(const program_view& p, const step_index& idx,
                                                 const pipeline_stages& st,
                                                 std::span<const std::size_t> recomputed_steps) {
-  const graph& g = p.nodes;
+  const graph_view& g = p.nodes;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   const auto is_backward = [&](phase ph) {
     return ph == phase::backward_block || (ph == phase::tail && st.holds_first);

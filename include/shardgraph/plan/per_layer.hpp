@@ -19,8 +19,8 @@
 
 namespace shardgraph::plan {
 
-inline bool recomputed(const program& p, int i) {
-  const graph& g = p.nodes;
+inline bool recomputed(const program_view& p, int i) {
+  const graph_view& g = p.nodes;
   const node& n = g[i];
   if (p.recompute == recompute::none || n.kind == op::parameter || n.body() < 0 || g[n.body()].reverse)
     return false;
@@ -28,7 +28,7 @@ inline bool recomputed(const program& p, int i) {
 }
 
 // The steps that recomputation runs again in each backward block iteration, in order.
-inline std::vector<std::size_t> recomputed_steps(const program& p) {
+inline std::vector<std::size_t> recomputed_steps(const program_view& p) {
   std::vector<std::size_t> steps;
   if (!p.is_training()) return steps;
   for (std::size_t s = 0; s < p.steps.size(); ++s)
@@ -40,17 +40,17 @@ inline std::vector<std::size_t> recomputed_steps(const program& p) {
 
 // Whether forward block value i is read outside its block (the backward, the head) or by a step
 // that activation recomputation runs again inside the backward.
-inline bool read_after_its_layer(const program& p, const step_index& idx, int i) {
-  const graph& g = p.nodes;
+inline bool read_after_its_layer(const program_view& p, const step_index& idx, int i) {
+  const graph_view& g = p.nodes;
   for (int r : idx.readers[static_cast<std::size_t>(i)])
     if (g[r].region != g[i].region || recomputed(p, r)) return true;
   return false;
 }
 
 // `scattered_grad`: per node, a param_grad reduce-scattered in a bucket (empty: none is).
-inline bool per_layer(const program& p, const step_index& idx, const std::vector<bool>& scattered_grad,
+inline bool per_layer(const program_view& p, const step_index& idx, const std::vector<bool>& scattered_grad,
                       int i) {
-  const graph& g = p.nodes;
+  const graph_view& g = p.nodes;
   const node& n = g[i];
   if (n.kind == op::parameter) return n.region >= 0 && p.zero_stage < 3;
   if (!p.is_training()) return false;

@@ -75,8 +75,8 @@ namespace detail {
 
 // Which forward phase reads each weight outside the block: pre (the first stage) or post (the last).
 // The forward ends at the seed of backward (the first `ones` node).
-inline void find_outside_readers(const program& p, const step_index& idx, pipeline_stages& st) {
-  const graph& g = p.nodes;
+inline void find_outside_readers(const program_view& p, const step_index& idx, pipeline_stages& st) {
+  const graph_view& g = p.nodes;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   int seed = g.size();
   for (int i = 0; i < g.size(); ++i)
@@ -113,8 +113,8 @@ inline void count_buffers(pipeline_stages& st) {
 }
 
 // computed, needed and in_block per node (pipeline_stages' predicates).
-inline void find_nodes_here(const program& p, const step_index& idx, pipeline_stages& st) {
-  const graph& g = p.nodes;
+inline void find_nodes_here(const program_view& p, const step_index& idx, pipeline_stages& st) {
+  const graph_view& g = p.nodes;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   st.computed.assign(at(g.size()), true);
   for (int i = 0; i < g.size(); ++i) {
@@ -151,7 +151,7 @@ inline void find_nodes_here(const program& p, const step_index& idx, pipeline_st
 // checks the schedule (identically on every rank, before any communication), and finds which
 // phases and parameters this rank runs and holds. Throws shardgraph::error, the same on every rank,
 // when the program has more than one repeat block, or the split or the schedule cannot be made.
-inline pipeline_stages plan_pipeline_stages(const program& p, const step_index& idx,
+inline pipeline_stages plan_pipeline_stages(const program_view& p, const step_index& idx,
                                             const pipeline_options& pipe, int axis_size, int coordinate) {
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   pipeline_stages st;

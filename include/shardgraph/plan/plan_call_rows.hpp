@@ -62,7 +62,7 @@ inline std::vector<int> also_written(const bound_plan& p, const bound_call& c) {
 // brackets) reads its inputs, the bias, the side value it does
 // not write, and the batched products' weights and biases.
 inline void kernel_row(const bound_plan& p, const bound_call& c, call_row& r) {
-  const graph& g = p.compiled.nodes;
+  const graph_view& g = p.compiled.nodes;
   r.op = std::string(op_name(g[c.node]));
   if (c.bias >= 0) r.op += "+add_bias";
   if (c.epilogue != compute::product_epilogue::none) r.op += "+" + std::string(op_name(g[c.out].kind));
@@ -92,7 +92,7 @@ inline std::string axis_text(const bound_plan& p, int axis) {
 
 // The row of call c.
 inline call_row row_of(const bound_plan& p, const bound_call& c) {
-  const graph& g = p.compiled.nodes;
+  const graph_view& g = p.compiled.nodes;
   call_row r;
   r.node = c.node;
   r.out = c.out;

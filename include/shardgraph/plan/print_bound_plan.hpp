@@ -37,7 +37,7 @@ inline std::size_t at(int i) { return static_cast<std::size_t>(i); }
 // "batch 8, seq 16, experts 8, patches 196": batch and seq, then the user's dimensions
 // (dim::named), each only if the program uses it, the user's in the order of their first use.
 inline std::string sizes_text(const bound_plan& p) {
-  const graph& g = p.compiled.nodes;
+  const graph_view& g = p.compiled.nodes;
   std::vector<const dimension*> used;
   for (int i = 0; i < g.size(); ++i)
     for (int k = 0; k < g[i].shape.rank(); ++k)
@@ -56,7 +56,7 @@ inline std::string sizes_text(const bound_plan& p) {
 
 // "rank 3: dp=1 tp=1 of mesh dp=2 tp=2; batch 8, seq 16, 2 layers; training, ZeRO-1, buckets of 25.0 MiB"
 inline void print_header(const bound_plan& p, std::ostream& out) {
-  const graph& g = p.compiled.nodes;
+  const graph_view& g = p.compiled.nodes;
   std::string coordinates, mesh;
   for (int a = 0; a < g.axes.size(); ++a) {
     const std::string name(g.axes.name(a));
@@ -92,7 +92,7 @@ inline void print_pipeline(const bound_plan& p, std::ostream& out) {
 
 // What a loop marker row says: the block, its layers on this rank, ZeRO-3's gathers, recomputation.
 inline std::string loop_text(const bound_plan& p, const call_row& r) {
-  const graph& g = p.compiled.nodes;
+  const graph_view& g = p.compiled.nodes;
   const node& n = g[r.node];
   if (r.what == call_row::kind::loop_end) return "end of " + node_name(p, n.region);
   std::string t = "loop " + node_name(p, r.node) + " x " + count_text(held_layers(p), "layer") +

@@ -30,7 +30,7 @@ inline void print_bytes(std::ostream& out, const std::string& what, std::int64_t
 
 // A bucket's gradients: "grad.h.attn.c_attn.weight@1" (layer 1 of a block weight), wrapped.
 inline std::string members_text(const bound_plan& p, const gradient_bucket& b, std::size_t indent) {
-  const graph& g = p.compiled.nodes;
+  const graph_view& g = p.compiled.nodes;
   std::string t, line;
   for (const bucket_member& m : b.members) {
     const int grad = g[m.node].kind == op::param_grad ? m.node : p.buckets.bucketed_grad[static_cast<std::size_t>(m.node)];
@@ -94,7 +94,7 @@ inline void print_plan_buckets(const bound_plan& p, std::ostream& out) {
 inline void print_plan_zero3(const bound_plan& p, std::ostream& out) {
   const zero3_gathers& z = p.zero3;
   if (!z.on()) return;
-  const graph& g = p.compiled.nodes;
+  const graph_view& g = p.compiled.nodes;
   const auto whole = [&](int i) { return z.gathered(i) * static_cast<std::int64_t>(dtype_size(g[i].type)); };
   out << "\nZeRO-3 over " << g.axes.name(z.axis) << " (" << z.parts << " ranks): this rank stores chunk "
       << z.coordinate << " of every parameter\n";

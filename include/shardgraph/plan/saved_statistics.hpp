@@ -26,10 +26,10 @@ struct saved_statistics {
 };
 
 // One entry per forward call that saves statistics (step_fusion::output_kept), in node order.
-inline std::vector<saved_statistics> plan_saved_statistics(const shardgraph::program& p, const local_layout& layout,
+inline std::vector<saved_statistics> plan_saved_statistics(const program_view& p, const local_layout& layout,
                                                            const model_sizes& sizes, const step_fusion& fused) {
   std::vector<saved_statistics> saved;
-  const graph& g = p.nodes;
+  const graph_view& g = p.nodes;
   for (int i = 0; i < g.size(); ++i) {
     if (!fused.output_kept[static_cast<std::size_t>(i)]) continue;
     const kernel_dim_array d = kernel_dims(p, layout, sizes, i);

@@ -31,7 +31,7 @@ namespace shardgraph::plan {
 
 // What the fusion planning reads of a rank's program, besides the backend's traits.
 struct step_fusion_inputs {
-  const shardgraph::program& program;
+  shardgraph::program_view program;
   const step_index& steps;  // the compiled program's producers and readers, before fusion
   const local_layout& layout;
   std::vector<bool> recomputed;      // per node: computed again inside the backward
@@ -101,7 +101,7 @@ struct step_fusion {
 
   // The node whose step's call writes v's bytes: a split or merge of heads holds its input's (whose
   // step writes it), and a product's epilogue writes the add_bias or elementwise value it took over.
-  int writer_of(const graph& g, int v) const {
+  int writer_of(const graph_view& g, int v) const {
     const int held = stored_from[at(v)] >= 0 ? stored_from[at(v)] : v;
     if (written_by_product[at(held)] >= 0) return written_by_product[at(held)];
     return bias_done_by_product[at(held)] ? g[held].inputs[0] : held;

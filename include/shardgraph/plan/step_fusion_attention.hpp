@@ -15,7 +15,7 @@ inline int head_operands(const node& n) { return n.kind == op::attention ? 3 : 4
 // Whether `from`'s value can live in `to`'s buffer: `to` is its one reader, a layout step
 // (`layout_op`) computed alone, and `from` is written by its own step, alike in type, place and size.
 inline bool held_in(const fusion_state& s, int from, int to, op layout_op) {
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   const std::size_t st = s.step_of(from);
   if (g[to].kind != layout_op || !s.computed_alone(to) || !s.only_reader(from, to) ||
       st == step_index::no_step)
@@ -31,7 +31,7 @@ inline bool held_in(const fusion_state& s, int from, int to, op layout_op) {
 // Whether attention call i can stay token-major: each split of heads it reads is held in place and
 // read only by token-major calls, and its result is held in its one reader, a merge of heads.
 inline bool stays_token_major(const fusion_state& s, int i) {
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   const auto split_in_place = [&](int split) {
     if (!held_in(s, g[split].inputs[0], split, op::split_heads)) return false;
     for (int r : s.readers(split))
@@ -52,7 +52,7 @@ inline bool stays_token_major(const fusion_state& s, int i) {
 // q, k, v (and dout) must come so and its result leave so.
 inline void plan_token_major_attention(fusion_state& s) {
   if (!s.introduces(compute::fused::attention_token_major)) return;
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (int i = 0; i < g.size(); ++i)
     s.plan.token_major[at(i)] = is_attention_call(g[i].kind) && s.computed_alone(i);
   for (bool changed = true; changed;) {  // dropping one call may leave a split another needs
@@ -88,7 +88,7 @@ inline bool masked_alike(const node& forward, const node& gradient) {
 // gradient reads it). No value is kept longer for it. The forward's call says output_kept.
 inline void plan_attention_output_reuse(fusion_state& s) {
   if (!s.introduces(compute::fused::attention_saved)) return;
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
     if (!s.plan.token_major[at(i)] || g[i].kind == op::attention) continue;  // a token-major gradient
     for (int a : s.readers(g[i].inputs[0])) {  // its forward: the attention of these q, k, v

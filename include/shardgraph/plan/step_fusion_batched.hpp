@@ -8,7 +8,7 @@ namespace shardgraph::plan::detail {
 // Whether product i may run in a batch: a linear or linear_weight_grad computed alone, not batched
 // yet, not recomputed; a linear with no epilogue but its bias, its weight and bias parameters.
 inline bool batchable(const fusion_state& s, int i) {
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   const node& n = g[i];
   if ((n.kind != op::linear && n.kind != op::linear_weight_grad) || !s.computed_alone(i) ||
       s.plan.taken_over_by[at(i)] >= 0 || s.in.recomputed[at(i)])
@@ -23,7 +23,7 @@ inline bool batchable(const fusion_state& s, int i) {
 // transposition and local sizes, a later step, and the same bias (a bias add, or a bias gradient);
 // a weight gradient's dy written before i's step.
 inline bool batches_with(const fusion_state& s, int i, int j) {
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   const node& n = g[i];
   const node& m = g[j];
   const local_layout& layout = s.in.layout;
@@ -50,7 +50,7 @@ inline bool batches_with(const fusion_state& s, int i, int j) {
 // batched. Pipelines (micro-batch banks) and ZeRO-3 (gathered weights) are left out.
 inline void plan_products_batched(fusion_state& s) {
   if (!s.introduces(compute::fused::batched_products) || s.in.pipelined || s.in.program.zero_stage >= 3) return;
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (const step& st : s.steps()) {
     const int i = st.node;
     if (st.kind != step_kind::compute || !batchable(s, i) || !s.plan.batched_with[at(i)].empty()) continue;

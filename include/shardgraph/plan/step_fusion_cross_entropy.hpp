@@ -13,7 +13,7 @@ namespace shardgraph::plan::detail {
 // (its lse operand).
 inline void plan_cross_entropy_statistics(fusion_state& s) {
   if (!s.introduces(compute::fused::cross_entropy_saved)) return;
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
     if (g[i].kind != op::cross_entropy_grad || g[i].vocab_axis >= 0) continue;
     for (int f : s.readers(g[i].inputs[0]))
@@ -27,7 +27,7 @@ inline void plan_cross_entropy_statistics(fusion_state& s) {
 // Whether cross_entropy f's call can also write the logits' gradient i: the same logits and targets,
 // computed alone in one region, not recomputed, f's step at or before i's, f not paired yet.
 inline bool loss_writes_gradient_of(const fusion_state& s, int f, int i) {
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   return g[f].kind == op::cross_entropy && g[f].inputs[1] == g[i].inputs[1] && s.computed_alone(f) &&
          g[f].region == g[i].region && !s.in.recomputed[at(f)] && s.plan.logits_grad_of[at(f)] < 0 &&
          s.step_of(f) != step_index::no_step && s.step_of(f) <= s.step_of(i);
@@ -43,7 +43,7 @@ inline bool loss_writes_gradient_of(const fusion_state& s, int f, int i) {
 // gradient, and recomputed or per-layer values are not planned.
 inline void plan_cross_entropy_gradient_with_loss(fusion_state& s) {
   if (!s.introduces(compute::fused::loss_with_gradient) || s.in.pipelined) return;
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
     if (g[i].kind != op::cross_entropy_grad || !s.computed_alone(i) || g[i].input_count != 3) continue;
     if (g[g[i].inputs[2]].kind != op::ones) continue;

@@ -12,7 +12,7 @@ namespace shardgraph::plan::detail {
 // An add_bias step of its own (as before split_heads or gelu) is taken over by the linear.
 inline void plan_bias_epilogues(fusion_state& s) {
   if (!s.introduces(compute::fused::linear_bias)) return;
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (const step& st : s.steps()) {
     const bool chain = st.kind == step_kind::fused;
     if (!chain && !(st.kind == step_kind::compute && g[st.node].kind == op::add_bias)) continue;
@@ -40,7 +40,7 @@ inline void plan_bias_grad_epilogues(fusion_state& s) {
   const bool products = s.introduces(compute::fused::weight_grad_with_bias);
   const bool norms = s.introduces(compute::fused::norm_weight_grad_with_bias);
   if (!products && !norms) return;
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (int j = 0; j < g.size(); ++j) {
     if (g[j].kind != op::bias_grad || !s.computed_alone(j)) continue;
     const int dy = g[j].inputs[0];
@@ -74,7 +74,7 @@ inline bool adds_after(const backend_traits& t, op kind) {
 // product added, or the product itself (-1: none). A fused step is that add_bias and its node,
 // nothing more; of an add's two inputs it is the one computed last (the other must be there before).
 inline int product_written_input(const fusion_state& s, const step& st) {
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   const bool linears = s.introduces(compute::fused::linear_epilogue);
   const int k = st.node;
   const node& n = g[k];
@@ -104,7 +104,7 @@ inline int product_written_input(const fusion_state& s, const step& st) {
 //              norm branch's) and after embedding_grad (a tied table's gradient: the output layer's
 //              weight gradient plus the lookup's, written straight into the parameter's gradient)
 inline step_fusion::epilogue elementwise_epilogue(const fusion_state& s, int k, int pre, int product) {
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   const node& n = g[k];
   const auto before = [&](int v) {  // v is computed before the product's step
     return s.step_of(v) != step_index::no_step && s.step_of(v) < s.step_of(product);
@@ -137,7 +137,7 @@ inline void plan_product_epilogues(fusion_state& s) {
   if (!t.fused.has(fused::linear_epilogue) && !t.fused.has(fused::norm_grad_add) &&
       !t.fused.has(fused::embedding_grad_add))
     return;
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (const step& st : s.steps()) {
     if (st.kind != step_kind::compute && st.kind != step_kind::fused) continue;
     const int k = st.node;

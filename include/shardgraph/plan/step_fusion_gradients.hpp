@@ -9,7 +9,7 @@ namespace shardgraph::plan::detail {
 // The gradient of `kind` (attention_grad_k or _v) with attention_grad_q i's operands, computed alone
 // at or after i's step, alike in region, type and layout (-1: none).
 inline int attention_sibling(const fusion_state& s, int i, op kind) {
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (int j : s.readers(g[i].inputs[0])) {
     if (g[j].kind != kind || !s.computed_alone(j) || g[j].region != g[i].region || g[j].type != g[i].type ||
         s.plan.token_major[at(j)] != s.plan.token_major[at(i)] ||
@@ -29,7 +29,7 @@ inline int attention_sibling(const fusion_state& s, int i, op kind) {
 // at the query gradient's step (the memory plan).
 inline void plan_attention_gradients_together(fusion_state& s) {
   if (!s.introduces(compute::fused::attention_backward)) return;
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
     if (g[i].kind != op::attention_grad_q || !s.computed_alone(i)) continue;
     const int k = attention_sibling(s, i, op::attention_grad_k),
@@ -46,7 +46,7 @@ inline void plan_attention_gradients_together(fusion_state& s) {
 // written by i's call: computed alone at or after i's step, alike in region, type and epsilon, and
 // not paired yet.
 inline bool pairs_with_input_grad(const fusion_state& s, int i, int j, op weight_kind) {
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   return g[j].kind == weight_kind && g[j].inputs[0] == g[i].inputs[0] && g[j].inputs[1] == g[i].inputs[2] &&
          s.computed_alone(j) && g[j].region == g[i].region && g[j].type == g[i].type &&
          g[j].scalar == g[i].scalar && s.step_of(j) >= s.step_of(i) && s.plan.taken_over_by[at(j)] < 0;
@@ -60,7 +60,7 @@ inline bool pairs_with_input_grad(const fusion_state& s, int i, int j, op weight
 // tensor parallelism dy differs (the weight gradient reads the all-reduced one), and nothing pairs.
 inline void plan_norm_gradients_together(fusion_state& s) {
   if (!s.introduces(compute::fused::norm_backward)) return;
-  const graph& g = s.nodes();
+  const graph_view& g = s.nodes();
   for (int i = 0; i < g.size(); ++i) {
     const op kind = g[i].kind;
     if ((kind != op::layer_norm_grad_x && kind != op::rms_norm_grad_x) || !s.computed_alone(i)) continue;

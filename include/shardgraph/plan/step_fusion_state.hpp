@@ -19,7 +19,7 @@ struct fusion_state {
   step_fusion plan;
   std::vector<std::size_t> written_at;  // per node: the step whose call writes it (no_step: none)
 
-  const graph& nodes() const { return in.program.nodes; }
+  const graph_view& nodes() const { return in.program.nodes; }
   bool introduces(compute::fused kind) const { return traits.fused.has(kind); }
   const auto& steps() const { return in.program.steps; }
   const std::vector<int>& readers(int i) const { return in.steps.readers[at(i)]; }

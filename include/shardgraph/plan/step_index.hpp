@@ -45,14 +45,14 @@ struct step_index {
 };
 
 // The loop_begin step of repeat block `repeat_begin` (a node of kind repeat_begin).
-inline std::size_t loop_begin_step(const program& p, int repeat_begin) {
+inline std::size_t loop_begin_step(const program_view& p, int repeat_begin) {
   for (std::size_t s = 0; s < p.steps.size(); ++s)
     if (p.steps[s].kind == step_kind::loop_begin && p.steps[s].node == repeat_begin) return s;
   fail("bind: plan", "repeat block '" + std::string(p.nodes[repeat_begin].name.view()) + "' has no begin step",
        "this is a bug in compile(); please report it");
 }
 // The loop_end step of repeat block `repeat_begin`.
-inline std::size_t loop_end_step(const program& p, int repeat_begin) {
+inline std::size_t loop_end_step(const program_view& p, int repeat_begin) {
   for (std::size_t s = 0; s < p.steps.size(); ++s)
     if (p.steps[s].kind == step_kind::loop_end && p.nodes[p.steps[s].node].region == repeat_begin) return s;
   fail("bind: plan", "repeat block '" + std::string(p.nodes[repeat_begin].name.view()) + "' has no end step",
@@ -61,8 +61,8 @@ inline std::size_t loop_end_step(const program& p, int repeat_begin) {
 
 // Indexes `p`'s steps; `layers` is the size bound to the layer count (used when the program has a
 // repeat block).
-inline step_index index_steps(const program& p, std::int64_t layers) {
-  const graph& g = p.nodes;
+inline step_index index_steps(const program_view& p, std::int64_t layers) {
+  const graph_view& g = p.nodes;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   step_index idx;
   for (int i = 0; i < g.size(); ++i)

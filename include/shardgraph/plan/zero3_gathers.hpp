@@ -47,7 +47,7 @@ struct zero3_gathers {
 };
 
 struct zero3_inputs {
-  const program& compiled;
+  program_view compiled;
   const std::vector<std::int64_t>& elements;     // per node: the elements of its value on this rank
   const std::vector<int>& axis_sizes;            // per mesh axis: its ranks
   int zero_coordinate = 0;                       // this rank's coordinate on the program's zero axis
@@ -55,7 +55,7 @@ struct zero3_inputs {
 };
 
 inline zero3_gathers plan_zero3_gathers(const zero3_inputs& in) {
-  const graph& g = in.compiled.nodes;
+  const graph_view& g = in.compiled.nodes;
   const auto at = [](int i) { return static_cast<std::size_t>(i); };
   zero3_gathers z;
   z.chunk.assign(at(g.size()), 0);

@@ -9,8 +9,8 @@
 
 namespace shardgraph {
 
-inline void print_graphviz(std::ostream& out, const program& p) {
-  const graph& g = p.nodes;
+inline void print_graphviz(std::ostream& out, const program_view& p) {
+  const graph_view& g = p.nodes;
   // A fused chain is drawn as its last node; edges into any member point there.
   auto shown = [&](int i) {
     const node& n = g[i];

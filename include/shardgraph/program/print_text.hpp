@@ -21,7 +21,7 @@ struct print_options {
   mesh_shape mesh;                   // axis sizes (1 when not given)
 };
 
-inline std::string placement_text(const graph& g, const shard_spec& s) {
+inline std::string placement_text(const graph_view& g, const shard_spec& s) {
   std::string t;
   for (int a = 0; a < g.axes.size(); ++a) {
     if (!t.empty()) t += ' ';
@@ -33,7 +33,7 @@ inline std::string placement_text(const graph& g, const shard_spec& s) {
 }
 
 // "(batch/dp, seq, model)" or, with sizes, "(2, 16, 32)".
-inline std::string shape_text(const graph& g, const node& n, const print_options& o) {
+inline std::string shape_text(const graph_view& g, const node& n, const print_options& o) {
   std::string t = "(";
   for (int k = 0; k < n.shape.rank(); ++k) {
     if (k) t += ", ";
@@ -56,8 +56,8 @@ inline std::string padded(std::string s, std::size_t width) {
   return s + ' ';
 }
 
-inline void print_program(std::ostream& out, const program& p, const print_options& o = {}) {
-  const graph& g = p.nodes;
+inline void print_program(std::ostream& out, const program_view& p, const print_options& o = {}) {
+  const graph_view& g = p.nodes;
   if (!p.ok()) {
     out << p.error() << '\n';
     return;

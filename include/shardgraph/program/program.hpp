@@ -3,6 +3,8 @@
 // All ranks run the same steps (SPMD); what differs per rank is data: local slices and the
 // groups its collectives talk to. A step is one kernel, one fused elementwise chain, one
 // redistribution, or a loop marker of a repeat block.
+#include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "shardgraph/ir/graph.hpp"
@@ -53,33 +55,69 @@ struct step {
   int first = -1;  // fused: the group's first node
 };
 
-struct program {
-  graph nodes;
-  static_vector<step, max_nodes> steps;
+// The steps' and the scalars' part of a program, alike for every capacity.
+struct program_options {
   int zero_stage = 0;  // training programs: the ZeRO stage they were compiled for
   int zero_axis = -1;  // and the mesh axis it shards over
   shardgraph::recompute recompute = shardgraph::recompute::none;
   std::int64_t bucket_bytes = std::int64_t{25} << 20;  // gradient all-reduce buckets (training{})
   bool overlap_communication = true;  // buckets and ZeRO-3 gathers on communication threads (training{})
   int pipeline_axis = -1;  // the mesh axis the layer stack is split over (-1: none)
+};
+
+namespace detail {
+// What a program answers, over D's `nodes` (a graph or a graph_view) and `steps`.
+template <class D>
+struct program_reading {
+  // Nodes of kind `o` (collectives: on mesh axis `axis`, or on any axis when empty).
+  constexpr int count(op o, std::string_view axis = {}) const { return self().nodes.count(o, axis); }
+  constexpr int count(step_kind k) const {
+    int c = 0;
+    for (const step& s : self().steps) c += s.kind == k ? 1 : 0;
+    return c;
+  }
+  constexpr const node& node_of(const step& s) const { return self().nodes[s.node]; }
+  // A training program holds the backward pass: one param_grad per parameter that gets a gradient.
+  constexpr bool is_training() const { return count(op::param_grad) > 0; }
+
+ private:
+  constexpr const D& self() const { return static_cast<const D&>(*this); }
+};
+}  // namespace detail
+
+// A compiled program: its graph and steps, of the capacity the graph was built with.
+template <std::size_t Capacity = default_graph_capacity>
+struct basic_program : program_options, detail::program_reading<basic_program<Capacity>> {
+  basic_graph<Capacity> nodes;
+  static_vector<step, Capacity> steps;
 
   constexpr bool ok() const { return nodes.ok(); }
   constexpr std::string_view error() const { return nodes.error.view(); }
-  // Nodes of kind `o` (collectives: on mesh axis `axis`, or on any axis when empty).
-  constexpr int count(op o, std::string_view axis = {}) const { return nodes.count(o, axis); }
-  constexpr int count(step_kind k) const {
-    int c = 0;
-    for (const step& s : steps) c += s.kind == k ? 1 : 0;
-    return c;
-  }
-  constexpr const node& node_of(const step& s) const { return nodes[s.node]; }
-  // A training program holds the backward pass: one param_grad per parameter that gets a gradient.
-  constexpr bool is_training() const { return count(op::param_grad) > 0; }
+};
+
+// The program of a graph of the default capacity.
+using program = basic_program<>;
+
+// A program of any capacity, read only: what bind and the run time take. Valid while the program
+// lives.
+struct program_view : program_options, detail::program_reading<program_view> {
+  graph_view nodes;
+  std::span<const step> steps;
+
+  template <std::size_t Capacity>
+  constexpr program_view(const basic_program<Capacity>& p)  // NOLINT(google-explicit-constructor): a view
+      : program_options(p), nodes(p.nodes), steps(p.steps.items, p.steps.size()) {}
+  constexpr program_view(const program_options& o, graph_view n, std::span<const step> s)
+      : program_options(o), nodes(n), steps(s) {}
+
+  constexpr bool ok() const { return nodes.ok(); }
+  constexpr std::string_view error() const { return nodes.error(); }
 };
 
 // Orders the graph's nodes into steps. Leaves (inputs, parameters) are bound, not run.
-constexpr program lower(const graph& g) {
-  program p;
+template <std::size_t Capacity>
+constexpr basic_program<Capacity> lower(const basic_graph<Capacity>& g) {
+  basic_program<Capacity> p;
   p.nodes = g;
   if (!g.ok()) return p;
   for (int i = 0; i < g.size(); ++i) {

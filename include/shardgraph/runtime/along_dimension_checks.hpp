@@ -17,7 +17,7 @@ namespace shardgraph {
 // extent's size, or for a concat's gradient the size of the concat's parts before its own.
 // global_of(j) is node j's global dims.
 template <class GlobalOf>
-std::int64_t slice_start(const graph& g, const node& n, const model_sizes& sizes, const GlobalOf& global_of) {
+std::int64_t slice_start(const graph_view& g, const node& n, const model_sizes& sizes, const GlobalOf& global_of) {
   const std::size_t dim = static_cast<std::size_t>(n.along.dim);
   std::int64_t start = n.slice_offset;
   if (n.along.part >= 0)
@@ -29,7 +29,7 @@ std::int64_t slice_start(const graph& g, const node& n, const model_sizes& sizes
 
 // Throws, naming node i, where its sizes along its dimension do not fit.
 template <class GlobalOf>
-void check_along_dimension(const graph& g, int i, const model_sizes& sizes, const GlobalOf& global_of,
+void check_along_dimension(const graph_view& g, int i, const model_sizes& sizes, const GlobalOf& global_of,
                            const std::string& where) {
   const node& n = g[i];
   const std::size_t dim = static_cast<std::size_t>(n.along.dim);

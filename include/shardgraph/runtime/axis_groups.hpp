@@ -26,7 +26,7 @@ namespace shardgraph {
 // This rank's coordinate on each mesh axis of program p; fails on every rank when the world's ranks
 // are not the mesh's.
 template <comm::Communicator Comm>
-std::vector<int> mesh_coordinates(const program& p, const mesh_shape& mesh, Comm& world) {
+std::vector<int> mesh_coordinates(const program_view& p, const mesh_shape& mesh, Comm& world) {
   const int needed = mesh.world_size(p.nodes.axes);
   if (needed != world.size())
     fail("bind",

@@ -16,8 +16,8 @@
 namespace shardgraph {
 
 // Fails naming the first custom node whose op has no kernel for `backend` (traits::name).
-inline void check_custom_kernels(const program& p, std::string_view backend) {
-  const graph& g = p.nodes;
+inline void check_custom_kernels(const program_view& p, std::string_view backend) {
+  const graph_view& g = p.nodes;
   for (int i = 0; i < g.size(); ++i) {
     const node& n = g[i];
     if (n.kind != op::custom || n.custom->kernel_for(backend) != nullptr) continue;
@@ -35,7 +35,7 @@ inline void check_custom_kernels(const program& p, std::string_view backend) {
 
 // p, once it has no diagnostic and a kernel on Backend for each custom op; else fails (bind).
 template <class Backend>
-const program& runnable_on(const program& p) {
+const program_view& runnable_on(const program_view& p) {
   if (!p.ok()) throw error(std::string(p.error()));
   check_custom_kernels(p, plan::traits_of<Backend>().name);
   return p;

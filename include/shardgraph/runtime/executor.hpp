@@ -65,6 +65,7 @@
 #include "shardgraph/plan/plan_step_fusion.hpp"
 #include "shardgraph/plan/step_index.hpp"
 #include "shardgraph/plan/zero3_gathers.hpp"
+#include "shardgraph/program/owned_program.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/axis_channels.hpp"
 #include "shardgraph/runtime/call_runner.hpp"
@@ -93,16 +94,17 @@ class rank_program {
  public:
   using buffer = typename Backend::buffer;
 
-  rank_program(const program& p, const model_sizes& sizes, Comm& world, Backend backend,
+  rank_program(const program_view& p, const model_sizes& sizes, Comm& world, Backend backend,
                const mesh_shape& mesh, const weight_source& weights, const pipeline_options& pipe = {},
                const memory_options& memory = {})
-      : program_(checked(p)),
+      : owned_program_(std::make_unique<const owned_program>(checked(p))),
+        program_(owned_program_->view()),
         memory_options_(memory),
         sizes_(sizes),
         backend_(std::move(backend)),
         layout_(program_, sizes, mesh, mesh_coordinates(program_, mesh, world)),
         world_rank_(world.rank()) {
-    const graph& g = program_.nodes;
+    const graph_view& g = program_.nodes;
     std::vector<int> coordinates;
     for (int a = 0; a < g.axes.size(); ++a) {
       axis_sizes_.push_back(mesh.size(g.axes.name(a)));
@@ -149,7 +151,7 @@ class rank_program {
   // chunk): `gradient` then points at reused memory.
   template <class Fn>
   void for_each_parameter(Fn&& fn) {
-    const graph& g = program_.nodes;
+    const graph_view& g = program_.nodes;
     const std::int64_t saved_layer = layer_;
     for (const plan::held_parameter& held : held_.slices) {
       const int i = held.node;
@@ -281,7 +283,7 @@ class rank_program {
     return layout_.coordinate(program_.nodes.axes.index_of(axis));
   }
   const local_layout& layout() const { return layout_; }
-  const program& compiled() const { return program_; }
+  const program_view& compiled() const { return program_; }
 
   // Runs the program and returns its outputs; with `only`, just the outputs of that name (a training
   // step reads the loss, not the logits: on a GPU their copy to the host would cost more than the step).
@@ -473,7 +475,7 @@ class rank_program {
   // reported: the node the error names (default i).
   void check_finite(int i, int reported = -1);
 
-  static const program& checked(const program& p) { return runnable_on<Backend>(p); }
+  static const program_view& checked(const program_view& p) { return runnable_on<Backend>(p); }
 
   // ---- the memory plan (plan/memory_layout.hpp) ----
   // Values kept once per layer (plan/per_layer.hpp): step fusion asks before the buckets are planned.
@@ -540,7 +542,8 @@ class rank_program {
     return host_span<T>(backend_, b, numel);
   }
 
-  program program_;
+  std::unique_ptr<const owned_program> owned_program_;  // the rank's copy of the program it was bound from
+  program_view program_;                                // into it
   memory_options memory_options_;
   model_sizes sizes_;
   Backend backend_;
@@ -585,7 +588,7 @@ class rank_program {
 };
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
-rank_program<Backend, Comm> bind(const program& p, const model_sizes& sizes, Comm& world, Backend backend,
+rank_program<Backend, Comm> bind(const program_view& p, const model_sizes& sizes, Comm& world, Backend backend,
                                  const mesh_shape& mesh, const weight_source& weights,
                                  const pipeline_options& pipe = {}, const memory_options& memory = {}) {
   return rank_program<Backend, Comm>(p, sizes, world, std::move(backend), mesh, weights, pipe, memory);

@@ -13,7 +13,7 @@ namespace shardgraph {
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 void rank_program<Backend, Comm>::plan_stages(const pipeline_options& pipe) {
-  const graph& g = program_.nodes;
+  const graph_view& g = program_.nodes;
   std::int64_t layers = 1;
   for (int i = 0; i < g.size(); ++i)
     if (g[i].kind == op::repeat_begin) layers = sizes_.get(size_symbol::layers);
@@ -39,7 +39,7 @@ void rank_program<Backend, Comm>::plan_value_memory() {
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 void rank_program<Backend, Comm>::allocate() {
-  const graph& g = program_.nodes;
+  const graph_view& g = program_.nodes;
   storage_ = value_storage<Backend>(memory_budget_for(backend_, memory_options_.available_bytes));
   recompute_steps_ = plan::recomputed_steps(program_);
   grad_of_.assign(index(g.size()), -1);
@@ -152,7 +152,7 @@ void rank_program<Backend, Comm>::plan_step_calls() {
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 plan::step_fusion_inputs rank_program<Backend, Comm>::fusion_inputs() const {
-  const graph& g = program_.nodes;
+  const graph_view& g = program_.nodes;
   std::vector<bool> again(index(g.size()), false), kept(index(g.size()), false);
   for (int i = 0; i < g.size(); ++i) {
     again[index(i)] = recomputed(i);

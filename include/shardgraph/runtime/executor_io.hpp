@@ -62,7 +62,7 @@ void rank_program<Backend, Comm>::begin_run(std::span<const tensor_map> batches)
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 void rank_program<Backend, Comm>::upload_inputs(const tensor_map& inputs) {
-  const graph& g = program_.nodes;
+  const graph_view& g = program_.nodes;
   for (int i = 0; i < g.size(); ++i) {
     if (g[i].kind != op::input) continue;
     buffer& v = storage_.values()[index(i)];

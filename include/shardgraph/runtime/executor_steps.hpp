@@ -13,7 +13,7 @@ namespace shardgraph {
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 void rank_program<Backend, Comm>::run_segment(const segment& sg) {
-  const graph& g = program_.nodes;
+  const graph_view& g = program_.nodes;
   const std::int64_t first = sg.first_layer, end = sg.end_layer < 0 ? layers_ : sg.end_layer;
   std::size_t loop_start = 0;
   layer_ = first;

@@ -29,7 +29,7 @@ namespace shardgraph {
 namespace detail {
 // Checks this rank's slices of every batch; returns its counted targets (per loss's targets
 // input, summed over batches) and, when a check failed, the error (else empty).
-inline std::string check_local_inputs(const graph& g, const local_layout& layout, const loss_divisors& loss,
+inline std::string check_local_inputs(const graph_view& g, const local_layout& layout, const loss_divisors& loss,
                                       std::span<const tensor_map> batches,
                                       std::vector<std::int64_t>& counts) {
   try {
@@ -49,7 +49,7 @@ inline std::string check_local_inputs(const graph& g, const local_layout& layout
 // Returns the counted targets of `batches` (per loss, loss_divisors::counted_targets' order) over
 // every rank's slices; every rank must call it. Throws on every rank when any rank's check failed.
 template <class Comm>
-std::vector<std::int64_t> agree_on_local_inputs(const graph& g, const local_layout& layout,
+std::vector<std::int64_t> agree_on_local_inputs(const graph_view& g, const local_layout& layout,
                                                 const loss_divisors& loss,
                                                 std::span<const tensor_map> batches,
                                                 std::span<Comm> axis_comms, int world_rank) {

@@ -27,9 +27,9 @@ struct local_dims {
 
 class local_layout {
  public:
-  local_layout(const program& p, const model_sizes& sizes, const mesh_shape& mesh, std::vector<int> coordinates)
+  local_layout(const program_view& p, const model_sizes& sizes, const mesh_shape& mesh, std::vector<int> coordinates)
       : coordinates_(std::move(coordinates)) {
-    const graph& g = p.nodes;
+    const graph_view& g = p.nodes;
     dims_.resize(static_cast<std::size_t>(g.size()));
     for (int i = 0; i < g.size(); ++i) {
       const node& n = g[i];
@@ -77,7 +77,7 @@ class local_layout {
            std::to_string(d.global[static_cast<std::size_t>(k)]);
     return s;
   }
-  void check_op(const graph& g, int i, const model_sizes& sizes) const {
+  void check_op(const graph_view& g, int i, const model_sizes& sizes) const {
     const node& n = g[i];
     const std::string where = where_of(n);
     if (n.kind == op::attention) {

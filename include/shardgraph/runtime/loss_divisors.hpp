@@ -29,17 +29,17 @@ namespace shardgraph {
 class loss_divisors {
  public:
   loss_divisors() = default;
-  loss_divisors(const graph& g, const local_layout& layout, const model_sizes& sizes)
+  loss_divisors(const graph_view& g, const local_layout& layout, const model_sizes& sizes)
       : tokens_(plan_token_inputs(g, layout, sizes)), entry_(plan::plan_loss_entries(g, tokens_)) {}
 
   // Checks the token ids and targets of `batch` against the vocabulary (runtime/token_inputs.hpp),
   // throwing the same error on every rank before any compute, and returns how many targets count,
   // per cross_entropy that reads an input.
-  std::vector<std::int64_t> counted_targets(const graph& g, const tensor_map& batch) const {
+  std::vector<std::int64_t> counted_targets(const graph_view& g, const tensor_map& batch) const {
     return check_token_inputs(g, tokens_, batch);
   }
   // The same summed over micro-batches, every one checked before any compute.
-  std::vector<std::int64_t> counted_targets(const graph& g, std::span<const tensor_map> batches) const {
+  std::vector<std::int64_t> counted_targets(const graph_view& g, std::span<const tensor_map> batches) const {
     std::vector<std::int64_t> counts;
     for (const tensor_map& batch : batches) {
       const std::vector<std::int64_t> c = counted_targets(g, batch);

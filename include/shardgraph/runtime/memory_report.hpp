@@ -20,7 +20,7 @@ namespace shardgraph {
 // `zero3`: runtime/zero3_gathers.hpp's zero3_parameters; `buckets`: gradient_buckets.hpp's
 // bucket_reductions.
 template <class Backend, class Zero3, class Buckets>
-memory_report report_memory(const graph& g, const value_storage<Backend>& storage,
+memory_report report_memory(const graph_view& g, const value_storage<Backend>& storage,
                             const plan::memory_layout& memory, const Zero3& zero3, const Buckets& buckets,
                             const micro_batch_slots<Backend>& slots) {
   const auto at = [](int i) { return static_cast<std::size_t>(i); };

@@ -36,7 +36,7 @@ class micro_batch_slots {
   // Slots 1.. get buffers of the sizes of the running values (slot 0's are the running ones to begin
   // with), and the inbox `numel` elements of `type` each. allocate(node, type, numel) -> buffer.
   template <class Allocate>
-  void allocate(value_storage<Backend>& running, const graph& g, int inbox_node, std::int64_t inbox_numel,
+  void allocate(value_storage<Backend>& running, const graph_view& g, int inbox_node, std::int64_t inbox_numel,
                 Allocate&& allocate) {
     for (buffer& b : inbox_) b = allocate(inbox_node, g[inbox_node].type, inbox_numel);
     active_ = 0;
@@ -58,7 +58,7 @@ class micro_batch_slots {
   }
 
   // Makes slot k's values the running ones, the running ones going back to their slot.
-  void select(int k, value_storage<Backend>& running, const graph& g) {
+  void select(int k, value_storage<Backend>& running, const graph_view& g) {
     if (k == active_) return;
     for (int i = 0; i < g.size(); ++i) {
       if (!banked(i)) continue;

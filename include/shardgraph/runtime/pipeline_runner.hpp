@@ -225,7 +225,7 @@ std::vector<double> run_pipeline_step(Stage& stage, Comm& pp, const plan::pipeli
 // phase holds. Runs in slot 0.
 template <class Stage, class Comm, class Batch>
 void forward_stage_by_stage(Stage& stage, Comm& pp, const plan::pipeline_stages& stages,
-                            const plan::step_index& idx, const graph& nodes, const Batch& inputs) {
+                            const plan::step_index& idx, const graph_view& nodes, const Batch& inputs) {
   const int p = stages.schedule.ranks, r = stages.coordinate;
   const int total = stages.schedule.stages();
   stage.select_bank(0);

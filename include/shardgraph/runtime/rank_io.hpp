@@ -104,7 +104,7 @@ inline const host_tensor& given_local_input(const node& n, const local_dims& d, 
 // Where this rank's slice of the program's input `name` lies in the global tensor: global shape,
 // offset and local shape (rows [offset[0], offset[0] + local[0]) of a batch sharded on dp).
 // Throws when the program has no input of that name.
-inline const local_dims& input_slice(const graph& g, const local_layout& layout, std::string_view name) {
+inline const local_dims& input_slice(const graph_view& g, const local_layout& layout, std::string_view name) {
   for (int i = 0; i < g.size(); ++i)
     if (g[i].kind == op::input && g[i].name.view() == name) return layout.of(i);
   fail("input_slice", "the program has no input '" + std::string(name) + "'",
@@ -114,7 +114,7 @@ inline const local_dims& input_slice(const graph& g, const local_layout& layout,
 namespace detail {
 // The value an output's gathers start from: its input before the all_gathers and all_reduces that
 // make it Replicate.
-inline int gathered_from(const graph& g, int i) {
+inline int gathered_from(const graph_view& g, int i) {
   while (g[i].kind == op::all_gather || g[i].kind == op::all_reduce) i = g[i].inputs[0];
   return i;
 }
@@ -123,7 +123,7 @@ inline int gathered_from(const graph& g, int i) {
 // This rank's slice of each output in `whole` (outputs as download_outputs gives them): the block
 // its value had before the program gathered it to every rank, on every axis it was sharded on; on an
 // axis where it was Replicate or Partial (summed), the whole extent.
-inline tensor_map local_outputs(const graph& g, const local_layout& layout, tensor_map whole) {
+inline tensor_map local_outputs(const graph_view& g, const local_layout& layout, tensor_map whole) {
   for (int i = 0; i < g.size(); ++i) {
     auto it = g[i].kind == op::output ? whole.find(std::string(g[i].name.view())) : whole.end();
     if (it == whole.end()) continue;
@@ -144,7 +144,7 @@ inline tensor_map local_outputs(const graph& g, const local_layout& layout, tens
 // that name. An output that bind's memory_options::outputs leaves out (`unread`) is skipped, or
 // fails when it is the one asked for.
 template <class Backend>
-tensor_map download_outputs(Backend& backend, const graph& g, const local_layout& layout,
+tensor_map download_outputs(Backend& backend, const graph_view& g, const local_layout& layout,
                             const std::vector<bool>& unread, std::span<typename Backend::buffer> values,
                             std::string_view only = {}) {
   tensor_map result;

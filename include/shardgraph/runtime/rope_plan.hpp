@@ -26,8 +26,8 @@ struct rope_plan {
 };
 
 // Throws, naming the node, for a head_dim or scaling that gives no table (before any kernel runs).
-inline rope_plan plan_rope_frequencies(const program& p, const local_layout& layout) {
-  const graph& g = p.nodes;
+inline rope_plan plan_rope_frequencies(const program_view& p, const local_layout& layout) {
+  const graph_view& g = p.nodes;
   rope_plan plan;
   plan.table_of.assign(static_cast<std::size_t>(g.size()), -1);
   std::vector<rope_scaling> scaling_of;  // of each table

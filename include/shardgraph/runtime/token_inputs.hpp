@@ -30,7 +30,7 @@ struct token_input {
 
 namespace detail {
 // The input a value is a (possibly sliced or redistributed) copy of, or -1.
-inline int source_input(const graph& g, int i) {
+inline int source_input(const graph_view& g, int i) {
   while (i >= 0 && g[i].kind != op::input) i = g[i].input_count == 1 ? g[i].inputs[0] : -1;
   return i;
 }
@@ -38,7 +38,7 @@ inline int source_input(const graph& g, int i) {
 
 // Every embedding's ids and every cross_entropy's targets that come from an input of the program,
 // with the classes each may hold. Throws at bind for a classes count outside [1, vocab].
-inline std::vector<token_input> plan_token_inputs(const graph& g, const local_layout& layout,
+inline std::vector<token_input> plan_token_inputs(const graph_view& g, const local_layout& layout,
                                                   const model_sizes& sizes) {
   std::vector<token_input> found;
   for (int i = 0; i < g.size(); ++i) {
@@ -70,7 +70,7 @@ inline std::string token_position(const std::vector<std::int64_t>& shape, std::i
 // targets entries of `tokens`), how many of its targets count. An input missing or of another
 // dtype is left to the upload's own check. Throws, naming the input, the batch row, the position,
 // the value and the vocabulary, at the first id outside it.
-inline std::vector<std::int64_t> check_token_inputs(const graph& g, const std::vector<token_input>& tokens,
+inline std::vector<std::int64_t> check_token_inputs(const graph_view& g, const std::vector<token_input>& tokens,
                                                     const std::map<std::string, host_tensor>& inputs) {
   std::vector<std::int64_t> counted;
   for (const token_input& t : tokens) {

@@ -96,7 +96,7 @@ class trainer {
     rank.set_finite_check(options_.check_finite);
     zero_stage_ = rank.compiled().zero_stage;
     zero_axis_ = rank.compiled().zero_axis;
-    const graph& g = rank.compiled().nodes;
+    const graph_view& g = rank.compiled().nodes;
     for (int i = 0; i < g.size(); ++i)
       if (g[i].kind == op::parameter && (g[i].type == dtype::bf16 || g[i].type == dtype::f16)) {
         mixed_ = true;
@@ -460,7 +460,7 @@ class trainer {
   // coordinate 0 of that axis.
   double owned_sum_of_squares() {
     Backend& b = rank_.backend();
-    const graph& g = rank_.compiled().nodes;
+    const graph_view& g = rank_.compiled().nodes;
     std::vector<const buffer*> owned;  // summed together below
     rank_.for_each_parameter(
         [&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer* grad) {

@@ -38,7 +38,7 @@ namespace shardgraph {
 // What the allocation of the values reads: the program, this rank's local sizes, where the memory
 // plan puts each value, and which layers and values this pipeline stage holds.
 struct value_allocation {
-  const graph& nodes;
+  graph_view nodes;
   const local_layout& layout;
   const plan::memory_layout& memory;
   const plan::pipeline_stages& stages;
@@ -81,7 +81,7 @@ class value_storage {
   // value is empty (gathered when in use) and store_chunks(i) allocates the chunks it stores.
   template <class StoreChunks>
   void allocate_values(Backend& backend, const value_allocation& in, StoreChunks&& store_chunks) {
-    const graph& g = in.nodes;
+    const graph_view& g = in.nodes;
     values_.reserve(at(g.size()));
     staging_.resize(at(g.size()));
     saved_.resize(at(g.size()));
@@ -97,7 +97,7 @@ class value_storage {
   }
 
   // One allocation per layer for each layer block, each member a view at its place in it.
-  void allocate_layer_blocks(Backend& backend, const plan::memory_layout& memory, const graph& g,
+  void allocate_layer_blocks(Backend& backend, const plan::memory_layout& memory, const graph_view& g,
                              std::int64_t layers, const plan::pipeline_stages& stages) {
     if constexpr (plan::traits_of<Backend>().views) {
       for (const plan::layer_block& group : memory.layer_blocks)
@@ -114,7 +114,7 @@ class value_storage {
   }
 
   // The arena, and every value placed in it (and each output of one) a view into it.
-  void allocate_arena(Backend& backend, const plan::memory_layout& memory, const graph& g,
+  void allocate_arena(Backend& backend, const plan::memory_layout& memory, const graph_view& g,
                       const local_layout& layout) {
     if constexpr (plan::traits_of<Backend>().views) {
       if (memory.arena_bytes == 0) return;
@@ -139,7 +139,7 @@ class value_storage {
   // The statistics each saving forward call writes (plan/saved_statistics.hpp), with the memory that
   // holds its value in each layer (memory_layout::place_of): one per layer where that memory is per
   // layer, else one.
-  void allocate_saved(Backend& backend, const plan::memory_layout& memory, const graph& g,
+  void allocate_saved(Backend& backend, const plan::memory_layout& memory, const graph_view& g,
                       const std::vector<plan::saved_statistics>& saved, std::int64_t layers,
                       const plan::pipeline_stages& stages) {
     saved_.resize(at(g.size()));

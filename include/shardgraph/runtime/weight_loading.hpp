@@ -27,7 +27,7 @@ inline std::string layer_name(std::string_view param, std::string_view block, st
 }  // namespace detail
 
 // Parameter p's name in a weight source: a block weight's carries its layer ("h.3.attn.q.weight").
-inline std::string parameter_name(const graph& g, const node& p, std::int64_t layer) {
+inline std::string parameter_name(const graph_view& g, const node& p, std::int64_t layer) {
   return p.region >= 0 ? detail::layer_name(p.name.view(), g[p.region].name.view(), layer)
                        : std::string(p.name.view());
 }
@@ -35,7 +35,7 @@ inline std::string parameter_name(const graph& g, const node& p, std::int64_t la
 // Reads each slice of `held` from `weights` and hands it to store(node, layer, host slice), layer
 // 0 for a weight outside the block.
 template <class Store>
-void load_weights(const graph& g, const local_layout& layout, const plan::held_parameters& held,
+void load_weights(const graph_view& g, const local_layout& layout, const plan::held_parameters& held,
                   const weight_source& weights, bool reporting_rank, Store&& store) {
   load_progress progress(held.bytes, reporting_rank);
   // One host tensor while the shape repeats (a block's weight, layer after layer): zeroed again
