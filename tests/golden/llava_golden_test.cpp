@@ -41,6 +41,23 @@ constexpr sg::graph llava_tower_on_tp_graph() { return sg::models::llava<Mesh>(t
 constexpr sg::program llava_training = sg::compile<llava_graph, sg::training{}>();
 constexpr sg::program llava_tower_on_tp_training = sg::compile<llava_tower_on_tp_graph, sg::training{}>();
 
+// The collectives on tp that read the tower's values: its forward nodes ("encoder.layers.0.mlp.fc2")
+// and their gradients ("d.encoder...").
+constexpr int tower_collectives_on_tp(const sg::program& p) {
+  const sg::graph& g = p.nodes;
+  const int tp = g.axes.index_of("tp");
+  int count = 0;
+  for (int i = 0; i < g.size(); ++i) {
+    const sg::node& n = g[i];
+    const bool collective = n.kind == sg::op::all_reduce || n.kind == sg::op::all_gather ||
+                            n.kind == sg::op::reduce_scatter || n.kind == sg::op::all_to_all;
+    if (!collective || n.axis != tp) continue;
+    const std::string_view from = g[n.inputs[0]].name.view();
+    if (from.starts_with("encoder.") || from.starts_with("d.encoder.")) ++count;
+  }
+  return count;
+}
+
 const std::string llava_dir = std::string(SHARDGRAPH_GOLDEN_DIR) + "/llava";
 
 // The parameters a graph reads, by the checkpoint's names, with the decoder's `layers` layers.
@@ -71,6 +88,12 @@ TEST_CASE("LLaVA's config.json gives models::llava its sizes and options", "[gol
   CHECK((c.vision.model == 24 && c.vision.heads == 12 && c.vision.layers == 3 && c.vision.ffn == 24));
   CHECK((c.text.vocab == 61 && c.text.model == 48 && c.text.heads == 12 && c.text.kv_heads == 6));
   CHECK((c.text.head_dim == 4 && c.text.ffn == 24 && c.text.layers == 1));
+  try {
+    c.sizes(2, c.image_tokens());
+    FAIL("no error");
+  } catch (const sg::error& e) {
+    CHECK(std::string(e.what()).find("leaves no text after the 4 image tokens") != std::string::npos);
+  }
   // the defaults are this tiny model
   const sg::models::llava_config defaults;
   CHECK((defaults.vision.model == c.vision.model && defaults.text.model == c.text.model));
@@ -114,6 +137,14 @@ TEST_CASE("hf_llava refuses by name what models::llava does not model", "[golden
   } catch (const sg::error& e) {
     CHECK(std::string(e.what()).find("vision_feature_layer") != std::string::npos);
   }
+}
+
+TEST_CASE("models::llava refuses a tower without its layer count", "[models]") {
+  sg::models::llava_options o;
+  o.vision.unrolled_layers = 0;
+  const sg::graph g = sg::models::llava<Mesh>(o);  // at run time: the diagnostic is the graph's
+  CHECK_FALSE(g.ok());
+  CHECK(g.error.view().find("llava: vision.unrolled_layers is 0") != std::string_view::npos);
 }
 
 TEST_CASE("models::llava reads every tensor of the checkpoint that the loss reaches, and no other",
@@ -205,6 +236,11 @@ TEST_CASE("LLaVA logits, image features, loss and gradients equal HF transformer
   // error of layout or convention is of order 1), and is compared to 1e-5 as the LLaMA cases are.
   const llava_results one = run_llava(llava_training, tower_replicated, config, inputs, 1, 1);
   test_support::check_against_golden(one.outputs, one.gradients, golden, 1e-5);
+
+  // Replicated, the tower runs whole on every tp rank; on tp, each of its 2 layers sums its
+  // row-parallel out_proj and fc2 (and the backward its column-parallel products' input gradients).
+  STATIC_REQUIRE(tower_collectives_on_tp(llava_training) == 0);
+  STATIC_REQUIRE(tower_collectives_on_tp(llava_tower_on_tp_training) >= 4);
 
   // dp = 2 x tp = 2 (the vocabulary padded to 62) computes what one rank does, to float64
   // rounding, with the tower and the projector replicated on tp and with them sharded on it.

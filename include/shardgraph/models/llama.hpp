@@ -8,6 +8,8 @@
 //       [ x + o_proj(attention(rope(q), rope(k), v)) ;  x + down(silu(gate h) * up h) ]
 //   --norm--> logits = lm_head x ;  loss = cross_entropy(logits, targets)
 // Options: biases on the attention and MLP projections, and the head tied to embed_tokens.
+// llama_decoder() is everything after the embedding, for a model that feeds the decoder embeddings
+// of its own (LLaVA's image features joined to the text's); llama() embeds input_ids and runs it.
 #include <cstdint>
 #include <string>
 #include <string_view>
