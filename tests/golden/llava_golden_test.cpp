@@ -192,7 +192,8 @@ llava_results run_llava(const sg::program& program, const sg::models::llava_opti
                          sg::mesh_shape{{"dp", dp}, {"tp", tp}}, weights);
     const sg::tensor_map out = rank.forward(inputs);
     std::lock_guard lock(m);
-    for (auto& [name, grad] : rank.gradients()) {
+    for (auto& [name, slice_of_rank] : rank.gradients()) {
+      const auto& grad = slice_of_rank;  // a lambda below reads it (no structured binding there)
       std::vector<double>& whole = r.gradients["grad." + sg::io::hf_llava_tensor_name(name, options)];
       const std::int64_t row = grad.slice.global.size() > 1 ? grad.slice.global[1] : 1;
       const bool table = name == "embed_tokens.weight" || name == "lm_head.weight";
