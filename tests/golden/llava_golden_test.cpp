@@ -36,22 +36,35 @@ constexpr sg::models::llava_options tower_on_tp = [] {
   o.vision.tensor_axis = "tp";
   return o;
 }();
+// The tower and the projector tensor parallel on an axis of their own: the 2 ranks of "vision_tp"
+// share the tower's heads while those of "tp" share the decoder's.
+using MeshWithVisionAxis = sg::mesh<"dp", "tp", "vision_tp">;
+constexpr sg::models::llava_options tower_on_own_axis = [] {
+  sg::models::llava_options o{.type = sg::dtype::f64};
+  o.vision.tensor_axis = "vision_tp";
+  return o;
+}();
 constexpr sg::graph llava_graph() { return sg::models::llava<Mesh>(tower_replicated); }
 constexpr sg::graph llava_tower_on_tp_graph() { return sg::models::llava<Mesh>(tower_on_tp); }
 constexpr sg::program llava_training = sg::compile<llava_graph, sg::training{}>();
 constexpr sg::program llava_tower_on_tp_training = sg::compile<llava_tower_on_tp_graph, sg::training{}>();
+constexpr sg::graph llava_tower_on_own_axis_graph() {
+  return sg::models::llava<MeshWithVisionAxis>(tower_on_own_axis);
+}
+constexpr sg::program llava_tower_on_own_axis_training =
+    sg::compile<llava_tower_on_own_axis_graph, sg::training{}>();
 
-// The collectives on tp that read the tower's values: its forward nodes ("encoder.layers.0.mlp.fc2")
+// The collectives on `axis` that read the tower's values: its forward nodes ("encoder.layers.0.mlp.fc2")
 // and their gradients ("d.encoder...").
-constexpr int tower_collectives_on_tp(const sg::program& p) {
+constexpr int tower_collectives_on(const sg::program& p, std::string_view axis) {
   const sg::graph& g = p.nodes;
-  const int tp = g.axes.index_of("tp");
+  const int on = g.axes.index_of(axis);
   int count = 0;
   for (int i = 0; i < g.size(); ++i) {
     const sg::node& n = g[i];
     const bool collective = n.kind == sg::op::all_reduce || n.kind == sg::op::all_gather ||
                             n.kind == sg::op::reduce_scatter || n.kind == sg::op::all_to_all;
-    if (!collective || n.axis != tp) continue;
+    if (!collective || n.axis != on) continue;
     const std::string_view from = g[n.inputs[0]].name.view();
     if (from.starts_with("encoder.") || from.starts_with("d.encoder.")) ++count;
   }
@@ -179,17 +192,18 @@ struct llava_results {
 };
 
 llava_results run_llava(const sg::program& program, const sg::models::llava_options& options,
-                        sg::models::llava_config config, const sg::tensor_map& inputs, int dp, int tp) {
-  const std::int64_t vocab = config.text.vocab;
+                        sg::models::llava_config config, const sg::tensor_map& inputs,
+                        const sg::mesh_shape& mesh) {
+  const std::int64_t vocab = config.text.vocab, tp = mesh.size("tp");
   config.text.padded_vocab = (vocab + tp - 1) / tp * tp;
   const std::vector<std::int64_t>& ids = inputs.at("input_ids").shape();
   const sg::weight_source weights =
       sg::io::hf_llava_weights(sg::io::safetensors_checkpoint::open(llava_dir), options, vocab);
   llava_results r;
   std::mutex m;
-  sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
-    auto rank = sg::bind(program, config.sizes(ids.at(0), ids.at(1)), comm, sg::cpu::backend{},
-                         sg::mesh_shape{{"dp", dp}, {"tp", tp}}, weights);
+  sg::threads::world(mesh.world_size(program.nodes.axes)).run([&](sg::threads::communicator& comm) {
+    auto rank =
+        sg::bind(program, config.sizes(ids.at(0), ids.at(1)), comm, sg::cpu::backend{}, mesh, weights);
     const sg::tensor_map out = rank.forward(inputs);
     std::lock_guard lock(m);
     for (auto& [name, slice_of_rank] : rank.gradients()) {
@@ -235,23 +249,32 @@ TEST_CASE("LLaVA logits, image features, loss and gradients equal HF transformer
   // RoPE angles in float32 even in a float64 model: one rank agrees with HF to float32 rounding
   // (at most 6e-7 relative over every tensor here, the tower's q_proj bias in its second layer; an
   // error of layout or convention is of order 1), and is compared to 1e-5 as the LLaMA cases are.
-  const llava_results one = run_llava(llava_training, tower_replicated, config, inputs, 1, 1);
+  const llava_results one =
+      run_llava(llava_training, tower_replicated, config, inputs, {{"dp", 1}, {"tp", 1}});
   test_support::check_against_golden(one.outputs, one.gradients, golden, 1e-5);
 
   // Replicated, the tower runs whole on every tp rank; on tp, each of its 2 layers sums its
   // row-parallel out_proj and fc2 (and the backward its column-parallel products' input gradients).
-  STATIC_REQUIRE(tower_collectives_on_tp(llava_training) == 0);
-  STATIC_REQUIRE(tower_collectives_on_tp(llava_tower_on_tp_training) >= 4);
+  STATIC_REQUIRE(tower_collectives_on(llava_training, "tp") == 0);
+  STATIC_REQUIRE(tower_collectives_on(llava_tower_on_tp_training, "tp") >= 4);
+  STATIC_REQUIRE(tower_collectives_on(llava_tower_on_own_axis_training, "tp") == 0);
+  STATIC_REQUIRE(tower_collectives_on(llava_tower_on_own_axis_training, "vision_tp") >= 4);
 
   // dp = 2 x tp = 2 (the vocabulary padded to 62) computes what one rank does, to float64
   // rounding, with the tower and the projector replicated on tp and with them sharded on it.
   for (const bool on_tp : {false, true}) {
     CAPTURE(on_tp);
+    const sg::mesh_shape mesh{{"dp", 2}, {"tp", 2}};
     const llava_results sharded =
-        on_tp ? run_llava(llava_tower_on_tp_training, tower_on_tp, config, inputs, 2, 2)
-              : run_llava(llava_training, tower_replicated, config, inputs, 2, 2);
+        on_tp ? run_llava(llava_tower_on_tp_training, tower_on_tp, config, inputs, mesh)
+              : run_llava(llava_training, tower_replicated, config, inputs, mesh);
     test_support::check_same(sharded.outputs, one.outputs);
     test_support::check_same(sharded.gradients, one.gradients);
     CHECK(sharded.padding == 0);
   }
+  // dp = 1 x tp = 2 x vision_tp = 2: the tower and the projector on an axis of their own.
+  const llava_results own_axis = run_llava(llava_tower_on_own_axis_training, tower_on_own_axis, config,
+                                           inputs, {{"dp", 1}, {"tp", 2}, {"vision_tp", 2}});
+  test_support::check_same(own_axis.outputs, one.outputs);
+  test_support::check_same(own_axis.gradients, one.gradients);
 }
