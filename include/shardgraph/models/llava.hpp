@@ -20,7 +20,8 @@
 //
 // Placement: the batch on the decoder's data axis for every input; the decoder in Megatron's layout
 // on its tensor axis (llama); the tower and the projector on vision.tensor_axis (empty: replicated
-// on every rank; "tp": sharded as the decoder, linear_1 column and linear_2 row parallel).
+// on every rank; "tp", or an axis of their own: Megatron's layout there, linear_1 column and
+// linear_2 row parallel).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -67,8 +68,8 @@ constexpr vit_options llava_vision_tower(std::int64_t layers) {
 }
 
 // The defaults are a tiny LLaVA (tests/golden/llava: 2 of the tower's 3 layers read).
-// vision.type, vision.data_axis, text.type and text.data_axis are not read: the model's dtype is
-// `type` and every input is sharded on text.data_axis.
+// vision.type, vision.data_axis and text.type are not read: the model's dtype is `type`, and every
+// input is sharded by its batch on text.data_axis.
 struct llava_options {
   dtype type = dtype::f32;
   vit_options vision = llava_vision_tower(2);
@@ -166,9 +167,8 @@ constexpr graph llava(llava_options o = {}) {
   if (o.vision.unrolled_layers <= 0)
     if (diagnostic* d = g.value().report(pixels.id))
       *d << "llava: vision.unrolled_layers is " << static_cast<int>(o.vision.unrolled_layers)
-         << ", but the tower's layers are built one by one. set it to the layers the image features come "
-            "from "
-            "(llava_vision_tower(layers); io::hf_llava_options reads it from vision_feature_layer)";
+         << ", but the tower's layers are built one by one. set it to the layers the image features "
+            "come from (llava_vision_tower(layers); io::hf_llava_options reads it from vision_feature_layer)";
 
   tensor states = vision_tower(g, pixels, o.vision);  // (batch, vision_seq, vision_model)
   tensor features = detail::llava_projector(g, slice(states, 1, 1, vit_dims::patches), o);
