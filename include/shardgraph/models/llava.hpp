@@ -137,7 +137,7 @@ constexpr tensor llava_projector(graph_builder& g, tensor x, const llava_options
   if (o.projector_bias)
     h = add_bias(h, param_on(g, "multi_modal_projector.linear_1.bias", {dim::model}, tp, shard<0>));
   tensor y = linear(
-      activated(h, o.projector_activation),
+      apply_activation(h, o.projector_activation),
       param_on(g, "multi_modal_projector.linear_2.weight", {dim::model, dim::model}, tp, shard<1>), hf);
   if (o.projector_bias) y = add_bias(y, g.param("multi_modal_projector.linear_2.bias", {dim::model}));
   return y;

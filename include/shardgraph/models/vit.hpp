@@ -32,7 +32,7 @@ namespace shardgraph::models {
 // tanh approximation, "quick_gelu" x sigmoid(1.702 x) (CLIP's vision tower).
 enum class vit_activation { gelu_erf, gelu_tanh, quick_gelu };
 // x through the activation a.
-constexpr tensor activated(tensor x, vit_activation a) {
+constexpr tensor apply_activation(tensor x, vit_activation a) {
   switch (a) {
     case vit_activation::gelu_tanh: return gelu(x);
     case vit_activation::quick_gelu: return quick_gelu(x);
@@ -210,7 +210,7 @@ constexpr tensor vision_layer(graph_builder& b, tensor x, const vit_options& o, 
   b.pop_scope();
   b.push_scope("mlp");
   h = project(norm(x, nm.norm_after), nm.fc1, ffn, model, true, true);
-  x = x + project(activated(h, o.activation), nm.fc2, model, ffn, false, true);
+  x = x + project(apply_activation(h, o.activation), nm.fc2, model, ffn, false, true);
   b.pop_scope();
   return x;
 }
