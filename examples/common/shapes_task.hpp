@@ -3,10 +3,11 @@
 // real learning with no download. Each example is a small image of 1 to 3 shapes of one colour and a
 // one-word question about it; the model answers with one word:
 //
-//   image (3, 16, 16), a 4 x 4 grid of 4 x 4 cells:  . . . .    question "count"  -> answer "two"
-//   two blue shapes in two distinct cells            . # . .    question "colour" -> answer "blue"
-//                                                    . . . +
-//                                                    . . . .
+//   image (3, 16, 16), seen as 4 x 4 patches:    . . . . . . . .    question "count"  -> answer "two"
+//   two blue shapes anywhere, apart; a shape     . # # . . . . .    question "colour" -> answer "blue"
+//   may lie across patches                       . # # . . . # .
+//                                                . . . . . # # #
+//                                                . . . . . . # .   (16 x 16 drawn at half scale)
 //
 // The tokens of an example, seq = patches + 1 (patches = (image_size / patch_size)^2):
 //   input_ids  [image x patches, question]     the image placeholders, then "count" or "colour"
@@ -17,19 +18,20 @@
 // Vocabulary (vocab_size = 11): 0 pad (never in an example), 1 image, 2 "count", 3 "colour",
 // 4-6 "one" "two" "three", 7-10 "red" "green" "blue" "yellow".
 //
-// A scene: a colour, a count in [1, 3], that many distinct cells of the grid, and in each cell one
-// shape (a 2 x 2 square, a 3 x 3 plus or a 1 x 3 bar) at an offset inside the cell. Pixels are the
-// colour's RGB (each channel 0 or 1) on the shapes and 0 elsewhere, plus uniform noise in
-// [-noise, noise] on every pixel. The colour and the count are uniform, as is the question.
+// A scene: a colour, a count in [1, 3], and that many shapes (a 2 x 2 square, a 3 x 3 plus or a
+// 1 x 3 bar) at uniform positions, each shape's box at least one pixel from the others' (drawn
+// again until so), so that the shapes never touch. Pixels are the colour's RGB (each channel 0 or 1)
+// on the shapes and 0 elsewhere, plus uniform noise in [-noise, noise] on every pixel. The colour,
+// the count and the question are uniform.
 //
-// Held out: a scene is held out when mix64 of its description (colour, then each shape's cell, kind
-// and offset, in cell order) % 100 < held_out_percent (mix64: shardgraph/data/splitmix64.hpp). The
-// split depends on the scene alone, not on the seed, the noise or the question, so a held-out scene
-// is never trained on, under either question or any seed.
+// Held out: a scene is held out when mix64 of its description (colour, then each shape's kind and
+// position, in the order drawn) % 100 < held_out_percent (mix64: shardgraph/data/splitmix64.hpp).
+// The split depends on the scene alone, not on the seed, the noise or the question, so a held-out
+// scene is never trained on, under either question or any seed.
 //
 //   shapes_task task{.seed = 1};
 //   tensor_map batch = task.batch(step * 32, 32, false, dtype::f32);   // examples step*32 ... +31
-//   rank.train_step(batch);                 // pixel_values, input_ids, targets
+//   trainer.step(batch);                    // pixel_values, input_ids, targets
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -46,8 +48,8 @@
 namespace shardgraph::examples {
 
 struct shapes_task {
-  std::int64_t image_size = 16;  // pixels of a side: a multiple of patch_size
-  std::int64_t patch_size = 4;   // a cell of the grid is one patch; at least 3 (a plus is 3 x 3)
+  std::int64_t image_size = 16;  // pixels of a side: 8 or more, a multiple of patch_size
+  std::int64_t patch_size = 4;   // the model's patches: they set seq
   std::uint64_t seed = 0;        // chooses the examples of a split, not the split
   int held_out_percent = 10;     // share of scenes kept for evaluation: 1 to 99
   double noise = 0.1;            // amplitude of the pixels' uniform noise
@@ -61,13 +63,12 @@ struct shapes_task {
 
   enum class question { count, colour };
   struct shape {
-    int cell = 0;              // row-major in the grid of (image_size / patch_size)^2 cells
-    int kind = 0;              // 0 square 2 x 2, 1 plus 3 x 3, 2 bar 1 x 3
-    int row = 0, column = 0;   // the top-left corner's offset inside the cell
+    int kind = 0;             // 0 square 2 x 2, 1 plus 3 x 3, 2 bar 1 x 3
+    int row = 0, column = 0;  // the top-left corner of its box in the image
   };
   struct scene {
-    int colour = 0;              // 0 red, 1 green, 2 blue, 3 yellow
-    std::vector<shape> shapes;   // 1 to 3, in increasing cell order
+    int colour = 0;             // 0 red, 1 green, 2 blue, 3 yellow
+    std::vector<shape> shapes;  // 1 to 3, apart
   };
   struct example {
     scene picture;
@@ -80,8 +81,7 @@ struct shapes_task {
     std::int64_t question_token() const { return asked == question::count ? count_token : colour_token; }
   };
 
-  std::int64_t cells_per_side() const { return image_size / patch_size; }
-  std::int64_t patches() const { return cells_per_side() * cells_per_side(); }
+  std::int64_t patches() const { return (image_size / patch_size) * (image_size / patch_size); }
   // input_ids and targets are (batch, seq): the image placeholders and the question.
   std::int64_t seq() const { return patches() + 1; }
   std::int64_t answer_position() const { return patches(); }
@@ -112,19 +112,17 @@ struct shapes_task {
   // The pixels of an example, (channels, image_size, image_size) row-major.
   std::vector<double> render(const example& e) const {
     check();
-    const std::int64_t side = image_size, cells = cells_per_side();
+    const std::int64_t side = image_size;
     std::vector<double> pixels(static_cast<std::size_t>(channels * side * side));
     data::splitmix64 rng(e.noise_seed);
     for (double& p : pixels) p = noise * (2.0 * static_cast<double>(rng.next() >> 11) * 0x1.0p-53 - 1.0);
     constexpr std::array<std::array<double, channels>, colours> rgb{
         {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 0}}};
-    for (const shape& s : e.picture.shapes) {
-      const std::int64_t top = s.cell / cells * patch_size + s.row, left = s.cell % cells * patch_size + s.column;
+    for (const shape& s : e.picture.shapes)
       for (const auto& [dr, dc] : pixels_of(s.kind))
         for (int c = 0; c < channels; ++c)
-          pixels[static_cast<std::size_t>((c * side + top + dr) * side + left + dc)] +=
+          pixels[static_cast<std::size_t>((c * side + s.row + dr) * side + s.column + dc)] +=
               rgb[static_cast<std::size_t>(e.picture.colour)][static_cast<std::size_t>(c)];
-    }
     return pixels;
   }
 
@@ -176,14 +174,13 @@ struct shapes_task {
 
  private:
   void check() const {
-    if (patch_size < 3 || image_size < patch_size || image_size % patch_size != 0)
+    if (patch_size < 1 || image_size % patch_size != 0)
       fail("shapes_task",
-           "image_size " + std::to_string(image_size) + " and patch_size " + std::to_string(patch_size) +
-               " do not make a grid of cells of at least 3 x 3 pixels",
-           "Use a patch_size of 3 or more that divides image_size");
-    if (patches() < max_shapes)
-      fail("shapes_task", "a grid of " + std::to_string(patches()) + " cells holds fewer than 3 shapes",
-           "Use an image_size of at least 2 x patch_size");
+           "patch_size " + std::to_string(patch_size) + " does not divide image_size " + std::to_string(image_size),
+           "Use a positive patch_size that divides image_size");
+    if (image_size < 8)
+      fail("shapes_task", "image_size " + std::to_string(image_size) + " leaves no room for 3 shapes apart",
+           "Use an image_size of 8 or more");
     if (held_out_percent < 1 || held_out_percent > 99)
       fail("shapes_task", "held_out_percent is " + std::to_string(held_out_percent) + ", outside [1, 99]",
            "Keep some scenes for training and some for evaluation");
@@ -192,27 +189,29 @@ struct shapes_task {
   scene draw_scene(data::splitmix64& rng) const {
     scene s{.colour = static_cast<int>(rng.below(colours)), .shapes = {}};
     const int count = 1 + static_cast<int>(rng.below(max_shapes));
-    std::vector<int> cells(static_cast<std::size_t>(patches()));
-    for (std::size_t c = 0; c < cells.size(); ++c) cells[c] = static_cast<int>(c);
-    for (int k = 0; k < count; ++k) {  // the first `count` of a partial Fisher-Yates shuffle
-      const auto pick = static_cast<std::size_t>(k) + rng.below(cells.size() - static_cast<std::size_t>(k));
-      std::swap(cells[static_cast<std::size_t>(k)], cells[pick]);
-    }
-    std::sort(cells.begin(), cells.begin() + count);
-    for (int k = 0; k < count; ++k) {
-      shape sh{.cell = cells[static_cast<std::size_t>(k)], .kind = static_cast<int>(rng.below(shape_kinds))};
+    for (int tries = 1; static_cast<int>(s.shapes.size()) < count; ++tries) {
+      if (tries % 64 == 0) s.shapes.clear();  // the first ones left no room: place them all again
+      shape sh{.kind = static_cast<int>(rng.below(shape_kinds))};
       const auto [height, width] = extent_of(sh.kind);
-      sh.row = static_cast<int>(rng.below(static_cast<std::uint64_t>(patch_size - height + 1)));
-      sh.column = static_cast<int>(rng.below(static_cast<std::uint64_t>(patch_size - width + 1)));
-      s.shapes.push_back(sh);
+      sh.row = static_cast<int>(rng.below(static_cast<std::uint64_t>(image_size - height + 1)));
+      sh.column = static_cast<int>(rng.below(static_cast<std::uint64_t>(image_size - width + 1)));
+      if (std::none_of(s.shapes.begin(), s.shapes.end(), [&](const shape& other) { return near(sh, other); }))
+        s.shapes.push_back(sh);
     }
     return s;
+  }
+
+  // Whether the boxes of a and b, each grown by one pixel, overlap: the shapes would touch.
+  static bool near(const shape& a, const shape& b) {
+    const auto [ha, wa] = extent_of(a.kind);
+    const auto [hb, wb] = extent_of(b.kind);
+    return a.row <= b.row + hb && b.row <= a.row + ha && a.column <= b.column + wb && b.column <= a.column + wa;
   }
 
   static std::uint64_t describe_hash(const scene& s) {
     std::uint64_t h = data::mix64(static_cast<std::uint64_t>(s.colour) + 1);
     for (const shape& sh : s.shapes)
-      for (const int v : {sh.cell, sh.kind, sh.row, sh.column})
+      for (const int v : {sh.kind, sh.row, sh.column})
         h = data::mix64(h ^ data::mix64(static_cast<std::uint64_t>(v) + 1));
     return h;
   }

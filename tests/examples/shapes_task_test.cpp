@@ -18,22 +18,38 @@ using shardgraph::testing::error_of;
 namespace {
 
 // What the pixels of one image (3, side, side) show, read independently of the task's scene: the
-// cells holding a pixel brighter than 0.5 in some channel, and the channels bright anywhere.
+// groups of touching pixels (8 neighbours) brighter than 0.5 in some channel, and the channels
+// bright anywhere.
 struct seen {
-  int cells = 0;
+  int shapes = 0;
   std::set<int> channels;
 };
-seen look_at(const host_tensor& pixels, std::int64_t image, std::int64_t side, std::int64_t cell) {
+seen look_at(const host_tensor& pixels, std::int64_t image, std::int64_t side) {
   seen s;
-  std::set<std::int64_t> lit;
+  std::vector<int> lit(static_cast<std::size_t>(side * side), 0);  // 1 lit, 2 lit and reached
   for (int c = 0; c < 3; ++c)
-    for (std::int64_t y = 0; y < side; ++y)
-      for (std::int64_t x = 0; x < side; ++x)
-        if (pixels.at(((image * 3 + c) * side + y) * side + x) > 0.5) {
-          lit.insert(y / cell * (side / cell) + x / cell);
-          s.channels.insert(c);
+    for (std::int64_t p = 0; p < side * side; ++p)
+      if (pixels.at((image * 3 + c) * side * side + p) > 0.5) {
+        lit[static_cast<std::size_t>(p)] = 1;
+        s.channels.insert(c);
+      }
+  for (std::int64_t p = 0; p < side * side; ++p) {
+    if (lit[static_cast<std::size_t>(p)] != 1) continue;
+    ++s.shapes;
+    std::vector<std::int64_t> todo{p};
+    lit[static_cast<std::size_t>(p)] = 2;
+    while (!todo.empty()) {
+      const std::int64_t at = todo.back();
+      todo.pop_back();
+      for (std::int64_t dy = -1; dy <= 1; ++dy)
+        for (std::int64_t dx = -1; dx <= 1; ++dx) {
+          const std::int64_t y = at / side + dy, x = at % side + dx;
+          if (y < 0 || x < 0 || y >= side || x >= side || lit[static_cast<std::size_t>(y * side + x)] != 1) continue;
+          lit[static_cast<std::size_t>(y * side + x)] = 2;
+          todo.push_back(y * side + x);
         }
-  s.cells = static_cast<int>(lit.size());
+    }
+  }
   return s;
 }
 
@@ -49,7 +65,7 @@ int colour_of(const std::set<int>& channels) {
 using scene_key = std::vector<int>;
 scene_key key_of(const shapes_task::scene& s) {
   scene_key k{s.colour};
-  for (const auto& sh : s.shapes) k.insert(k.end(), {sh.cell, sh.kind, sh.row, sh.column});
+  for (const auto& sh : s.shapes) k.insert(k.end(), {sh.kind, sh.row, sh.column});
   return k;
 }
 
@@ -76,9 +92,9 @@ TEST_CASE("shapes_task's batches hold image placeholders, a question and only th
     const std::int64_t answer = targets[static_cast<std::size_t>(r * 10 + 9)];
     ++answers[std::string(shapes_task::word(question)) + " " + std::string(shapes_task::word(answer))];
     // the answer is what the picture shows, read from its pixels
-    const seen s = look_at(batch.at("pixel_values"), r, 12, 4);
+    const seen s = look_at(batch.at("pixel_values"), r, 12);
     if (question == shapes_task::count_token) {
-      CHECK(answer == shapes_task::first_count_token + s.cells - 1);
+      CHECK(answer == shapes_task::first_count_token + s.shapes - 1);
     } else {
       REQUIRE(question == shapes_task::colour_token);
       CHECK(answer == shapes_task::first_colour_token + colour_of(s.channels));
@@ -90,6 +106,13 @@ TEST_CASE("shapes_task's batches hold image placeholders, a question and only th
     CHECK(answers[a] > 0);
   CHECK(answers.size() == 7);
   CHECK(shapes_task::word(12) == "?");
+  // in the smallest image too, the shapes stay apart: as many groups of pixels as the count says
+  const shapes_task small{.image_size = 8, .patch_size = 4, .seed = 4};
+  for (std::int64_t i = 0; i < 200; ++i) {
+    const shapes_task::example e = small.example_at(i, false);
+    const host_tensor pixels = host_tensor::from<double>({1, 3, 8, 8}, small.render(e));
+    CHECK(look_at(pixels, 0, 8).shapes == static_cast<int>(e.picture.shapes.size()));
+  }
 }
 
 TEST_CASE("shapes_task is deterministic in its seed and keeps held-out scenes out of training",
@@ -119,11 +142,11 @@ TEST_CASE("shapes_task is deterministic in its seed and keeps held-out scenes ou
   CHECK(held_out.size() > 250);  // many distinct scenes, not a few repeated
 }
 
-TEST_CASE("shapes_task refuses sizes that make no grid of cells", "[examples]") {
+TEST_CASE("shapes_task refuses sizes that leave no room or make no patches", "[examples]") {
   CHECK_THAT(error_of([] { (void)shapes_task{.image_size = 16, .patch_size = 5}.batch(0, 1, false, dtype::f32); }),
-             ContainsSubstring("shardgraph: shapes_task: image_size 16 and patch_size 5"));
+             ContainsSubstring("shardgraph: shapes_task: patch_size 5 does not divide image_size 16"));
   CHECK_THAT(error_of([] { (void)shapes_task{.image_size = 4, .patch_size = 4}.example_at(0, false); }),
-             ContainsSubstring("holds fewer than 3 shapes"));
+             ContainsSubstring("image_size 4 leaves no room for 3 shapes apart"));
   CHECK_THAT(error_of([] { (void)shapes_task{.held_out_percent = 0}.example_at(0, false); }),
              ContainsSubstring("held_out_percent is 0"));
   CHECK_THAT(error_of([] { (void)shapes_task{}.batch(-1, 1, false, dtype::f32); }),
