@@ -42,6 +42,7 @@
 #include "shardgraph/mesh/shard_spec.hpp"
 #include "shardgraph/models/gpt2.hpp"
 #include "shardgraph/models/llama.hpp"
+#include "shardgraph/models/llava.hpp"
 #include "shardgraph/models/vit.hpp"
 #include "shardgraph/optim.hpp"
 #include "shardgraph/passes/compile.hpp"

@@ -16,8 +16,11 @@
 
 #include "catch.hpp"
 #include "support/cpu_threads_rank_program.hpp"
+#include "support/golden_comparison.hpp"
 
 namespace sg = shardgraph;
+using test_support::listed;
+using test_support::values_of;
 
 namespace {
 
@@ -26,41 +29,6 @@ constexpr sg::graph vit_graph() { return sg::models::vit<Mesh>({.type = sg::dtyp
 constexpr sg::program vit_training = sg::compile<vit_graph, sg::training{}>();
 
 const std::string vit_dir = std::string(SHARDGRAPH_GOLDEN_DIR) + "/vit";
-
-// max |got - expected| / max |expected| over every element.
-double relative_difference(const std::vector<double>& got, const std::vector<double>& expected) {
-  REQUIRE(got.size() == expected.size());
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    diff = std::max(diff, std::abs(got[i] - expected[i]));
-    scale = std::max(scale, std::abs(expected[i]));
-  }
-  return diff / scale;
-}
-double largest(const std::vector<double>& values) {
-  double m = 0;
-  for (double v : values) m = std::max(m, std::abs(v));
-  return m;
-}
-// The key projection's bias adds one number to all of a query's scores, which the softmax ignores:
-// its gradient is zero but for rounding, and is checked to be small rather than compared.
-bool zero_in_exact_arithmetic(const std::string& gradient) { return gradient.ends_with(".k_proj.bias"); }
-std::vector<double> values_of(const sg::host_tensor& t) {
-  std::vector<double> v(static_cast<std::size_t>(t.numel()));
-  for (std::int64_t i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = t.at(i);
-  return v;
-}
-
-// The names in a comma-separated metadata entry (absent: none).
-std::set<std::string> listed(const sg::io::safetensors_file& f, const std::string& key) {
-  std::set<std::string> names;
-  const auto at = f.metadata().find(key);
-  if (at == f.metadata().end()) return names;
-  std::stringstream s(at->second);
-  for (std::string name; std::getline(s, name, ',');)
-    if (!name.empty()) names.insert(name);
-  return names;
-}
 
 }  // namespace
 
@@ -167,42 +135,12 @@ TEST_CASE("ViT logits, states, loss and gradients equal HF transformers' ViTForI
   STATIC_REQUIRE(vit_training.count(sg::op::all_gather, "dp") == 2);
   STATIC_REQUIRE(vit_training.count(sg::op::all_gather, "tp") == 0);
   const vit_results one = run_vit(config, weights, inputs, batch, 1, 1);
-  for (const auto& [name, values] : one.outputs) {
-    CAPTURE(name);
-    CHECK(relative_difference(values, golden.read_as<double>(name)) < 1e-6);
-  }
-  std::set<std::string> golden_gradients;
-  for (const sg::io::tensor_info& t : golden.tensors())
-    if (t.name.starts_with("grad.")) golden_gradients.insert(t.name);
-  std::set<std::string> computed;
-  for (const auto& [name, values] : one.gradients) {
-    CAPTURE(name);
-    computed.insert(name);
-    if (zero_in_exact_arithmetic(name)) {
-      CHECK(largest(values) < 1e-12);
-      CHECK(largest(golden.read_as<double>(name)) < 1e-7);  // HF's float32 softmax
-    } else {
-      CHECK(relative_difference(values, golden.read_as<double>(name)) < 1e-6);
-    }
-  }
-  CHECK(computed == golden_gradients);
+  test_support::check_against_golden(one.outputs, one.gradients, golden, 1e-6);
 
   // dp = 2 x tp = 2 computes what one rank does, to float64 rounding.
   const vit_results sharded = run_vit(config, weights, inputs, batch, 2, 2);
-  auto same = [](const std::map<std::string, std::vector<double>>& got,
-                 const std::map<std::string, std::vector<double>>& expected) {
-    REQUIRE(got.size() == expected.size());
-    for (const auto& [name, values] : expected) {
-      CAPTURE(name);
-      REQUIRE(got.contains(name));
-      if (zero_in_exact_arithmetic(name))
-        CHECK(largest(got.at(name)) < 1e-12);
-      else
-        CHECK(relative_difference(got.at(name), values) < 1e-9);
-    }
-  };
-  same(sharded.outputs, one.outputs);
-  same(sharded.gradients, one.gradients);
+  test_support::check_same(sharded.outputs, one.outputs);
+  test_support::check_same(sharded.gradients, one.gradients);
 }
 
 namespace {

@@ -133,8 +133,9 @@ inline models::llama_options hf_llama_options(const std::string& path, models::l
 
 // Reads a LLaMA config.json: refuses fields shardgraph does not implement (hf_config_fields.hpp),
 // checks eps, the RoPE (theta and scaling), the biases and the tied head against `compiled`, and returns the sizes.
-inline models::llama_config hf_llama_config(const std::string& path, const models::llama_options& compiled = {}) {
-  json::value c = read_json_file(path);
+// `c`: the config's JSON (LLaVA's text_config); `path` names it in messages.
+inline models::llama_config hf_llama_config(const std::string& path, const json::value& c,
+                                            const models::llama_options& compiled) {
   detail::expect_model_type(path, c, "llama");
   check_llama_config_sizes(path, c);
   check_config_fields(path, c, "llama");
@@ -157,6 +158,9 @@ inline models::llama_config hf_llama_config(const std::string& path, const model
       .kv_heads = c.find("num_key_value_heads") && !c.at("num_key_value_heads").is_null() ? kv_heads : heads,
       .layers = c.at("num_hidden_layers").as_int(),
       .head_dim = head_dim};
+}
+inline models::llama_config hf_llama_config(const std::string& path, const models::llama_options& compiled = {}) {
+  return hf_llama_config(path, read_json_file(path), compiled);
 }
 
 }  // namespace shardgraph::io

@@ -36,11 +36,18 @@ inline models::vit_activation vit_activation_of(const std::string& path, const j
   const std::string act = c.at("hidden_act").as_string();
   if (act == "gelu") return models::vit_activation::gelu_erf;
   if (act == "gelu_new" || act == "gelu_pytorch_tanh") return models::vit_activation::gelu_tanh;
+  if (act == "quick_gelu") return models::vit_activation::quick_gelu;
   fail(path + ": hidden_act", "\"" + act + "\" is not supported",
-       "use \"gelu\" (the erf GELU of ViT) or \"gelu_new\" (its tanh approximation)");
+       "use \"gelu\" (the erf GELU of ViT), \"gelu_new\" (its tanh approximation) or \"quick_gelu\" "
+       "(CLIP's)");
 }
 inline std::string activation_name(models::vit_activation a) {
-  return a == models::vit_activation::gelu_erf ? "gelu" : "gelu_new";
+  switch (a) {
+    case models::vit_activation::gelu_erf: return "gelu";
+    case models::vit_activation::gelu_tanh: return "gelu_new";
+    case models::vit_activation::quick_gelu: return "quick_gelu";
+  }
+  return "?";
 }
 // HF's num_labels: the entries of id2label (config.json keeps no num_labels of its own).
 inline std::int64_t vit_labels(const std::string& path, const json::value& c) {
@@ -66,26 +73,23 @@ inline models::vit_options hf_vit_options(const std::string& path, models::vit_o
   return hf_vit_options(path, read_json_file(path), base);
 }
 
-// Reads a ViT config.json (ViTForImageClassification's): checks the sizes (positive; heads dividing
-// hidden_size, patch_size dividing image_size) and eps, activation and q/k/v biases against
-// `compiled`, and returns the sizes.
-inline models::vit_config hf_vit_config(const std::string& path, const models::vit_options& compiled = {}) {
-  using detail::config_size;
-  const json::value c = read_json_file(path);
-  detail::expect_model_type(path, c, "vit");
+namespace detail {
+// The encoder's sizes in a ViT or CLIP vision config `c` (labels 0), checked as hf_vit_config says.
+inline models::vit_config vit_encoder_config(const std::string& path, const json::value& c,
+                                             const models::vit_options& compiled) {
   const std::int64_t model = config_size(path, c, "hidden_size"),
                      heads = config_size(path, c, "num_attention_heads");
   const std::int64_t image = config_size(path, c, "image_size"), patch = config_size(path, c, "patch_size");
-  detail::expect_divides(path, "num_attention_heads", heads, "hidden_size", model);
-  detail::expect_divides(path, "patch_size", patch, "image_size", image);
+  expect_divides(path, "num_attention_heads", heads, "hidden_size", model);
+  expect_divides(path, "patch_size", patch, "image_size", image);
   const models::vit_options in_file = hf_vit_options(path, c);
-  detail::expect_value(path, "layer_norm_eps", in_file.layer_norm_eps, compiled.layer_norm_eps);
+  expect_value(path, "layer_norm_eps", in_file.layer_norm_eps, compiled.layer_norm_eps);
   if (in_file.activation != compiled.activation)
     fail(path + ": hidden_act",
-         "the checkpoint says \"" + detail::activation_name(in_file.activation) +
-             "\" but the program was compiled with \"" + detail::activation_name(compiled.activation) + "\"",
+         "the checkpoint says \"" + activation_name(in_file.activation) +
+             "\" but the program was compiled with \"" + activation_name(compiled.activation) + "\"",
          "compile the model with vit_options::activation as the checkpoint's (hf_vit_options reads it)");
-  detail::expect_flag(path, "qkv_bias", in_file.qkv_bias, compiled.qkv_bias);
+  expect_flag(path, "qkv_bias", in_file.qkv_bias, compiled.qkv_bias);
   return {.image_size = image,
           .patch_size = patch,
           .channels = config_size(path, c, "num_channels"),
@@ -93,7 +97,19 @@ inline models::vit_config hf_vit_config(const std::string& path, const models::v
           .heads = heads,
           .layers = config_size(path, c, "num_hidden_layers"),
           .ffn = config_size(path, c, "intermediate_size"),
-          .labels = detail::vit_labels(path, c)};
+          .labels = 0};
+}
+}  // namespace detail
+
+// Reads a ViT config.json (ViTForImageClassification's): checks the sizes (positive; heads dividing
+// hidden_size, patch_size dividing image_size) and eps, activation and q/k/v biases against
+// `compiled`, and returns the sizes.
+inline models::vit_config hf_vit_config(const std::string& path, const models::vit_options& compiled = {}) {
+  const json::value c = read_json_file(path);
+  detail::expect_model_type(path, c, "vit");
+  models::vit_config config = detail::vit_encoder_config(path, c, compiled);
+  config.labels = detail::vit_labels(path, c);
+  return config;
 }
 
 // The checkpoint's tensors for models::vit of sizes `c` with options `o`, HF's names and shapes:

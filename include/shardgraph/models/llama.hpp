@@ -58,27 +58,19 @@ struct llama_config {
   }
 };
 
-template <class Mesh>
-constexpr graph llama(llama_options o = {}) {
+// The decoder on embeddings x (batch, seq, model), in the graph `g` is building: the layers, the
+// final norm and the head; returns the logits (batch, seq, vocab). `table` (vocab, model) is the
+// embedding, the head when o.tie_word_embeddings. x Partial on the tensor axis (a vocab-parallel
+// embedding's output) or Replicate.
+constexpr tensor llama_decoder(graph_builder& g, tensor x, tensor table, const llama_options& o) {
   using namespace shardgraph::dim;
   using detail::param_on;
-  builder<Mesh> g(o.type);
   const std::string_view tp = o.tensor_axis;
   const weight_layout hf = weight_layout::out_in;
-
-  auto data_input = [&](std::string_view name) {
-    if (o.data_axis.empty()) return g.input(name, {batch, seq}, dtype::i64);
-    return g.input(name, {batch, seq}, dtype::i64, detail::on_axis(o.data_axis, shard<0>));
-  };
-  tensor ids = data_input("input_ids");
-  tensor targets = data_input("targets");
-  tensor table = param_on(g, "embed_tokens.weight", {vocab, model}, tp, shard<0>);
-  tensor x = embedding(ids, table);
   // Without biases the residual stream stays Partial on tp through the layers (a norm sums it
   // where it needs it whole). A row-parallel projection's bias is added to the summed product, so
   // with biases the stream is Replicate: summed once here, then after each row-parallel product.
   if ((o.attention_bias || o.mlp_bias) && !tp.empty()) x = redistribute(x, detail::on_axis(tp, replicate));
-
   x = repeat("layers", x, [&](graph_builder& b, tensor x) {
     // A projection x w^T (+ b when `bias`): column parallel (w sharded by rows, the output's
     // columns) or row parallel (w sharded by columns; the output Partial, the bias added once).
@@ -113,7 +105,21 @@ constexpr graph llama(llama_options o = {}) {
 
   x = rms_norm(x, g.param("norm.weight", {model}), o.rms_norm_eps);
   tensor head = o.tie_word_embeddings ? table : param_on(g, "lm_head.weight", {vocab, model}, tp, shard<0>);
-  tensor logits = rename(linear(x, head, hf), "lm_head");
+  return rename(linear(x, head, hf), "lm_head");
+}
+
+template <class Mesh>
+constexpr graph llama(llama_options o = {}) {
+  using namespace shardgraph::dim;
+  builder<Mesh> g(o.type);
+  auto data_input = [&](std::string_view name) {
+    if (o.data_axis.empty()) return g.input(name, {batch, seq}, dtype::i64);
+    return g.input(name, {batch, seq}, dtype::i64, detail::on_axis(o.data_axis, shard<0>));
+  };
+  tensor ids = data_input("input_ids");
+  tensor targets = data_input("targets");
+  tensor table = detail::param_on(g, "embed_tokens.weight", {vocab, model}, o.tensor_axis, shard<0>);
+  tensor logits = llama_decoder(g, embedding(ids, table), table, o);
   output(cross_entropy(logits, targets), "loss");
   output(logits, "logits");
   return g.finish();

@@ -29,8 +29,16 @@
 namespace shardgraph::models {
 
 // The activation of the MLP (HF's hidden_act): "gelu" is the exact erf form (ViT), "gelu_new" the
-// tanh approximation.
-enum class vit_activation { gelu_erf, gelu_tanh };
+// tanh approximation, "quick_gelu" x sigmoid(1.702 x) (CLIP's vision tower).
+enum class vit_activation { gelu_erf, gelu_tanh, quick_gelu };
+// x through the activation a.
+constexpr tensor activated(tensor x, vit_activation a) {
+  switch (a) {
+    case vit_activation::gelu_tanh: return gelu(x);
+    case vit_activation::quick_gelu: return quick_gelu(x);
+    default: return gelu_erf(x);
+  }
+}
 
 // Parameter names: HF's module names below the model's prefix ("vit." in ViTForImageClassification,
 // "vision_tower." in LLaVA; the weight source adds it). Class token and positions are whole
@@ -88,6 +96,12 @@ struct vit_options {
   vit_extents dims = {};
   std::string_view data_axis = "dp";    // empty: no data parallelism in this mesh
   std::string_view tensor_axis = "tp";  // empty: no tensor parallelism in this mesh
+  // > 0: the encoder is this many layers built one by one, their weights "<layers>.<i>.<module>",
+  // instead of one repeat block. The runtime sizes every repeat block by the one `layers` size, so
+  // a tower inside a model with a second repeated stack of another depth (LLaVA's decoder), or a
+  // tower that runs fewer layers than its checkpoint holds (LLaVA's vision_feature_layer), is
+  // unrolled. Each layer adds its nodes to the graph.
+  std::int64_t unrolled_layers = 0;
 };
 
 // Images of image_size x image_size pixels in patch_size x patch_size patches; `labels` classes.
@@ -143,18 +157,74 @@ constexpr name_buffer joined(std::string_view stem, std::string_view suffix) {
   n.append(suffix);
   return n;
 }
+// "<stem>.<i>" for i >= 0: a layer's name.
+constexpr name_buffer numbered(std::string_view stem, std::int64_t i) {
+  char digits[20]{};
+  int count = 0;
+  do {
+    digits[count++] = static_cast<char>('0' + i % 10);
+    i /= 10;
+  } while (i > 0);
+  name_buffer n(stem);
+  n.append(".");
+  while (count > 0) n.append(std::string_view(&digits[--count], 1));
+  return n;
+}
+
+// One pre-LayerNorm encoder layer on x (batch, seq, model) -> (batch, seq, model). Its parameters
+// are named "<prefix><module>.weight": prefix empty inside repeat() (the block adds its name),
+// "<layers>.<i>." for a layer built on its own.
+constexpr tensor vision_layer(graph_builder& b, tensor x, const vit_options& o, std::string_view prefix) {
+  using detail::param_on;
+  const std::string_view tp = o.tensor_axis;
+  const vit_names& nm = o.names;
+  const extent model = o.dims.model, heads = o.dims.heads, head_dim = o.dims.head_dim, ffn = o.dims.ffn;
+  auto name = [&](std::string_view stem, std::string_view part) {
+    name_buffer n(prefix);
+    n.append(stem);
+    n.append(".");
+    n.append(part);
+    return n;
+  };
+  auto norm = [&](tensor in, std::string_view stem) {
+    return layer_norm(in, b.param(name(stem, "weight").view(), {model}),
+                      b.param(name(stem, "bias").view(), {model}), o.layer_norm_eps);
+  };
+  // x w^T + b: column parallel (w sharded by rows, the output's columns) or row parallel (w
+  // sharded by columns, the output Partial and the bias added once to the sum).
+  auto project = [&](tensor in, std::string_view stem, extent out, extent from, bool column, bool bias) {
+    tensor y =
+        linear(in, param_on(b, name(stem, "weight").view(), {out, from}, tp, column ? shard<0> : shard<1>),
+               weight_layout::out_in);
+    if (!bias) return y;
+    return add_bias(y, column ? param_on(b, name(stem, "bias").view(), {out}, tp, shard<0>)
+                              : b.param(name(stem, "bias").view(), {out}));
+  };
+  b.push_scope("attention");
+  tensor h = norm(x, nm.norm_before);
+  auto heads_of = [&](std::string_view stem) {
+    return split_heads(project(h, stem, heads * head_dim, model, true, o.qkv_bias));
+  };
+  tensor a = merge_heads(attention(heads_of(nm.q), heads_of(nm.k), heads_of(nm.v), {.causal = false}));
+  x = x + project(a, nm.o, model, heads * head_dim, false, true);
+  b.pop_scope();
+  b.push_scope("mlp");
+  h = project(norm(x, nm.norm_after), nm.fc1, ffn, model, true, true);
+  x = x + project(activated(h, o.activation), nm.fc2, model, ffn, false, true);
+  b.pop_scope();
+  return x;
+}
 }  // namespace detail
 
 // The encoder of `pixels` (batch, channels, image_size, image_size) in the graph `g` is building:
 // the states (batch, seq, model) after the final LayerNorm (none when names.final_norm is empty),
-// in the dimensions of o.dims.
+// in the dimensions of o.dims. The layers are one repeat block sized by `layers` at bind, or, when
+// o.unrolled_layers > 0, that many layers built one by one.
 constexpr tensor vision_tower(graph_builder& g, tensor pixels, const vit_options& o) {
   using detail::joined;
-  using detail::param_on;
-  const std::string_view tp = o.tensor_axis;
   const vit_names& nm = o.names;
   const weight_layout hf = weight_layout::out_in;
-  const extent model = o.dims.model, heads = o.dims.heads, head_dim = o.dims.head_dim, ffn = o.dims.ffn;
+  const extent model = o.dims.model;
   const patch_grid grid{.patch = vit_dims::patch_size, .patches = vit_dims::patches};
 
   // HF's Conv2d (model, channels, patch, patch) read as the product's (model, features)
@@ -166,38 +236,24 @@ constexpr tensor vision_tower(graph_builder& g, tensor pixels, const vit_options
       broadcast(g.param(nm.class_token, {dim::fixed<1>, model}), 0, dim::batch);  // (batch, 1, model)
   tensor x = position_embedding(concat({cls, patches}, 1, o.dims.seq),
                                 g.param(nm.positions, {o.dims.positions, model}));
-  auto norm = [&](graph_builder& b, tensor in, std::string_view stem) {
-    return layer_norm(in, b.param(joined(stem, "weight").view(), {model}),
-                      b.param(joined(stem, "bias").view(), {model}), o.layer_norm_eps);
+  auto norm = [&](tensor in, std::string_view stem) {
+    return layer_norm(in, g.param(joined(stem, "weight").view(), {model}),
+                      g.param(joined(stem, "bias").view(), {model}), o.layer_norm_eps);
   };
-  if (!nm.pre_norm.empty()) x = norm(g, x, nm.pre_norm);
+  if (!nm.pre_norm.empty()) x = norm(x, nm.pre_norm);
 
-  x = repeat(nm.layers, x, [&](graph_builder& b, tensor x) {
-    // x w^T + b: column parallel (w sharded by rows, the output's columns) or row parallel (w
-    // sharded by columns, the output Partial and the bias added once to the sum).
-    auto project = [&](tensor in, std::string_view stem, extent out, extent from, bool column, bool bias) {
-      tensor y = linear(
-          in, param_on(b, joined(stem, "weight").view(), {out, from}, tp, column ? shard<0> : shard<1>), hf);
-      if (!bias) return y;
-      return add_bias(y, column ? param_on(b, joined(stem, "bias").view(), {out}, tp, shard<0>)
-                                : b.param(joined(stem, "bias").view(), {out}));
-    };
-    b.push_scope("attention");
-    tensor h = norm(b, x, nm.norm_before);
-    auto heads_of = [&](std::string_view stem) {
-      return split_heads(project(h, stem, heads * head_dim, model, true, o.qkv_bias));
-    };
-    tensor a = merge_heads(attention(heads_of(nm.q), heads_of(nm.k), heads_of(nm.v), {.causal = false}));
-    x = x + project(a, nm.o, model, heads * head_dim, false, true);
-    b.pop_scope();
-    b.push_scope("mlp");
-    h = project(norm(b, x, nm.norm_after), nm.fc1, ffn, model, true, true);
-    h = o.activation == vit_activation::gelu_erf ? gelu_erf(h) : gelu(h);
-    x = x + project(h, nm.fc2, model, ffn, false, true);
-    b.pop_scope();
-    return x;
-  });
-  return nm.final_norm.empty() ? x : norm(g, x, nm.final_norm);
+  if (o.unrolled_layers <= 0) {
+    x = repeat(nm.layers, x, [&](graph_builder& b, tensor x) { return detail::vision_layer(b, x, o, ""); });
+  } else {
+    for (std::int64_t i = 0; i < o.unrolled_layers; ++i) {
+      name_buffer layer = detail::numbered(nm.layers, i);  // "<layers>.<i>"
+      g.push_scope(layer.view());
+      layer.append(".");
+      x = detail::vision_layer(g, x, o, layer.view());
+      g.pop_scope();
+    }
+  }
+  return nm.final_norm.empty() ? x : norm(x, nm.final_norm);
 }
 
 // ViTForImageClassification: inputs pixel_values (batch, channels, image_size, image_size) and
