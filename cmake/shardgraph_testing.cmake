@@ -1,12 +1,9 @@
 # How tests are built and registered with CTest; included by tests/CMakeLists.txt.
 #
 #   shardgraph_add_test(<name> SOURCES <files...> LINK <targets...>
-#                       [LABELS <labels...>] [MPI_PROCS <n...>] [TIMEOUT <seconds>] [MAX_NODES <n>])
+#                       [LABELS <labels...>] [MPI_PROCS <n...>] [TIMEOUT <seconds>])
 #     One executable <name>_test, with main() from Catch2. Registered as the test <name>, or, with
 #     MPI_PROCS, as <name>.np<n> run under mpiexec with n processes, once per n (label mpi).
-#     MAX_NODES: the graph capacity (SHARDGRAPH_MAX_NODES) of every unit of the executable; it then
-#     links no unit compiled with the default one (the precompiled rank_program of
-#     tests/support/cpu_threads_rank_program.hpp, which the test must not include).
 #     A test that links a backend not built here is skipped at configure time with a message.
 #     Label gpu: see "GPU tests" below.
 #
@@ -94,10 +91,10 @@ endfunction()
 include(shardgraph_mpiexec)
 
 function(shardgraph_add_test name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TIMEOUT;MAX_NODES" "SOURCES;LINK;LABELS;MPI_PROCS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TIMEOUT" "SOURCES;LINK;LABELS;MPI_PROCS")
   if(arg_UNPARSED_ARGUMENTS OR NOT arg_SOURCES)
     message(FATAL_ERROR "shardgraph: shardgraph_add_test(${name}): expected SOURCES <files...> "
-                        "LINK <targets...> [LABELS ...] [MPI_PROCS ...] [TIMEOUT s] [MAX_NODES n], got "
+                        "LINK <targets...> [LABELS ...] [MPI_PROCS ...] [TIMEOUT s], got "
                         "'${arg_UNPARSED_ARGUMENTS}'. fix the call in tests/CMakeLists.txt")
   endif()
   shardgraph_skip_without_backends(skip "test '${name}'" ${arg_LINK})
@@ -132,9 +129,7 @@ function(shardgraph_add_test name)
   if("shardgraph::cpu" IN_LIST arg_LINK)
     target_link_libraries(${target} PRIVATE shardgraph::cpu_separate)
   endif()
-  if(arg_MAX_NODES)
-    target_compile_definitions(${target} PRIVATE SHARDGRAPH_MAX_NODES=${arg_MAX_NODES})
-  elseif("shardgraph::cpu" IN_LIST arg_LINK AND "shardgraph::threads" IN_LIST arg_LINK)
+  if("shardgraph::cpu" IN_LIST arg_LINK AND "shardgraph::threads" IN_LIST arg_LINK)
     target_link_libraries(${target} PRIVATE shardgraph_test_cpu_threads)
   endif()
   target_compile_definitions(${target} PRIVATE

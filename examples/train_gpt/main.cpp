@@ -29,7 +29,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +40,7 @@
 #include <shardgraph/threads.hpp>
 
 #include "addition_task.hpp"
+#include "whole_parameters.hpp"
 
 namespace sg = shardgraph;
 
@@ -93,7 +93,7 @@ std::string clock_text(double seconds) {
 // Trains `steps` steps of program p on the mesh; prints progress when `verbose`; returns rank 0's
 // final weights (whole, assembled from every rank's slices) and the held-out accuracy.
 struct run_result {
-  std::map<std::string, std::vector<double>> weights;
+  sg::examples::whole_tensors weights;
   double first_loss = 0, last_loss = 0, accuracy = 0;
 };
 
@@ -175,31 +175,9 @@ run_result train(const sg::program& p, const options& o, const sg::mesh_shape& m
     auto params = rank.parameters();
     std::lock_guard lock(m);
     if (comm.rank() == 0) result.accuracy = score.value();
-    for (auto& [name, part] : params) {
-      std::vector<double>& dst = result.weights[name];
-      std::int64_t n = 1;
-      for (auto v : part.slice.global) n *= v;
-      dst.resize(static_cast<std::size_t>(n));
-      sg::for_each_in_slice(part.slice, [&](std::int64_t g, std::int64_t l) {
-        dst[static_cast<std::size_t>(g)] = part.values.at(l);
-      });
-    }
+    sg::examples::add_slices(result.weights, params);
   });
   return result;
-}
-
-double max_relative_difference(const run_result& a, const run_result& b) {
-  double worst = 0;
-  for (auto& [name, want] : b.weights) {
-    const std::vector<double>& have = a.weights.at(name);
-    double diff = 0, scale = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      diff = std::max(diff, std::abs(have[i] - want[i]));
-      scale = std::max(scale, std::abs(want[i]));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
 }
 
 template <sg::dtype T, int Zero>
@@ -236,7 +214,7 @@ int run(const options& o) {
   check_with_recompute->overlap_communication = o.overlap;
   run_result on_mesh = train(*check_with_recompute, check, o.mesh, 3, false);
   run_result on_one = train(check_single, check, sg::mesh_shape{}, 3, false);
-  double difference = max_relative_difference(on_mesh, on_one);
+  double difference = sg::examples::max_relative_difference(on_mesh.weights, on_one.weights);
   bool same = difference < 1e-9;
   std::printf(
       "%s: after 3 steps (f64) the %s layout's weights %s one rank's (max relative difference %.2e)\n",

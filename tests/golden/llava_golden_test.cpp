@@ -2,8 +2,8 @@
 // float64 (tests/golden/llava, made by multimodal_golden.py) against models::llava on one rank and
 // on dp=2 x tp=2, with the vision tower replicated and with it on tp: the logits, the projected
 // image features, the loss and every parameter gradient, with the checkpoint and config read by
-// shardgraph's own readers. Its own executable: the training graph needs more nodes than the
-// default capacity (SHARDGRAPH_MAX_NODES is raised for it in tests/CMakeLists.txt).
+// shardgraph's own readers. The training graph needs more nodes than the default capacity:
+// llava() builds with llava_graph_capacity.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -44,20 +44,20 @@ constexpr sg::models::llava_options tower_on_own_axis = [] {
   o.vision.tensor_axis = "vision_tp";
   return o;
 }();
-constexpr sg::graph llava_graph() { return sg::models::llava<Mesh>(tower_replicated); }
-constexpr sg::graph llava_tower_on_tp_graph() { return sg::models::llava<Mesh>(tower_on_tp); }
-constexpr sg::program llava_training = sg::compile<llava_graph, sg::training{}>();
-constexpr sg::program llava_tower_on_tp_training = sg::compile<llava_tower_on_tp_graph, sg::training{}>();
-constexpr sg::graph llava_tower_on_own_axis_graph() {
+constexpr auto llava_graph() { return sg::models::llava<Mesh>(tower_replicated); }
+constexpr auto llava_tower_on_tp_graph() { return sg::models::llava<Mesh>(tower_on_tp); }
+constexpr auto llava_training = sg::compile<llava_graph, sg::training{}>();
+constexpr auto llava_tower_on_tp_training = sg::compile<llava_tower_on_tp_graph, sg::training{}>();
+constexpr auto llava_tower_on_own_axis_graph() {
   return sg::models::llava<MeshWithVisionAxis>(tower_on_own_axis);
 }
-constexpr sg::program llava_tower_on_own_axis_training =
+constexpr auto llava_tower_on_own_axis_training =
     sg::compile<llava_tower_on_own_axis_graph, sg::training{}>();
 
 // The collectives on `axis` that read the tower's values: its forward nodes ("encoder.layers.0.mlp.fc2")
 // and their gradients ("d.encoder...").
-constexpr int tower_collectives_on(const sg::program& p, std::string_view axis) {
-  const sg::graph& g = p.nodes;
+constexpr int tower_collectives_on(const sg::program_view& p, std::string_view axis) {
+  const sg::graph_view& g = p.nodes;
   const int on = g.axes.index_of(axis);
   int count = 0;
   for (int i = 0; i < g.size(); ++i) {
@@ -74,7 +74,7 @@ constexpr int tower_collectives_on(const sg::program& p, std::string_view axis) 
 const std::string llava_dir = std::string(SHARDGRAPH_GOLDEN_DIR) + "/llava";
 
 // The parameters a graph reads, by the checkpoint's names, with the decoder's `layers` layers.
-std::set<std::string> hf_names_read(const sg::graph& g, const sg::models::llava_options& o,
+std::set<std::string> hf_names_read(const sg::graph_view& g, const sg::models::llava_options& o,
                                     std::int64_t layers) {
   std::set<std::string> read;
   for (int i = 0; i < g.size(); ++i)
@@ -155,7 +155,7 @@ TEST_CASE("hf_llava refuses by name what models::llava does not model", "[golden
 TEST_CASE("models::llava refuses a tower without its layer count", "[models]") {
   sg::models::llava_options o;
   o.vision.unrolled_layers = 0;
-  const sg::graph g = sg::models::llava<Mesh>(o);  // at run time: the diagnostic is the graph's
+  const auto g = sg::models::llava<Mesh>(o);  // at run time: the diagnostic is the graph's
   CHECK_FALSE(g.ok());
   CHECK(g.error.view().find("llava: vision.unrolled_layers is 0") != std::string_view::npos);
 }
@@ -191,7 +191,7 @@ struct llava_results {
   double padding = 0;
 };
 
-llava_results run_llava(const sg::program& program, const sg::models::llava_options& options,
+llava_results run_llava(const sg::program_view& program, const sg::models::llava_options& options,
                         sg::models::llava_config config, const sg::tensor_map& inputs,
                         const sg::mesh_shape& mesh) {
   const std::int64_t vocab = config.text.vocab, tp = mesh.size("tp");

@@ -22,6 +22,7 @@
 // on its tensor axis (llama); the tower and the projector on vision.tensor_axis (empty: replicated
 // on every rank; "tp", or an axis of their own: Megatron's layout there, linear_1 column and
 // linear_2 row parallel).
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -144,17 +145,23 @@ constexpr tensor llava_projector(graph_builder& g, tensor x, const llava_options
 }
 }  // namespace detail
 
+// The graph capacity llava() builds with unless told otherwise: enough for a tower of a few
+// unrolled layers, forward, backward and collectives.
+inline constexpr std::size_t llava_graph_capacity = 512;
+
 // LlavaForConditionalGeneration. Inputs: pixel_values (batch, channels, image_size, image_size) in
 // `type`, input_ids (batch, seq) i64 whose first `patches` positions are image tokens (their ids are
 // not read), targets (batch, seq) i64 (-100: not scored). Outputs: loss, logits (batch, seq, vocab)
 // and image_features (batch, patches, model). Parameters: the tower's under CLIP's names
 // ("encoder.layers.0.self_attn.q_proj.weight"), the projector's ("multi_modal_projector.linear_1.weight")
 // and the decoder's as models::llama's ("layers.0.mlp.up_proj.weight", "lm_head.weight");
-// io::hf_llava_weights maps them to HF's.
-template <class Mesh>
-constexpr graph llava(llava_options o = {}) {
+// io::hf_llava_weights maps them to HF's. Capacity: the graph's nodes; the training graph of the
+// golden model (a tower of 2 unrolled layers) holds about 420, and each further unrolled layer
+// adds about 60.
+template <class Mesh, std::size_t Capacity = llava_graph_capacity>
+constexpr basic_graph<Capacity> llava(llava_options o = {}) {
   using namespace shardgraph::dim;
-  builder<Mesh> g(o.type);
+  builder<Mesh, Capacity> g(o.type);
   const std::string_view dp = o.text.data_axis;
   auto data_input = [&](std::string_view name, shape s, dtype t) {
     if (dp.empty()) return g.input(name, s, t);
