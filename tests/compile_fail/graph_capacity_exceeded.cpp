@@ -1,5 +1,5 @@
 // More nodes than the graph holds: the message names the capacity and how to raise it.
-// expect: shardgraph: graph: more than 320 nodes \(at .?'gelu.?'\)\. raise the graph's capacity, the builder's second template argument \(builder<Mesh, 640>\)
+// expect: shardgraph: graph: more than 320 nodes \(at .?'gelu.?'\)\. raise the graph.?'s capacity, the builder.?'s second template argument \(builder<Mesh, 640>\)
 #include <shardgraph/dsl/ops.hpp>
 #include <shardgraph/passes/compile.hpp>
 namespace sg = shardgraph;

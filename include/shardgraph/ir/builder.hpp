@@ -161,13 +161,17 @@ struct recorded_graph {
 template <std::size_t Capacity = default_graph_capacity>
 class basic_graph_builder : private detail::recorded_graph<Capacity>, public graph_builder {
  public:
+  // The graph base is default-initialized (empty) before graph_builder; it is not named among the
+  // initializers, whose order nvcc's front end gets wrong for a dependent base.
   constexpr explicit basic_graph_builder(const mesh_axes& axes, dtype float_type = dtype::f32)
-      : detail::recorded_graph<Capacity>{}, graph_builder(this->recorded, float_type) {
+      : graph_builder(this->recorded, float_type) {
     this->recorded.axes = axes;
   }
   // Continues `existing`: autodiff adds a custom op's backward (DSL ops) to the graph it differentiates.
   constexpr explicit basic_graph_builder(const basic_graph<Capacity>& existing, dtype float_type = dtype::f32)
-      : detail::recorded_graph<Capacity>{existing}, graph_builder(this->recorded, float_type) {}
+      : graph_builder(this->recorded, float_type) {
+    this->recorded = existing;
+  }
 
   constexpr basic_graph<Capacity> finish() const { return this->recorded; }
 };
