@@ -22,7 +22,6 @@
 #include <concepts>
 #include <cstdint>
 #include <limits>
-#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -69,8 +68,10 @@ inline void apply_top_k(std::span<double> logits, std::int64_t k) {
 // Step 4, in place (dropped tokens of earlier steps stay dropped: their probability is 0).
 inline void apply_top_p(std::span<double> logits, double top_p) {
   if (top_p >= 1) return;
-  std::vector<std::size_t> order(logits.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::vector<std::size_t> order;  // the tokens still kept: after top-k, k of them
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    if (logits[i] != dropped_logit) order.push_back(i);
+  if (order.empty()) return;
   // Ascending by logit; among equals the higher id first, so that the lower id is "more likely".
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return logits[a] < logits[b] || (logits[a] == logits[b] && a > b);
