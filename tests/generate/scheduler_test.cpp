@@ -336,3 +336,28 @@ TEST_CASE("the scheduler refuses steps out of order and sampled tokens that do n
              }),
              ContainsSubstring("max_sequences is 8 with max_batched_tokens 4"));
 }
+
+TEST_CASE("a cancelled request leaves at once with its tokens so far and frees its blocks", "[generate]") {
+  using shardgraph::testing::error_of;
+  generate::scheduler s(cache_of(8, 4, 32),
+                        {.vocab_size = vocab, .max_batched_tokens = 8, .max_sequences = 1});
+  fake_runner runner(8, 4);
+  const auto running = s.submit({.prompt = {1, 2, 3, 4, 5}, .max_new_tokens = 10});
+  const auto waiting = s.submit({.prompt = {6}, .max_new_tokens = 10});
+  const auto step = s.schedule();
+  CHECK_THAT(error_of([&] { s.cancel(running); }),
+             ContainsSubstring("scheduler::cancel: request 0 is in the step being run"));
+  s.complete(runner.run(step));
+  CHECK(s.cache().pool().free_count() == 6);
+  CHECK(s.cancel(waiting));
+  CHECK(s.cancel(running));
+  CHECK_FALSE(s.cancel(running));
+  CHECK_FALSE(s.has_work());
+  CHECK(s.cache().pool().free_count() == 8);
+  const auto results = s.take_finished();
+  REQUIRE(results.size() == 2);
+  CHECK(results[0].id == waiting);
+  CHECK(results[0].generated.empty());
+  CHECK(results[1].reason == generate::finish_reason::cancelled);
+  CHECK(results[1].generated.size() == 1);
+}

@@ -28,7 +28,7 @@ struct generation_request {
   sampling_params sampling{};
 };
 
-enum class finish_reason { stop_token, max_new_tokens, max_positions, failed };
+enum class finish_reason { stop_token, max_new_tokens, max_positions, cancelled, failed };
 
 inline const char* finish_reason_name(finish_reason r) {
   switch (r) {
@@ -38,6 +38,8 @@ inline const char* finish_reason_name(finish_reason r) {
       return "max_new_tokens";
     case finish_reason::max_positions:
       return "max_positions";
+    case finish_reason::cancelled:
+      return "cancelled";
     case finish_reason::failed:
       return "failed";
   }

@@ -169,6 +169,29 @@ class scheduler {
     }
   }
 
+  // Ends a waiting or running request now (a client that went away): its blocks go back to the pool
+  // and its result, with the tokens generated so far, comes with finish_reason::cancelled. False
+  // for a request that has finished or was never submitted. Not while its step runs.
+  bool cancel(request_id id) {
+    if (std::any_of(in_flight_.begin(), in_flight_.end(), [&](const pending& p) { return p.id == id; }))
+      fail("scheduler::cancel", "request " + std::to_string(id) + " is in the step being run",
+           "cancel it after complete()");
+    const auto is_it = [&](const sequence& s) { return s.id == id; };
+    sequence* s = nullptr;
+    if (const auto it = std::find_if(running_.begin(), running_.end(), is_it); it != running_.end()) s = &*it;
+    if (const auto it = std::find_if(waiting_.begin(), waiting_.end(), is_it); it != waiting_.end()) s = &*it;
+    if (s == nullptr) return false;
+    finished_.push_back({.id = id,
+                         .generated = s->generated_tokens(),
+                         .reason = finish_reason::cancelled,
+                         .error = {},
+                         .preemptions = s->preemptions});
+    cache_.release(id);
+    std::erase_if(running_, is_it);
+    std::erase_if(waiting_, is_it);
+    return true;
+  }
+
   // The requests finished (or failed) since the last call, in the order they finished.
   std::vector<generation_result> take_finished() { return std::exchange(finished_, {}); }
 
