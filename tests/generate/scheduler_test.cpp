@@ -361,3 +361,32 @@ TEST_CASE("a cancelled request leaves at once with its tokens so far and frees i
   CHECK(results[1].reason == generate::finish_reason::cancelled);
   CHECK(results[1].generated.size() == 1);
 }
+
+TEST_CASE("a sequence stops at a stop token, at max_new_tokens or at the model's last position",
+          "[generate]") {
+  generate::scheduler s(cache_of(16, 4, 32),
+                        {.vocab_size = vocab, .max_batched_tokens = 64, .max_sequences = 4});
+  fake_runner runner(16, 4);
+  const std::vector<token_id> prompt{5, 6, 7};
+  // Greedy on the fake model: find the first generated token, then stop on it.
+  s.submit({.prompt = prompt, .max_new_tokens = 5});
+  s.submit({.prompt = std::vector<token_id>(30, 1), .max_new_tokens = 10});  // 32 positions: 2 new tokens
+  std::map<generate::request_id, generate::generation_result> results;
+  while (s.has_work()) {
+    s.complete(runner.run(s.schedule()));
+    for (auto& r : s.take_finished()) results[r.id] = r;
+  }
+  CHECK(results.at(0).reason == generate::finish_reason::max_new_tokens);
+  CHECK(results.at(0).generated.size() == 5);
+  CHECK(results.at(1).reason == generate::finish_reason::max_positions);
+  CHECK(results.at(1).generated.size() == 2);
+
+  const token_id first = results.at(0).generated.at(0);
+  s.submit({.prompt = prompt, .max_new_tokens = 5, .stop_tokens = {first}});
+  while (s.has_work()) s.complete(runner.run(s.schedule()));
+  const auto stopped = s.take_finished();
+  REQUIRE(stopped.size() == 1);
+  CHECK(stopped[0].reason == generate::finish_reason::stop_token);
+  CHECK(stopped[0].generated == std::vector<token_id>{first});  // the stop token is kept
+  CHECK(s.cache().pool().free_count() == 16);
+}

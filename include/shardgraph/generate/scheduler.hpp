@@ -54,11 +54,11 @@ struct scheduler_options {
 // One sequence's part of a step. The spans stay valid until complete().
 struct scheduled_sequence {
   request_id id = 0;
-  std::span<const token_id>
-      tokens{};  // the ids to feed, at positions first_position, first_position + 1, ...
+  // The ids to feed, at positions first_position, first_position + 1, ...
+  std::span<const token_id> tokens{};
   std::int64_t first_position = 0;
-  std::vector<block_id>
-      block_table{};     // physical block of each logical block of [0, first_position + tokens.size())
+  // The physical block of each logical block of positions [0, first_position + tokens.size()).
+  std::vector<block_id> block_table{};
   bool prefill = false;  // a chunk of a prompt or of a recompute; false: a decode token
   bool samples = false;  // the chunk ends the sequence: sample from its last position's logits
   // What the sampler needs (sampler.hpp: sample_next_token(logits, sampling, history, generated)).
