@@ -9,6 +9,7 @@
 #include "catch.hpp"
 #include "shardgraph/data/splitmix64.hpp"
 #include "shardgraph/generate/sampler.hpp"
+#include "shardgraph/generate/step_text.hpp"
 
 namespace generate = shardgraph::generate;
 namespace data = shardgraph::data;
@@ -229,6 +230,10 @@ TEST_CASE("a decode that needs a block preempts the most recently admitted seque
   CHECK(step.sequences[1].first_position == 0);
   CHECK(step.sequences[1].tokens.size() == 2);
   CHECK_FALSE(step.sequences[1].samples);
+  CHECK(generate::step_text(step) ==
+        "step: 2 sequences, 3 tokens; preempted 1\n"
+        "  request 0: decode position 4, blocks [0, 1, 3], samples\n"
+        "  request 1: prefill positions [0, 2), blocks [2]");
   s.complete(runner.run(step));
   while (s.has_work()) s.complete(runner.run(s.schedule()));
   auto results = s.take_finished();
