@@ -122,8 +122,8 @@ token_id sample_next_token(std::span<const T> logits, const sampling_params& par
   for (std::size_t i = 0; i < scores.size(); ++i)
     if (std::isnan(scores[i]))
       fail("sampler", "logit " + std::to_string(i) + " is NaN",
-           "check the model's weights and inputs (the runtime's check_finite option names the first op to "
-           "make one)");
+           "check the model's weights and inputs: rank.set_finite_check(true) makes the forward pass "
+           "name the first op that makes a NaN");
   apply_repetition_penalty(scores, history, params.repetition_penalty);
   if (params.greedy()) return argmax(scores);
   for (double& s : scores) s /= params.temperature;
