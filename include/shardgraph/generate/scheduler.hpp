@@ -59,7 +59,7 @@ struct scheduled_sequence {
   std::int64_t first_position = 0;
   // The physical block of each logical block of positions [0, first_position + tokens.size()).
   std::vector<block_id> block_table{};
-  bool prefill = false;  // a chunk of a prompt or of a recompute; false: a decode token
+  bool prefill = false;  // a prompt's or a recompute's chunk; false: one token after a cached prefix
   bool samples = false;  // the chunk ends the sequence: sample from its last position's logits
   // What the sampler needs (sampler.hpp: sample_next_token(logits, sampling, history, generated)).
   std::span<const token_id> history{};  // prompt and generated tokens so far
