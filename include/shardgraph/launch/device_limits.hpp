@@ -10,7 +10,6 @@
 //
 // tools/shardgraph-run --gpus and --gpu-memory set the same variables. A malformed value is an
 // error naming the variable, never a silent default.
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -18,6 +17,7 @@
 #include <string_view>
 
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/core/memory_size.hpp"
 #include "shardgraph/launch/placement.hpp"
 
 namespace shardgraph::launch {
@@ -35,53 +35,12 @@ struct device_limits {
   }
 };
 
-// "40GiB", "512MiB", "40GB", "40G", "1.5TiB", "123456" (bytes) or "80%". Binary and decimal units
-// are told apart as usual: KiB = 1024, KB = 1000; a bare K/M/G/T is binary, as in nvidia-smi.
+// "40GiB", "512MiB", "40GB", "40G", "1.5TiB", "123456" (bytes) or "80%" (core/memory_size.hpp).
 inline device_limits parse_gpu_memory(std::string_view text, device_limits limits = {}) {
-  const std::string where = "launch: SHARDGRAPH_GPU_MEMORY";
-  const auto bad = [&] {
-    fail(where, "'" + std::string(text) + "' is not a memory size",
-         "give bytes with a unit (40GiB, 512MiB, 40GB) or a share of the GPU (80%)");
-  };
-  std::size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-  if (i == 0) bad();
-  double value = 0;
-  try {
-    std::size_t used = 0;
-    value = std::stod(std::string(text.substr(0, i)), &used);
-    if (used != i) bad();
-  } catch (const std::exception&) {
-    bad();
-  }
-  std::string unit(text.substr(i));
-  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
-  if (unit == "%") {
-    if (!(value > 0 && value <= 100))
-      fail(where, "'" + std::string(text) + "' is not a share in (0, 100] %", "give a share such as 80%");
-    limits.memory_fraction = value / 100.0;
-    limits.memory_bytes = 0;
-    return limits;
-  }
-  double scale = 1;
-  if (unit.empty() || unit == "B") {
-    scale = 1;
-  } else {
-    const char prefix = static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0])));
-    const std::string rest = unit.substr(1);
-    int power = prefix == 'K' ? 1 : prefix == 'M' ? 2 : prefix == 'G' ? 3 : prefix == 'T' ? 4 : 0;
-    if (power == 0) bad();
-    double base = 1024;
-    if (rest == "B")
-      base = 1000;
-    else if (rest != "" && rest != "iB" && rest != "i")
-      bad();
-    scale = std::pow(base, power);
-  }
-  if (!(value > 0))
-    fail(where, "'" + std::string(text) + "' is not a positive size", "give a size above zero");
-  limits.memory_bytes = static_cast<std::int64_t>(value * scale);
-  limits.memory_fraction = 0;
+  const memory_amount amount =
+      parse_memory_amount(text, "launch: SHARDGRAPH_GPU_MEMORY", "a share of the GPU (80%)");
+  limits.memory_bytes = amount.bytes;
+  limits.memory_fraction = amount.fraction;
   return limits;
 }
 
