@@ -4,7 +4,7 @@
 // `tokenizers` package does. At each position the leftmost match wins, and of those the longest
 // ("<|end|>" and "<|end_of_text|>": the latter). Per token:
 //   lstrip / rstrip  the match takes the whitespace on its left / right with it
-//   single_word      it matches only where no letter or digit touches it on either side
+//   single_word      it matches only where no word character (\w) touches it on either side
 //   normalized       it is matched in the normalized text (tokenizer.hpp), else in the raw input
 //
 //   splitter over {"<s>" -> 1}:   "a<s>b"  ->  [text 0..1] [token 1, 1..4] [text 4..5]
@@ -53,7 +53,10 @@ class added_token_splitter {
     });
     if (strips) {
       white_space_ = std::make_shared<const unicode_regex>(R"(\p{White_Space})", "added_tokens");
-      word_character_ = std::make_shared<const unicode_regex>(R"([\p{Alphabetic}\p{N}])", "added_tokens");
+      // A word character as the package's regex crate has it (\w): letters, marks, decimal digits,
+      // connectors; not '²' or '½'.
+      word_character_ = std::make_shared<const unicode_regex>(
+          R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}])", "added_tokens");
     }
   }
 

@@ -137,7 +137,8 @@ class tokenizer {
     std::vector<added_token_splitter::pattern> raw, normalized;
     for (added_token& t : reader.read_added_tokens(root.find("added_tokens"))) {
       added_ids_.insert_or_assign(t.content, t.id);
-      added_contents_.insert_or_assign(t.id, t.content);
+      // The package spells a normalized added token, in token() and decode(), as normalized.
+      added_contents_.insert_or_assign(t.id, t.normalized ? normalizer_.apply(t.content) : t.content);
       if (t.special) special_ids_.insert(t.id);
       if (t.normalized)  // matched after normalization, as the package does, normalizer or none
         normalized.push_back({normalizer_.apply(t.content), t});

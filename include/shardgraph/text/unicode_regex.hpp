@@ -3,6 +3,8 @@
 // follow the Unicode character database that PCRE2 ships (the split regexes of GPT-2 and LLaMA-3
 // are written against those classes). The only header of shardgraph that includes <pcre2.h>:
 // link shardgraph::text to use it.
+// tokenizer.json's regexes are Oniguruma's, whose \s is Unicode's White_Space property; PCRE2
+// 10.42's \s also matches U+180E, so \s and \S are compiled as \p{White_Space} and \P{White_Space}.
 //
 //   unicode_regex digits("\\p{N}{1,3}", "pre_tokenizer.pattern");
 //   digits.find_all("x12345")      // {{1, 4}, {4, 6}}: byte ranges [begin, end) of "123", "45"
@@ -39,7 +41,9 @@ class unicode_regex {
     PCRE2_SIZE error_offset = 0;
     const uint32_t options =
         PCRE2_UTF | (kind == syntax::literal ? PCRE2_LITERAL : PCRE2_UCP);  // LITERAL refuses UCP
-    code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
+    const std::string compiled =
+        kind == syntax::literal ? std::string(pattern) : with_white_space_property(pattern);
+    code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(compiled.data()), compiled.size(), options,
                               &error_code, &error_offset, nullptr));
     if (!code_)
       fail(
@@ -104,6 +108,23 @@ class unicode_regex {
     pcre2_match_data* data;
   };
   std::unique_ptr<pcre2_code, code_deleter> code_;
+
+  // `pattern` with each \s and \S escape written as the White_Space property (other escapes,
+  // \\s included, are copied as they are).
+  static std::string with_white_space_property(std::string_view pattern) {
+    std::string out;
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+      if (pattern[i] != '\\' || i + 1 == pattern.size()) {
+        out += pattern[i];
+        continue;
+      }
+      const char escaped = pattern[++i];
+      out += escaped == 's'   ? "\\p{White_Space}"
+             : escaped == 'S' ? "\\P{White_Space}"
+                              : std::string{'\\', escaped};
+    }
+    return out;
+  }
 
   static std::string message_of(int error_code) {
     PCRE2_UCHAR buffer[256];

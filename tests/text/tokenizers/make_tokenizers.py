@@ -6,7 +6,7 @@ package makes of the test strings.
     python3 tests/text/tokenizers/make_tokenizers.py      # rewrites the files next to this script
 
 Deterministic: the corpus and the trainers' settings are fixed, and the trainers break ties by
-order. Writes, per tokenizer <name> (gpt2, llama3, llama2, metaspace):
+order. Writes, per tokenizer <name> (gpt2, llama3, llama2, metaspace, unknown_and_stripped):
   <name>.json            the tokenizer.json file
   <name>_expected.json   {"vocab_size": N, "cases": [{"text", "ids", "ids_with_special",
                           "decoded", "decoded_skipping_special"}, ...]} for every string of
@@ -17,7 +17,7 @@ import json
 import pathlib
 
 import tokenizers
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 HERE = pathlib.Path(__file__).resolve().parent
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -120,6 +120,20 @@ def metaspace():
     return with_template(data, data["model"]["vocab"]["<s>"])
 
 
+def unknown_and_stripped():
+    """The LLaMA-2-like tokenizer without byte fallback (characters it lacks become one fused
+    <unk>), with added tokens of each kind: "<mask>" taking the whitespace on its left (lstrip),
+    "[SEP]" on its right (rstrip), "end" matched only as a word of its own (single_word), and
+    "dog cat" matched in the normalized text (normalized)."""
+    data = llama2()
+    data["model"]["byte_fallback"] = False
+    tok = Tokenizer.from_str(json.dumps(data))
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, normalized=False, special=True)])
+    tok.add_tokens([AddedToken("[SEP]", rstrip=True, normalized=False), AddedToken("end", single_word=True, normalized=False),
+                    AddedToken("dog cat", normalized=True)])
+    return json.loads(tok.to_str())
+
+
 def expected(tok, texts):
     cases = []
     for text in texts:
@@ -142,7 +156,8 @@ def write_expected(path, data):
 
 def main():
     texts = json.loads((HERE / "test_strings.json").read_text(encoding="utf-8"))
-    for name, build in [("gpt2", gpt2), ("llama3", llama3), ("llama2", llama2), ("metaspace", metaspace)]:
+    for name, build in [("gpt2", gpt2), ("llama3", llama3), ("llama2", llama2), ("metaspace", metaspace),
+                        ("unknown_and_stripped", unknown_and_stripped)]:
         text = json.dumps(build(), ensure_ascii=False, indent=1) + "\n"
         (HERE / f"{name}.json").write_text(text, encoding="utf-8")
         tok = Tokenizer.from_file(str(HERE / f"{name}.json"))  # what a user's program would read
