@@ -4,9 +4,11 @@
 // and one with <unk> instead of byte fallback and lstrip / rstrip / single_word / normalized added
 // tokens), and the ids and texts the package gives for tests/text/tokenizers/test_strings.json.
 #include "shardgraph/text/tokenizer.hpp"
+#include "shardgraph/text/decode_stream.hpp"
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +30,13 @@ std::vector<std::int32_t> ids_of(const json::value& list) {
   std::vector<std::int32_t> ids;
   for (const json::value& id : list.as_array()) ids.push_back(static_cast<std::int32_t>(id.as_int()));
   return ids;
+}
+
+std::vector<std::optional<std::string>> strings_or_nulls(const json::value& list) {
+  std::vector<std::optional<std::string>> out;
+  for (const json::value& s : list.as_array())
+    out.push_back(s.is_null() ? std::nullopt : std::optional(s.as_string()));
+  return out;
 }
 
 json::value read_json(const std::string& path) {
@@ -76,6 +85,10 @@ TEST_CASE("encode and decode equal the tokenizers package's on every test string
       const std::vector<std::int32_t> with_special = ids_of(c.at("ids_with_special"));
       CHECK(tok.encode(s) == with_special);
       CHECK(tok.decode(with_special) == c.at("decoded").as_string());
+      std::vector<std::optional<std::string>> streamed;
+      text::decode_stream stream(tok);
+      for (const std::int32_t id : with_special) streamed.push_back(stream.step(id));
+      CHECK(streamed == strings_or_nulls(c.at("streamed")));
       CHECK(tok.decode(with_special, {.skip_special_tokens = true}) ==
             c.at("decoded_skipping_special").as_string());
     }

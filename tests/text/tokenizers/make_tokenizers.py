@@ -9,14 +9,17 @@ Deterministic: the corpus and the trainers' settings are fixed, and the trainers
 order. Writes, per tokenizer <name> (gpt2, llama3, llama2, metaspace, unknown_and_stripped):
   <name>.json            the tokenizer.json file
   <name>_expected.json   {"vocab_size": N, "cases": [{"text", "ids", "ids_with_special",
-                          "decoded", "decoded_skipping_special"}, ...]} for every string of
-                          test_strings.json: encode(text, add_special_tokens=False / True) and
-                          decode(ids_with_special, skip_special_tokens=False / True).
+                          "decoded", "decoded_skipping_special", "streamed"}, ...]} for every
+                          string of test_strings.json: encode(text, add_special_tokens=False /
+                          True), decode(ids_with_special, skip_special_tokens=False / True), and
+                          what DecodeStream.step gives for each of ids_with_special (null: nothing
+                          yet).
 """
 import json
 import pathlib
 
 import tokenizers
+from tokenizers.decoders import DecodeStream
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -139,9 +142,11 @@ def expected(tok, texts):
     for text in texts:
         ids = tok.encode(text, add_special_tokens=False).ids
         with_special = tok.encode(text, add_special_tokens=True).ids
+        stream = DecodeStream(skip_special_tokens=False)
         cases.append({"text": text, "ids": ids, "ids_with_special": with_special,
                       "decoded": tok.decode(with_special, skip_special_tokens=False),
-                      "decoded_skipping_special": tok.decode(with_special, skip_special_tokens=True)})
+                      "decoded_skipping_special": tok.decode(with_special, skip_special_tokens=True),
+                      "streamed": [stream.step(tok, i) for i in with_special]})
     return {"tokenizers_version": tokenizers.__version__, "vocab_size": tok.get_vocab_size(with_added_tokens=True),
             "cases": cases}
 
