@@ -183,6 +183,8 @@ TEST_CASE("a tokenizer.json of an unsupported kind fails naming the field and va
                  "tokenizer.json: truncation (not null) is not supported"));
   CHECK(contains(error("model", R"({"type": "BPE", "dropout": 0.1, "vocab": {}, "merges": []})"),
                  "model.dropout"));
+  CHECK(contains(error("model", R"({"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []})"),
+                 "model.vocab gives the tokens \"a\" and \"b\" the same id 0"));
   CHECK(contains(error("model", R"({"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]})"),
                  "model.merges[0] \"a b\": \"b\" is not in model.vocab"));
   CHECK(contains(

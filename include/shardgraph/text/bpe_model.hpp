@@ -44,15 +44,18 @@ struct bpe_merge {
 
 class bpe_model {
  public:
-  // Contract: ids are >= 0 and distinct (tokenizer_json.hpp checks). Fails naming the merge whose
-  // parts or result are not in the vocabulary.
+  // Contract: ids are >= 0 (tokenizer_json.hpp checks). Fails naming two tokens of one id, or the
+  // merge whose parts or result are not in the vocabulary.
   bpe_model(const std::vector<std::pair<std::string, std::int32_t>>& vocabulary,
             const std::vector<bpe_merge>& merges, bpe_options options)
       : options_(std::move(options)) {
     for (const auto& [token, id] : vocabulary) {
       ids_.emplace(token, id);
-      if (static_cast<std::size_t>(id) >= tokens_.size()) tokens_.resize(static_cast<std::size_t>(id) + 1);
-      tokens_[static_cast<std::size_t>(id)] = token;
+      if (const auto [it, added] = tokens_.emplace(id, token); !added)
+        fail("tokenizer",
+             "model.vocab gives the tokens \"" + it->second + "\" and \"" + token + "\" the same id " +
+                 std::to_string(id),
+             "Give each token of the vocabulary its own id");
     }
     for (std::size_t rank = 0; rank < merges.size(); ++rank)
       add_merge(merges[rank], static_cast<std::int32_t>(rank));
@@ -74,10 +77,8 @@ class bpe_model {
   }
   // The token of `id`, or null when the vocabulary has no such id.
   const std::string* token(std::int32_t id) const {
-    if (id < 0 || static_cast<std::size_t>(id) >= tokens_.size() ||
-        !ids_.contains(tokens_[static_cast<std::size_t>(id)]))
-      return nullptr;
-    return &tokens_[static_cast<std::size_t>(id)];
+    const auto it = tokens_.find(id);
+    return it == tokens_.end() ? nullptr : &it->second;
   }
   std::size_t size() const { return ids_.size(); }
   const token_ids& vocabulary() const { return ids_; }
@@ -110,7 +111,7 @@ class bpe_model {
 
   bpe_options options_;
   token_ids ids_;
-  std::vector<std::string> tokens_;  // by id
+  std::unordered_map<std::int32_t, std::string> tokens_;  // by id; ids need not be contiguous
   std::unordered_map<std::uint64_t, merge_result> merges_;
   std::optional<std::int32_t> unknown_id_;
   std::int32_t byte_ids_[256] = {};  // -1: the byte has no token
