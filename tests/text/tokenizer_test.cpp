@@ -1,8 +1,9 @@
-// The tokenizers of shardgraph::text against the `tokenizers` Python package: five tokenizer.json
+// The tokenizers of shardgraph::text against the `tokenizers` Python package: six tokenizer.json
 // files trained by tests/text/tokenizers/make_tokenizers.py (GPT-2-like and LLaMA-3-like byte-level
 // BPE, LLaMA-2-like SentencePiece BPE with byte fallback behind a normalizer or behind Metaspace,
-// and one with <unk> instead of byte fallback and lstrip / rstrip / single_word / normalized added
-// tokens), and the ids and texts the package gives for tests/text/tokenizers/test_strings.json.
+// one with <unk> instead of byte fallback and lstrip / rstrip / single_word / normalized added
+// tokens, one with the other normalizer, pre-tokenizer and decoder parts), and the ids and texts
+// the package gives for tests/text/tokenizers/test_strings.json.
 #include "shardgraph/text/tokenizer.hpp"
 #include "shardgraph/text/decode_stream.hpp"
 
@@ -24,7 +25,7 @@ namespace {
 
 const std::string data_dir = SHARDGRAPH_SOURCE_DIR "/tests/text/tokenizers/";
 const std::vector<std::string> tokenizer_names = {"gpt2", "llama3", "llama2", "metaspace",
-                                                  "unknown_and_stripped"};
+                                                  "unknown_and_stripped", "other_parts"};
 
 std::vector<std::int32_t> ids_of(const json::value& list) {
   std::vector<std::int32_t> ids;

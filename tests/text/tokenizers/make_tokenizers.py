@@ -6,7 +6,7 @@ package makes of the test strings.
     python3 tests/text/tokenizers/make_tokenizers.py      # rewrites the files next to this script
 
 Deterministic: the corpus and the trainers' settings are fixed, and the trainers break ties by
-order. Writes, per tokenizer <name> (gpt2, llama3, llama2, metaspace, unknown_and_stripped):
+order. Writes, per tokenizer <name> (gpt2, llama3, llama2, metaspace, unknown_and_stripped, other_parts):
   <name>.json            the tokenizer.json file
   <name>_expected.json   {"vocab_size": N, "cases": [{"text", "ids", "ids_with_special",
                           "decoded", "decoded_skipping_special", "streamed"}, ...]} for every
@@ -137,6 +137,25 @@ def unknown_and_stripped():
     return json.loads(tok.to_str())
 
 
+def other_parts():
+    """The GPT-2-like model behind the parts no common tokenizer combines, to cover each: a regex
+    Replace and Prepend normalizer, Digits (runs and single), Split with every behaviour, by a
+    regex or a string, inverted once, and the decoders Replace and Strip after ByteLevel."""
+    tok = Tokenizer.from_str(json.dumps(gpt2()))
+    tok.normalizer = normalizers.Sequence([normalizers.Replace(Regex(r"\d{4,}"), "####"), normalizers.Prepend("\u00a1")])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=False),
+        pre_tokenizers.Split(Regex("[aeiou]"), behavior="merged_with_next"),
+        pre_tokenizers.Split("-", behavior="merged_with_previous"),
+        pre_tokenizers.Split(Regex(r"\s+"), behavior="removed"),
+        pre_tokenizers.Split(Regex("[^x]+"), behavior="contiguous", invert=True),
+        pre_tokenizers.Split(Regex("[.,;]"), behavior="isolated"),
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=False)])
+    tok.decoder = decoders.Sequence([decoders.ByteLevel(), decoders.Replace("\u00a1", ""), decoders.Strip(" ", 1, 0)])
+    return json.loads(tok.to_str())
+
+
 def expected(tok, texts):
     cases = []
     for text in texts:
@@ -162,7 +181,7 @@ def write_expected(path, data):
 def main():
     texts = json.loads((HERE / "test_strings.json").read_text(encoding="utf-8"))
     for name, build in [("gpt2", gpt2), ("llama3", llama3), ("llama2", llama2), ("metaspace", metaspace),
-                        ("unknown_and_stripped", unknown_and_stripped)]:
+                        ("unknown_and_stripped", unknown_and_stripped), ("other_parts", other_parts)]:
         text = json.dumps(build(), ensure_ascii=False, indent=1) + "\n"
         (HERE / f"{name}.json").write_text(text, encoding="utf-8")
         tok = Tokenizer.from_file(str(HERE / f"{name}.json"))  # what a user's program would read
