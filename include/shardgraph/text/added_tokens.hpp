@@ -45,9 +45,11 @@ class added_token_splitter {
     for (std::size_t i = 0; i < patterns_.size(); ++i)
       starting_with_[static_cast<unsigned char>(patterns_[i].text[0])].push_back(i);
     for (auto& list : starting_with_)
-      std::stable_sort(list.begin(), list.end(), [&](std::size_t a, std::size_t b) {
-        return patterns_[a].text.size() > patterns_[b].text.size();
-      });
+      std::sort(list.begin(), list.end(),
+                [&](std::size_t a, std::size_t b) {  // longest, then first in the file
+                  const std::size_t length_a = patterns_[a].text.size(), length_b = patterns_[b].text.size();
+                  return length_a != length_b ? length_a > length_b : a < b;
+                });
     const bool strips = std::any_of(patterns_.begin(), patterns_.end(), [](const pattern& p) {
       return p.token.lstrip || p.token.rstrip || p.token.single_word;
     });
