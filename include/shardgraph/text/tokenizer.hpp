@@ -130,10 +130,8 @@ class tokenizer {
         model_(reader.read_model(root.at("model"))),
         post_processor_(reader.read_post_processor(root.find("post_processor"))),
         decoder_(reader.read_decoder(root.find("decoder"))) {
-    for (const char* setting : {"truncation", "padding"})
-      if (const io::json::value* v = root.find(setting); v && !v->is_null())
-        reader.unsupported(setting, "(not null)",
-                           "null: encode() neither truncates nor pads; cut or pad the ids yourself");
+    // "truncation" and "padding" are left alone, as transformers' tokenizers leave them unless a
+    // call asks for them: encode() neither cuts nor pads.
     std::vector<added_token_splitter::pattern> raw, normalized;
     for (added_token& t : reader.read_added_tokens(root.find("added_tokens"))) {
       added_ids_.insert_or_assign(t.content, t.id);
