@@ -169,6 +169,10 @@ TEST_CASE("a tokenizer.json of an unsupported kind fails naming the field and va
   };
   CHECK(text::tokenizer::from_json(tiny_tokenizer_json()).encode("abba<end>", {}) ==
         std::vector<std::int32_t>{2, 1, 0, 3});
+  // truncation and padding are left alone, as transformers leaves them unless a call asks.
+  CHECK(text::tokenizer::from_json(tiny_tokenizer_json("truncation", R"({"max_length": 2})"))
+            .encode("abba")
+            .size() == 3);
   CHECK(contains(
       error("model", R"({"type": "WordPiece", "vocab": {}})"),
       "shardgraph: tokenizer: tokenizer.json: model.type \"WordPiece\" is not supported. Supported: BPE"));
