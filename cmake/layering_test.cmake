@@ -3,7 +3,9 @@
 #   - a header of the compile-time and value layers (core, mesh, ir, dsl, passes, program, models,
 #     io) includes anything from runtime/, which sits above them;
 #   - any header of the core includes a backend's header or its dependency (Eigen, MPI, CUDA, NCCL,
-#     Kokkos): backends depend on the core, never the reverse.
+#     Kokkos): backends depend on the core, never the reverse;
+#   - a header outside text/ includes text/ or PCRE2: only programs that link shardgraph::text
+#     (the tokenizers) need PCRE2.
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "shardgraph: layering_test: SOURCE_DIR is not set. run cmake -DSOURCE_DIR=<repo> -P ...")
 endif()
@@ -29,6 +31,17 @@ foreach(header IN LISTS headers)
   foreach(line IN LISTS lines)
     file(RELATIVE_PATH where "${SOURCE_DIR}" "${header}")
     list(APPEND problems "${where}: ${line}  (the core includes no backend)")
+  endforeach()
+endforeach()
+
+foreach(header IN LISTS headers)
+  if(header MATCHES "^${include_dir}/text/")
+    continue()
+  endif()
+  file(STRINGS "${header}" lines REGEX "${include_line}(shardgraph/text/|pcre2\\.h)")
+  foreach(line IN LISTS lines)
+    file(RELATIVE_PATH where "${SOURCE_DIR}" "${header}")
+    list(APPEND problems "${where}: ${line}  (text/ needs PCRE2, which only shardgraph::text links)")
   endforeach()
 endforeach()
 

@@ -30,11 +30,15 @@ endfunction()
 # built: a fatal error when it was asked for (ON), one message when AUTO.
 function(shardgraph_backend_unavailable backend mode why how)
   string(TOUPPER "${backend}" upper)
+  set(kind backend)
+  if(backend STREQUAL "text")
+    set(kind component)
+  endif()
   if(mode STREQUAL "ON")
-    message(FATAL_ERROR "shardgraph: backend '${backend}' (-DSHARDGRAPH_WITH_${upper}=ON): ${why}. "
+    message(FATAL_ERROR "shardgraph: ${kind} '${backend}' (-DSHARDGRAPH_WITH_${upper}=ON): ${why}. "
                         "${how}; or build without it: -DSHARDGRAPH_WITH_${upper}=OFF")
   elseif(mode STREQUAL "AUTO")
-    message(NOTICE "shardgraph: backend '${backend}' skipped: ${why}. "
+    message(NOTICE "shardgraph: ${kind} '${backend}' skipped: ${why}. "
                    "${how}; -DSHARDGRAPH_WITH_${upper}=OFF skips it silently")
   endif()
 endfunction()
@@ -64,7 +68,7 @@ function(shardgraph_backend_summary out)
   get_property(enabled GLOBAL PROPERTY SHARDGRAPH_ENABLED_BACKENDS)
   set(built core)
   set(not_built)
-  foreach(backend cpu threads mpi cuda nccl kokkos)
+  foreach(backend cpu threads mpi cuda nccl kokkos text)
     if(backend IN_LIST enabled)
       get_property(version GLOBAL PROPERTY SHARDGRAPH_BACKEND_VERSION_${backend})
       if(version)

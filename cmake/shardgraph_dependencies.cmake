@@ -3,11 +3,11 @@
 #
 #   shardgraph_find_backend_dependency(<backend> <found-out> <version-out> <why-out> <how-out>)
 #
-# Looks for the dependency of <backend> (cpu threads mpi cuda nccl kokkos) quietly. On success the
-# dependency's imported targets exist in the calling directory, <found-out> is TRUE and <version-out>
-# reads like "Eigen 3.4.0". On failure <why-out> says what is missing and <how-out> how to get it,
+# Looks for the dependency of <backend> (cpu threads mpi cuda nccl kokkos, or the component text)
+# quietly. On success the dependency's imported targets exist in the calling directory, <found-out>
+# is TRUE and <version-out> reads like "Eigen 3.4.0". On failure <why-out> says what is missing and <how-out> how to get it,
 # ready for "shardgraph: <where>: <why>. <how>".
-# The find modules shipped next to this file (FindNCCL.cmake, FindKokkosCore.cmake) are put on
+# The find modules shipped next to this file (FindNCCL.cmake, FindKokkosCore.cmake, FindPCRE2.cmake) are put on
 # CMAKE_MODULE_PATH only for the duration of the call.
 
 set(_shardgraph_dependency_modules "${CMAKE_CURRENT_LIST_DIR}")
@@ -95,9 +95,23 @@ function(shardgraph_find_backend_dependency backend found_out version_out why_ou
       set(how "install libtrilinos-kokkos-dev (tools/install_deps.sh) or set KokkosCore_ROOT")
     endif()
 
+  elseif(backend STREQUAL "text")
+    # PCRE2 10.40 or newer: its boolean properties (\p{White_Space}) serve added tokens' lstrip.
+    find_package(PCRE2 10.40 QUIET)
+    if(TARGET PCRE2::8bit)
+      set(found TRUE)
+      set(version "PCRE2 ${PCRE2_VERSION}")
+    elseif(PCRE2_VERSION)
+      set(why "PCRE2 ${PCRE2_VERSION} found in ${PCRE2_INCLUDE_DIR}, older than 10.40")
+      set(how "install libpcre2-dev 10.40 or newer, or set PCRE2_ROOT")
+    else()
+      set(why "PCRE2 (pcre2.h and libpcre2-8) not found")
+      set(how "install libpcre2-dev (tools/install_deps.sh) or set PCRE2_ROOT")
+    endif()
+
   else()
     message(FATAL_ERROR "shardgraph: shardgraph_find_backend_dependency: unknown backend '${backend}'. "
-                        "use one of cpu threads mpi cuda nccl kokkos")
+                        "use one of cpu threads mpi cuda nccl kokkos text")
   endif()
 
   set(${found_out} ${found} PARENT_SCOPE)

@@ -3,8 +3,9 @@
 # a header that misses an include, or leans on one that its includer happened to make first, fails
 # the build. Included by tests/CMakeLists.txt.
 #
-#   shardgraph_add_header_test(<name> INCLUDE_DIR <dir> LINK <target>)
-#     The object library header_test_<name>: a TU for every <dir>/shardgraph/**/*.hpp, compiled
+#   shardgraph_add_header_test(<name> INCLUDE_DIR <dir> LINK <target> [UNDER <folder>] [EXCLUDE <folder>])
+#     The object library header_test_<name>: a TU for every <dir>/shardgraph/**/*.hpp (only those
+#     in <dir>/<folder> with UNDER, none of those in <dir>/<folder> with EXCLUDE), compiled
 #     with <target>'s include directories and definitions and the project's warnings (-Werror).
 #     A header that declares device code (__global__, __device__, a kernel launch, a .cuh kernel
 #     file), or includes a header of <dir> that does, only nvcc can compile: its TU is a .cu,
@@ -47,7 +48,7 @@ function(_shardgraph_device_headers out dir)
 endfunction()
 
 function(shardgraph_add_header_test name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "INCLUDE_DIR;LINK" "")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "INCLUDE_DIR;LINK;UNDER;EXCLUDE" "")
   if(arg_UNPARSED_ARGUMENTS OR NOT arg_INCLUDE_DIR OR NOT arg_LINK)
     message(FATAL_ERROR "shardgraph: shardgraph_add_header_test(${name}): expected INCLUDE_DIR <dir> "
                         "LINK <target>, got '${ARGN}'. fix the call in tests/CMakeLists.txt")
@@ -56,6 +57,12 @@ function(shardgraph_add_header_test name)
     return()
   endif()
   file(GLOB_RECURSE headers CONFIGURE_DEPENDS "${arg_INCLUDE_DIR}/shardgraph/*.hpp")
+  if(arg_UNDER)
+    list(FILTER headers INCLUDE REGEX "^${arg_INCLUDE_DIR}/${arg_UNDER}/")
+  endif()
+  if(arg_EXCLUDE)
+    list(FILTER headers EXCLUDE REGEX "^${arg_INCLUDE_DIR}/${arg_EXCLUDE}/")
+  endif()
   _shardgraph_device_headers(device_headers "${arg_INCLUDE_DIR}" ${headers})
   set(sources)
   foreach(header IN LISTS headers)

@@ -50,4 +50,5 @@ install(FILES
   "${PROJECT_SOURCE_DIR}/cmake/FindCUDNN.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/shardgraph_find_helpers.cmake"
   "${PROJECT_SOURCE_DIR}/cmake/FindKokkosCore.cmake"
+  "${PROJECT_SOURCE_DIR}/cmake/FindPCRE2.cmake"
   DESTINATION "${SHARDGRAPH_INSTALL_CMAKEDIR}")

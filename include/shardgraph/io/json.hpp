@@ -95,24 +95,27 @@ struct parse_limits {
   std::size_t first_byte_offset = 0;    // added to the offsets in messages (a header inside a file)
 };
 
-// Length of the well-formed UTF-8 sequence at s[pos] (RFC 3629: no overlongs, no surrogates,
-// at most U+10FFFF), or 0 when it is not one.
+// What a UTF-8 lead byte announces (RFC 3629: no overlongs, no surrogates, at most U+10FFFF):
+// the sequence's length (0: the byte cannot lead one) and the allowed range of its second byte.
+struct utf8_lead {
+  std::size_t length = 0;
+  unsigned second_low = 0x80, second_high = 0xbf;
+};
+constexpr utf8_lead utf8_lead_of(unsigned lead) {
+  if (lead < 0x80) return {1};
+  if (lead >= 0xc2 && lead <= 0xdf) return {2};
+  if (lead >= 0xe0 && lead <= 0xef) return {3, lead == 0xe0 ? 0xa0u : 0x80u, lead == 0xed ? 0x9fu : 0xbfu};
+  if (lead >= 0xf0 && lead <= 0xf4) return {4, lead == 0xf0 ? 0x90u : 0x80u, lead == 0xf4 ? 0x8fu : 0xbfu};
+  return {0};
+}
+
+// Length of the well-formed UTF-8 sequence at s[pos], or 0 when it is not one.
 constexpr std::size_t utf8_sequence_length(std::string_view s, std::size_t pos) {
   const auto byte = [&](std::size_t i) {
     return pos + i < s.size() ? static_cast<unsigned char>(s[pos + i]) : 0u;
   };
-  const unsigned lead = byte(0);
-  if (lead < 0x80) return 1;
-  std::size_t length = 0;
-  unsigned low = 0x80, high = 0xbf;  // the allowed range of the second byte
-  if (lead >= 0xc2 && lead <= 0xdf)
-    length = 2;
-  else if (lead >= 0xe0 && lead <= 0xef)
-    length = 3, low = lead == 0xe0 ? 0xa0 : 0x80, high = lead == 0xed ? 0x9f : 0xbf;
-  else if (lead >= 0xf0 && lead <= 0xf4)
-    length = 4, low = lead == 0xf0 ? 0x90 : 0x80, high = lead == 0xf4 ? 0x8f : 0xbf;
-  else
-    return 0;
+  const auto [length, low, high] = utf8_lead_of(byte(0));
+  if (length <= 1) return length;
   if (byte(1) < low || byte(1) > high) return 0;
   for (std::size_t i = 2; i < length; ++i)
     if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
