@@ -80,7 +80,7 @@ class local_layout {
   void check_op(const graph_view& g, int i, const model_sizes& sizes) const {
     const node& n = g[i];
     const std::string where = where_of(n);
-    if (n.kind == op::attention) {
+    if (n.kind == op::attention || n.kind == op::cached_attention) {
       const local_dims& q = of(n.inputs[0]);
       const local_dims& k = of(n.inputs[1]);
       if (q.local[1] % k.local[1] != 0)
@@ -88,7 +88,8 @@ class local_layout {
                         std::to_string(k.local[1]) + " key/value heads per rank",
              "choose heads a multiple of kv_heads, and a tensor-parallel size dividing kv_heads");
     }
-    if (n.kind == op::position_embedding && sizes.get(size_symbol::seq) > sizes.get(size_symbol::positions))
+    if (n.kind == op::position_embedding && n.input_count == 2 &&  // with kv_context: checked per position
+        sizes.get(size_symbol::seq) > sizes.get(size_symbol::positions))
       fail(where, "seq = " + std::to_string(sizes.get(size_symbol::seq)) + " exceeds the " +
                       std::to_string(sizes.get(size_symbol::positions)) + " learned positions",
            "use a shorter sequence or a model with more positions");

@@ -1,0 +1,63 @@
+#pragma once
+// The sizes and the hand-over of a generation program's KV cache (passes/attach_kv_cache.hpp).
+//
+//   auto sizes = config.sizes(batch, prompt_length);
+//   set_kv_cache_sizes(sizes, {.blocks = 64, .block_tokens = 16, .max_blocks = 8});
+//   auto prefill = bind(generation, sizes, comm, cpu::backend{}, mesh, weights);
+//   auto decode = bind(generation, config.sizes(batch, 1) + the same cache sizes, ...);
+//   prefill.forward({{"input_ids", prompt}, {"kv_context", context}});
+//   copy_kv_cache(prefill, decode);   // the decode rank goes on from the prompt's cache
+//
+// A rank binds one seq; the prefill rank (seq = the prompt's length) and the decode rank (seq = 1)
+// are two bindings of one program with the same cache sizes, and the cache moves between them.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "shardgraph/core/error.hpp"
+#include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/passes/attach_kv_cache.hpp"
+
+namespace shardgraph {
+
+struct kv_cache_shape {
+  std::int64_t blocks = 0;         // cache blocks of the whole mesh (each data-parallel rank holds 1/dp)
+  std::int64_t block_tokens = 16;  // tokens per block
+  std::int64_t max_blocks = 0;     // blocks of the longest sequence: kv_context has 1 + max_blocks columns
+};
+
+inline model_sizes& set_kv_cache_sizes(model_sizes& sizes, const kv_cache_shape& c) {
+  if (c.blocks < 1 || c.block_tokens < 1 || c.max_blocks < 1)
+    fail("set_kv_cache_sizes",
+         "blocks " + std::to_string(c.blocks) + ", block_tokens " + std::to_string(c.block_tokens) +
+             " and max_blocks " + std::to_string(c.max_blocks) + " must all be positive",
+         "give the cache at least one block of one token, and each sequence a block");
+  sizes.set(dimension_name(kv_blocks_dim.first), c.blocks);
+  sizes.set(dimension_name(kv_block_tokens_dim.first), c.block_tokens);
+  sizes.set(dimension_name(kv_table_dim.first), 1 + c.max_blocks);
+  return sizes;
+}
+
+// Copies every layer's KV cache of rank `from` into rank `to`: two bindings of one generation
+// program on this rank with the same cache sizes (the prefill and the decode rank).
+template <class Rank>
+void copy_kv_cache(Rank& from, Rank& to) {
+  using buffer = typename Rank::buffer;
+  std::map<std::string, std::pair<buffer*, std::int64_t>> caches;  // name -> (value, elements)
+  from.for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer*) {
+    if (p.kv_cache) caches.emplace(name, std::pair{&value, from.local_numel(p)});
+  });
+  if (caches.empty())
+    fail("copy_kv_cache", "the rank holds no KV cache",
+         "compile the program with inference{.kv_cache = true}");
+  to.for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer& value, buffer*) {
+    if (!p.kv_cache) return;
+    auto found = caches.find(name);
+    if (found == caches.end() || found->second.second != to.local_numel(p))
+      fail("copy_kv_cache", "the ranks' caches '" + name + "' differ", "bind both ranks from one program with the same kv_cache sizes");
+    to.backend().copy(*found->second.first, value);
+  });
+}
+
+}  // namespace shardgraph

@@ -1,0 +1,186 @@
+// Generation programs (inference{.kv_cache = true}): a prompt's prefill then decode steps, each
+// feeding the argmax token, give at every step the logits of the full-sequence forward's last
+// position (f64), for GPT-2 and LLaMA (grouped-query) at the golden models' widths, on one rank,
+// tp = 2 and dp = 2 x tp = 2. The cache is paged: each row's blocks are scattered in the pool.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <shardgraph/models/gpt2.hpp>
+#include <shardgraph/models/llama.hpp>
+#include <shardgraph/passes/compile.hpp>
+#include <shardgraph/program/print_text.hpp>
+#include <shardgraph/runtime/kv_cache_sizes.hpp>
+
+#include "catch.hpp"
+#include "support/cpu_threads_rank_program.hpp"
+
+namespace sg = shardgraph;
+
+namespace {
+
+using Mesh = sg::mesh<"dp", "tp">;
+
+constexpr sg::graph gpt2_model() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f64}); }
+constexpr sg::graph llama_model() { return sg::models::llama<Mesh>({.type = sg::dtype::f64}); }
+
+constexpr sg::program gpt2_forward = sg::compile<gpt2_model>();
+constexpr sg::program gpt2_generation = sg::compile<gpt2_model, sg::inference{.kv_cache = true}>();
+constexpr sg::program llama_forward = sg::compile<llama_model>();
+constexpr sg::program llama_generation = sg::compile<llama_model, sg::inference{.kv_cache = true}>();
+
+// One cached attention per block (one program node, run per layer); the collectives stay the
+// forward's: the cache is placed like the keys it stores, so nothing moves it.
+static_assert(gpt2_generation.count(sg::op::cached_attention) == 1 && gpt2_generation.count(sg::op::attention) == 0);
+static_assert(llama_generation.count(sg::op::cached_attention) == 1);
+static_assert(gpt2_generation.count(sg::op::all_reduce, "tp") == gpt2_forward.count(sg::op::all_reduce, "tp"));
+static_assert(llama_generation.count(sg::op::all_reduce, "tp") == llama_forward.count(sg::op::all_reduce, "tp"));
+static_assert(gpt2_generation.count(sg::op::all_gather) == gpt2_forward.count(sg::op::all_gather));
+static_assert(llama_forward.count(sg::op::cached_attention) == 0);
+
+// The golden models' widths (tests/golden/*/config.json), the vocabulary padded to 64 rows so that
+// it divides over tp ranks, and LLaMA with two layers so that each layer keeps its own cache.
+const sg::models::gpt2_config gpt2_golden{.vocab = 61, .positions = 32, .model = 24, .heads = 12, .layers = 2,
+                                          .padded_vocab = 64};
+const sg::models::llama_config llama_golden{.vocab = 61, .model = 96, .ffn = 24, .heads = 24, .kv_heads = 12,
+                                            .layers = 2, .head_dim = 4, .padded_vocab = 64};
+
+constexpr std::int64_t batch = 2, prompt = 5, steps = 4, block_tokens = 4, max_blocks = 3, pool = 8;
+// Row b's cache blocks, in order; ids local to the rank's pool of `pool` blocks, out of order and
+// disjoint between rows so that dp = 1 (both rows in one pool) and dp = 2 use one table.
+constexpr std::int32_t row_blocks[batch][max_blocks] = {{5, 2, 7}, {1, 6, 0}};
+
+sg::host_tensor ids_tensor(const std::vector<std::vector<std::int64_t>>& rows, std::int64_t from) {
+  const auto length = static_cast<std::int64_t>(rows[0].size()) - from;
+  std::vector<std::int64_t> ids;
+  for (const auto& row : rows) ids.insert(ids.end(), row.begin() + from, row.end());
+  return sg::host_tensor::from<std::int64_t>({batch, length}, ids);
+}
+
+sg::tensor_map step_inputs(const std::vector<std::vector<std::int64_t>>& rows, std::int64_t from, bool cached) {
+  sg::tensor_map m;
+  m.emplace("input_ids", ids_tensor(rows, from));
+  const auto length = static_cast<std::int64_t>(rows[0].size());
+  m.emplace("targets", sg::host_tensor::from<std::int64_t>({batch, length - from},
+                                                           std::vector<std::int64_t>(std::size_t(batch * (length - from)), 0)));
+  if (cached) {
+    std::vector<std::int32_t> context;
+    for (const auto& blocks : row_blocks) {
+      context.push_back(static_cast<std::int32_t>(length));
+      context.insert(context.end(), blocks, blocks + max_blocks);
+    }
+    m.emplace("kv_context", sg::host_tensor::from<std::int32_t>({batch, 1 + max_blocks}, context));
+  }
+  return m;
+}
+
+// logits (batch, seq, vocab) -> row b's last position's first `vocab` columns.
+std::vector<double> last_logits(const sg::host_tensor& logits, std::int64_t b, std::int64_t vocab) {
+  const std::int64_t seq = logits.shape()[1], columns = logits.shape()[2];
+  std::vector<double> row;
+  for (std::int64_t j = 0; j < vocab; ++j) row.push_back(logits.at((b * seq + seq - 1) * columns + j));
+  return row;
+}
+
+struct generation_result {
+  std::vector<std::vector<std::int64_t>> tokens;  // each row's prompt and generated tokens
+  double worst = 0;                               // the largest relative difference of any step
+};
+
+// Prefill, then `steps` decodes, on dp x tp thread ranks; each step's logits checked against a
+// forward over the whole sequence so far. Rank 0's result.
+template <class Config>
+generation_result generate(const sg::program& forward, const sg::program& generation, const Config& config, int dp,
+                           int tp) {
+  const sg::mesh_shape mesh{{"dp", dp}, {"tp", tp}};
+  const sg::kv_cache_shape cache{.blocks = pool * dp, .block_tokens = block_tokens, .max_blocks = max_blocks};
+  std::vector<generation_result> results(static_cast<std::size_t>(dp * tp));
+  sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
+    generation_result& r = results[static_cast<std::size_t>(comm.rank())];
+    for (std::int64_t b = 0; b < batch; ++b) {
+      r.tokens.emplace_back();
+      for (std::int64_t t = 0; t < prompt; ++t) r.tokens.back().push_back((7 * b + 11 * t + 3) % config.vocab);
+    }
+    auto bind_sizes = [&](std::int64_t seq, bool cached) {
+      sg::model_sizes s = config.sizes(batch, seq);
+      return cached ? sg::set_kv_cache_sizes(s, cache) : s;
+    };
+    auto weights = sg::random_weights(7, 0.2);
+    auto prefill = sg::bind(generation, bind_sizes(prompt, true), comm, sg::cpu::backend{}, mesh, weights);
+    auto decode = sg::bind(generation, bind_sizes(1, true), comm, sg::cpu::backend{}, mesh, weights);
+    sg::host_tensor logits = prefill.forward(step_inputs(r.tokens, 0, true)).at("logits");
+    sg::copy_kv_cache(prefill, decode);
+    for (std::int64_t step = 0;; ++step) {
+      const auto length = static_cast<std::int64_t>(r.tokens[0].size());
+      auto whole = sg::bind(forward, bind_sizes(length, false), comm, sg::cpu::backend{}, mesh, weights);
+      const sg::host_tensor reference = whole.forward(step_inputs(r.tokens, 0, false)).at("logits");
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const std::vector<double> got = last_logits(logits, b, config.vocab), want = last_logits(reference, b, config.vocab);
+        double diff = 0, scale = 0;
+        for (std::size_t j = 0; j < got.size(); ++j) {
+          diff = std::max(diff, std::abs(got[j] - want[j]));
+          scale = std::max(scale, std::abs(want[j]));
+        }
+        r.worst = std::max(r.worst, diff / scale);
+        if (step < steps)
+          r.tokens[static_cast<std::size_t>(b)].push_back(std::max_element(got.begin(), got.end()) - got.begin());
+      }
+      if (step == steps) break;
+      logits = decode.forward(step_inputs(r.tokens, length, true)).at("logits");
+    }
+  });
+  for (const generation_result& other : results) REQUIRE(other.tokens == results[0].tokens);
+  return results[0];
+}
+
+template <class Config>
+void check_generation(const sg::program& forward, const sg::program& generation, const Config& config) {
+  const generation_result one = generate(forward, generation, config, 1, 1);
+  CHECK(one.worst < 1e-9);
+  for (const auto& row : one.tokens) REQUIRE(row.size() == std::size_t(prompt + steps));
+  for (auto [dp, tp] : {std::pair{1, 2}, std::pair{2, 2}}) {
+    CAPTURE(dp, tp);
+    const generation_result sharded = generate(forward, generation, config, dp, tp);
+    CHECK(sharded.worst < 1e-9);
+    CHECK(sharded.tokens == one.tokens);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 generation: prefill and decode logits equal the full forward's", "[runtime][threads]") {
+  check_generation(gpt2_forward, gpt2_generation, gpt2_golden);
+}
+
+TEST_CASE("LLaMA generation with grouped-query attention: prefill and decode equal the full forward", "[runtime][threads]") {
+  check_generation(llama_forward, llama_generation, llama_golden);
+}
+
+TEST_CASE("A generation program prints its caches and where they are written", "[program]") {
+  std::ostringstream text;
+  sg::print_program(text, llama_generation);
+  const std::string printed = text.str();
+  CAPTURE(printed);
+  CHECK(printed.find("layers.{layer}.self_attn.kv_cache") != std::string::npos);
+  CHECK(printed.find("KV cache (state") != std::string::npos);
+  CHECK(printed.find("cached_attention") != std::string::npos);
+  CHECK(printed.find("writes, reads 'layers.self_attn.kv_cache' at 'kv_context'") != std::string::npos);
+}
+
+TEST_CASE("A decode step past its cache blocks is a clear error", "[runtime][threads]") {
+  const sg::kv_cache_shape cache{.blocks = pool, .block_tokens = block_tokens, .max_blocks = 1};
+  sg::model_sizes sizes = gpt2_golden.sizes(batch, prompt);
+  sg::set_kv_cache_sizes(sizes, cache);
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(gpt2_generation, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", 1}, {"tp", 1}},
+                         sg::random_weights(7, 0.2));
+    sg::tensor_map inputs;
+    inputs.emplace("input_ids", sg::host_tensor::from<std::int64_t>({batch, prompt}, std::vector<std::int64_t>(batch * prompt, 1)));
+    inputs.emplace("targets", sg::host_tensor::from<std::int64_t>({batch, prompt}, std::vector<std::int64_t>(batch * prompt, 0)));
+    inputs.emplace("kv_context", sg::host_tensor::from<std::int32_t>({batch, 2}, std::vector<std::int32_t>{prompt, 0, prompt, 1}));
+    REQUIRE_THROWS_WITH(rank.forward(inputs), sg::testing::ContainsSubstring("needs 2 cache blocks for 5 tokens"));
+  });
+}
