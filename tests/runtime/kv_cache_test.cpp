@@ -32,14 +32,17 @@ constexpr sg::program gpt2_generation = sg::compile<gpt2_model, sg::inference{.k
 constexpr sg::program llama_forward = sg::compile<llama_model>();
 constexpr sg::program llama_generation = sg::compile<llama_model, sg::inference{.kv_cache = true}>();
 
-// One cached attention per block (one program node, run per layer); the collectives stay the
-// forward's: the cache is placed like the keys it stores, so nothing moves it.
+// One cached attention per block (one program node, run per layer); the cache is placed like the
+// keys it stores, so no collective moves it.
 static_assert(gpt2_generation.count(sg::op::cached_attention) == 1 && gpt2_generation.count(sg::op::attention) == 0);
 static_assert(llama_generation.count(sg::op::cached_attention) == 1);
-static_assert(gpt2_generation.count(sg::op::all_reduce, "tp") == gpt2_forward.count(sg::op::all_reduce, "tp"));
-static_assert(llama_generation.count(sg::op::all_reduce, "tp") == llama_forward.count(sg::op::all_reduce, "tp"));
 static_assert(gpt2_generation.count(sg::op::all_gather) == gpt2_forward.count(sg::op::all_gather));
 static_assert(llama_forward.count(sg::op::cached_attention) == 0);
+// Generation reads the logits: the loss, its targets and its vocabulary-parallel statistics are
+// left out (the forward's last two tp all-reduces), the logits' all-gather stays.
+static_assert(gpt2_generation.count(sg::op::cross_entropy) == 0 && gpt2_generation.count(sg::op::all_reduce, "tp") == 3);
+static_assert(llama_generation.count(sg::op::cross_entropy) == 0 && llama_generation.count(sg::op::all_reduce, "tp") == 3);
+static_assert(gpt2_forward.count(sg::op::all_reduce, "tp") == 5 && llama_forward.count(sg::op::all_reduce, "tp") == 5);
 
 // The golden models' widths (tests/golden/*/config.json), the vocabulary padded to 64 rows so that
 // it divides over tp ranks, and LLaMA with two layers so that each layer keeps its own cache.
@@ -64,8 +67,8 @@ sg::tensor_map step_inputs(const std::vector<std::vector<std::int64_t>>& rows, s
   sg::tensor_map m;
   m.emplace("input_ids", ids_tensor(rows, from));
   const auto length = static_cast<std::int64_t>(rows[0].size());
-  m.emplace("targets", sg::host_tensor::from<std::int64_t>({batch, length - from},
-                                                           std::vector<std::int64_t>(std::size_t(batch * (length - from)), 0)));
+  if (!cached)  // the forward program's loss reads targets; a generation program has no loss
+    m.emplace("targets", sg::host_tensor::from<std::int64_t>({batch, length}, std::vector<std::int64_t>(std::size_t(batch * length), 0)));
   if (cached) {
     std::vector<std::int32_t> context;
     for (const auto& blocks : row_blocks) {
@@ -179,8 +182,32 @@ TEST_CASE("A decode step past its cache blocks is a clear error", "[runtime][thr
                          sg::random_weights(7, 0.2));
     sg::tensor_map inputs;
     inputs.emplace("input_ids", sg::host_tensor::from<std::int64_t>({batch, prompt}, std::vector<std::int64_t>(batch * prompt, 1)));
-    inputs.emplace("targets", sg::host_tensor::from<std::int64_t>({batch, prompt}, std::vector<std::int64_t>(batch * prompt, 0)));
     inputs.emplace("kv_context", sg::host_tensor::from<std::int32_t>({batch, 2}, std::vector<std::int32_t>{prompt, 0, prompt, 1}));
     REQUIRE_THROWS_WITH(rank.forward(inputs), sg::testing::ContainsSubstring("needs 2 cache blocks for 5 tokens"));
+  });
+}
+
+TEST_CASE("A prompt prefilled in two chunks gives the one-chunk prefill's logits", "[runtime][threads]") {
+  const sg::kv_cache_shape cache{.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks};
+  auto sizes = [&](std::int64_t seq) {
+    sg::model_sizes s = llama_golden.sizes(batch, seq);
+    return sg::set_kv_cache_sizes(s, cache);
+  };
+  std::vector<std::vector<std::int64_t>> rows{{4, 9, 33, 2, 17}, {60, 1, 8, 8, 30}};
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    const sg::mesh_shape mesh{{"dp", 1}, {"tp", 1}};
+    auto weights = sg::random_weights(7, 0.2);
+    auto whole = sg::bind(llama_generation, sizes(prompt), comm, sg::cpu::backend{}, mesh, weights);
+    auto first = sg::bind(llama_generation, sizes(3), comm, sg::cpu::backend{}, mesh, weights);
+    auto second = sg::bind(llama_generation, sizes(2), comm, sg::cpu::backend{}, mesh, weights);
+    const sg::host_tensor want = whole.forward(step_inputs(rows, 0, true)).at("logits");
+    std::vector<std::vector<std::int64_t>> head{{rows[0].begin(), rows[0].begin() + 3}, {rows[1].begin(), rows[1].begin() + 3}};
+    first.forward(step_inputs(head, 0, true));
+    sg::copy_kv_cache(first, second);
+    const sg::host_tensor got = second.forward(step_inputs(rows, 3, true)).at("logits");
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t t = 0; t < 2; ++t)
+        for (std::int64_t j = 0; j < llama_golden.vocab; ++j)
+          CHECK(std::abs(got.at((b * 2 + t) * 64 + j) - want.at((b * prompt + 3 + t) * 64 + j)) < 1e-12);
   });
 }

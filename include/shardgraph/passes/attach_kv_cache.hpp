@@ -12,6 +12,8 @@
 //   rope(x) -> rope(x, kv_context), position_embedding(x, t) -> position_embedding(x, t, kv_context):
 //       the chunk's tokens are at the absolute positions [kv_context[b][0] - seq, kv_context[b][0])
 //
+// The loss and its targets are left out: a generation program's outputs are the model's other
+// outputs (the logits).
 // A cache block holds kv_block_tokens tokens: rows [0, kv_block_tokens) of a (block, kv head) are
 // keys, the next kv_block_tokens rows values. One layer's cache is one parameter of the block
 // (stacked per layer like its weights), placed as the keys it stores: Shard<1> where the kv heads
@@ -78,6 +80,19 @@ constexpr node cache_parameter(const node& attention, const node& keys, std::str
   return n;
 }
 
+// live[i]: node i feeds an output that generation reads; a loss output (a cross-entropy's) does
+// not, so the loss, its targets input and their statistics are left out of the program.
+template <std::size_t Capacity>
+constexpr void mark_generated_values(const basic_graph<Capacity>& g, bool (&live)[Capacity]) {
+  for (int i = g.size() - 1; i >= 0; --i) {
+    const node& n = g[i];
+    if (n.kind == op::output && g[n.inputs[0]].kind != op::cross_entropy) live[i] = true;
+    if (!live[i]) continue;
+    for (int k = 0; k < n.input_count; ++k) live[n.inputs[k]] = true;
+    if (n.region >= 0) live[n.region] = true;
+  }
+}
+
 }  // namespace detail
 
 template <std::size_t Capacity>
@@ -94,7 +109,10 @@ constexpr basic_graph<Capacity> attach_kv_cache(const basic_graph<Capacity>& in)
   g.error = in.error;
   const int context = g.add(detail::kv_context_input(detail::batch_placement(in[first_attention].required[0], axes)));
   int new_index[Capacity]{};
+  bool live[Capacity]{};
+  detail::mark_generated_values(in, live);
   for (int i = 0; i < in.size(); ++i) {
+    if (!live[i]) continue;
     node n = in[i];
     for (int k = 0; k < n.input_count; ++k) n.inputs[k] = new_index[n.inputs[k]];
     if (n.region >= 0) n.region = new_index[n.region];
