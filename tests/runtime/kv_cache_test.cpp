@@ -211,3 +211,19 @@ TEST_CASE("A prompt prefilled in two chunks gives the one-chunk prefill's logits
           CHECK(std::abs(got.at((b * 2 + t) * 64 + j) - want.at((b * prompt + 3 + t) * 64 + j)) < 1e-12);
   });
 }
+
+TEST_CASE("A generation program needs an attention to cache and positions it can rotate", "[passes]") {
+  auto no_attention = [] {
+    sg::builder<Mesh> g(sg::dtype::f64);
+    sg::tensor x = g.input("x", {sg::dim::batch, sg::dim::model}, sg::dtype::f64);
+    sg::output(sg::linear(x, g.param("w", {sg::dim::model, sg::dim::model})), "y");
+    return g.finish();
+  };
+  CHECK_THAT(std::string(sg::compile_graph(no_attention(), sg::inference{.kv_cache = true}).error()),
+             sg::testing::ContainsSubstring("finds no causal self-attention inside a repeat block to cache"));
+  const sg::graph dynamic = sg::models::llama<Mesh>(
+      {.type = sg::dtype::f64, .rope = {.type = sg::rope_type::dynamic, .factor = 2, .original_max_positions = 32}});
+  CHECK_THAT(std::string(sg::compile_graph(dynamic, sg::inference{.kv_cache = true}).error()),
+             sg::testing::ContainsSubstring("rope 'layers.self_attn.rope': rope_type dynamic rescales"));
+  CHECK(sg::compile_graph(dynamic, sg::inference{}).ok());  // the forward program is unaffected
+}

@@ -20,7 +20,8 @@
 // are sharded (tensor parallel), Shard<0> where the batch is (each data-parallel rank owns its own
 // kv_blocks / ranks blocks, and a block id in kv_context is local to that rank's pool).
 // The sizes kv_blocks, kv_block_tokens and kv_table are set at bind (kv_cache_sizes()).
-// Nothing else changes: a graph without such attention compiles to the same steps.
+// Errors: a graph with no such attention to cache, and a rope of rope_type dynamic (its table
+// depends on the whole length, which a step does not see).
 #include "shardgraph/core/extent.hpp"
 #include "shardgraph/ir/graph.hpp"
 
@@ -101,7 +102,13 @@ constexpr basic_graph<Capacity> attach_kv_cache(const basic_graph<Capacity>& in)
   int first_attention = -1;
   for (int i = 0; i < in.size() && first_attention < 0; ++i)
     if (detail::cacheable_attention(in[i])) first_attention = i;
-  if (first_attention < 0) return in;
+  if (first_attention < 0) {
+    basic_graph<Capacity> none = in;
+    if (diagnostic* d = none.report(none.size() - 1))
+      *d << "inference{.kv_cache = true} finds no causal self-attention inside a repeat block to cache. "
+         << "build the attention with attention(q, k, v) inside repeat(), or compile without kv_cache";
+    return none;
+  }
   const int axes = in.axes.size();
 
   basic_graph<Capacity> g;
@@ -131,6 +138,10 @@ constexpr basic_graph<Capacity> attach_kv_cache(const basic_graph<Capacity>& in)
       ++n.input_count;
     }
     new_index[i] = g.add(n);
+    if (n.kind == op::rope && n.rope.type == rope_type::dynamic)
+      if (diagnostic* d = g.report(new_index[i]))
+        *d << "rope_type dynamic rescales with the sequence's whole length, which a generation step does "
+           << "not see. generate with a model of another rope_type";
   }
   return g;
 }
