@@ -227,3 +227,48 @@ TEST_CASE("A generation program needs an attention to cache and positions it can
              sg::testing::ContainsSubstring("rope 'layers.self_attn.rope': rope_type dynamic rescales"));
   CHECK(sg::compile_graph(dynamic, sg::inference{}).ok());  // the forward program is unaffected
 }
+
+// The full forward's last-position logits of `tokens` (one sequence, run as both rows).
+template <class Config>
+std::vector<double> forward_last(const sg::program& forward, const Config& config, const std::vector<std::int64_t>& tokens,
+                                 sg::threads::communicator& comm) {
+  const auto length = static_cast<std::int64_t>(tokens.size());
+  auto rank = sg::bind(forward, config.sizes(batch, length), comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", 1}, {"tp", 1}},
+                       sg::random_weights(7, 0.2));
+  return last_logits(rank.forward(step_inputs({tokens, tokens}, 0, false)).at("logits"), 0, config.vocab);
+}
+
+// One decode step whose rows stand at different positions: row 0 appends its sixth token, row 1
+// rewrites its third (its cache is then taken to hold two tokens before the step).
+template <class Config>
+void check_rows_at_own_positions(const sg::program& forward, const sg::program& generation, const Config& config) {
+  const sg::kv_cache_shape cache{.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks};
+  auto sizes = [&](std::int64_t seq) {
+    sg::model_sizes s = config.sizes(batch, seq);
+    return sg::set_kv_cache_sizes(s, cache);
+  };
+  const std::vector<std::vector<std::int64_t>> rows{{4, 9, 33, 2, 17}, {60, 1, 8, 8, 30}};
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    const sg::mesh_shape mesh{{"dp", 1}, {"tp", 1}};
+    auto prefill = sg::bind(generation, sizes(prompt), comm, sg::cpu::backend{}, mesh, sg::random_weights(7, 0.2));
+    auto decode = sg::bind(generation, sizes(1), comm, sg::cpu::backend{}, mesh, sg::random_weights(7, 0.2));
+    prefill.forward(step_inputs(rows, 0, true));
+    sg::copy_kv_cache(prefill, decode);
+    sg::tensor_map step = step_inputs({{0, 42}, {0, 13}}, 1, true);  // tokens 42 and 13
+    std::int32_t* context = reinterpret_cast<std::int32_t*>(step.at("kv_context").bytes().data());
+    context[0] = 6;
+    context[1 + max_blocks] = 3;
+    const sg::host_tensor logits = decode.forward(step).at("logits");
+    const std::vector<std::int64_t> row0{4, 9, 33, 2, 17, 42}, row1{60, 1, 13};
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::vector<double> want = forward_last(forward, config, b == 0 ? row0 : row1, comm);
+      const std::vector<double> got = last_logits(logits, b, config.vocab);
+      for (std::size_t j = 0; j < want.size(); ++j) CHECK(std::abs(got[j] - want[j]) < 1e-12);
+    }
+  });
+}
+
+TEST_CASE("A decode step's rows each stand at their own position", "[runtime][threads]") {
+  SECTION("GPT-2: learned positions") { check_rows_at_own_positions(gpt2_forward, gpt2_generation, gpt2_golden); }
+  SECTION("LLaMA: rotary positions") { check_rows_at_own_positions(llama_forward, llama_generation, llama_golden); }
+}
