@@ -13,7 +13,7 @@
 #include <shardgraph/models/llama.hpp>
 #include <shardgraph/passes/compile.hpp>
 #include <shardgraph/program/print_text.hpp>
-#include <shardgraph/runtime/kv_cache_sizes.hpp>
+#include <shardgraph/runtime/kv_cache.hpp>
 
 #include "catch.hpp"
 #include "support/cpu_threads_rank_program.hpp"
@@ -173,8 +173,8 @@ TEST_CASE("A generation program prints its caches and where they are written", "
   CHECK(printed.find("writes, reads 'layers.self_attn.kv_cache' at 'kv_context'") != std::string::npos);
 }
 
-TEST_CASE("A decode step past its cache blocks is a clear error", "[runtime][threads]") {
-  const sg::kv_cache_shape cache{.blocks = pool, .block_tokens = block_tokens, .max_blocks = 1};
+TEST_CASE("A kv_context that the cache cannot serve is a clear error", "[runtime][threads]") {
+  const sg::kv_cache_shape cache{.blocks = pool, .block_tokens = block_tokens, .max_blocks = 2};
   sg::model_sizes sizes = gpt2_golden.sizes(batch, prompt);
   sg::set_kv_cache_sizes(sizes, cache);
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
@@ -182,8 +182,18 @@ TEST_CASE("A decode step past its cache blocks is a clear error", "[runtime][thr
                          sg::random_weights(7, 0.2));
     sg::tensor_map inputs;
     inputs.emplace("input_ids", sg::host_tensor::from<std::int64_t>({batch, prompt}, std::vector<std::int64_t>(batch * prompt, 1)));
-    inputs.emplace("kv_context", sg::host_tensor::from<std::int32_t>({batch, 2}, std::vector<std::int32_t>{prompt, 0, prompt, 1}));
-    REQUIRE_THROWS_WITH(rank.forward(inputs), sg::testing::ContainsSubstring("needs 2 cache blocks for 5 tokens"));
+    auto with_context = [&](std::vector<std::int32_t> context) {  // rows [tokens, block, block]
+      inputs.insert_or_assign("kv_context", sg::host_tensor::from<std::int32_t>({batch, 3}, context));
+      return inputs;
+    };
+    // Checked on the host before the step, on every rank alike.
+    CHECK_THROWS_WITH(rank.forward(with_context({9, 0, 1, 5, 2, 3})),
+                      sg::testing::ContainsSubstring("forward: input 'kv_context': row 0 of kv_context needs 3 cache blocks for 9 tokens"));
+    CHECK_THROWS_WITH(rank.forward(with_context({5, 0, 1, 3, 2, 3})),
+                      sg::testing::ContainsSubstring("row 1 of kv_context says 3 tokens are cached after this step, fewer than the step's 5"));
+    CHECK_THROWS_WITH(rank.forward(with_context({5, 0, 1, 5, 2, 9})),
+                      sg::testing::ContainsSubstring("row 1 of kv_context names cache block 9, but this rank holds 8"));
+    CHECK_NOTHROW(rank.forward(with_context({5, 0, 1, 5, 2, 3})));
   });
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// The sizes and the hand-over of a generation program's KV cache (passes/attach_kv_cache.hpp).
+// A generation program's KV cache at run time (passes/attach_kv_cache.hpp): its sizes, its
+// hand-over from the prefill rank to the decode rank, and the check of kv_context before a step.
 //
 //   auto sizes = config.sizes(batch, prompt_length);
 //   set_kv_cache_sizes(sizes, {.blocks = 64, .block_tokens = 16, .max_blocks = 8});
@@ -14,10 +15,14 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "shardgraph/compute/kv_context.hpp"
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/core/host_tensor.hpp"
 #include "shardgraph/core/model_sizes.hpp"
 #include "shardgraph/passes/attach_kv_cache.hpp"
+#include "shardgraph/runtime/local_layout.hpp"
 
 namespace shardgraph {
 
@@ -37,6 +42,21 @@ inline model_sizes& set_kv_cache_sizes(model_sizes& sizes, const kv_cache_shape&
   sizes.set(dimension_name(kv_block_tokens_dim.first), c.block_tokens);
   sizes.set(dimension_name(kv_table_dim.first), 1 + c.max_blocks);
   return sizes;
+}
+
+// Checks the whole kv_context input (every row, on every rank alike, so that a bad row fails on
+// all ranks before any collective) against this rank's cache: its block size and its pool. `seq`:
+// the step's tokens per row.
+inline void check_kv_context_input(const graph_view& g, const local_layout& layout, int input,
+                                   const host_tensor& whole, std::int64_t seq) {
+  for (int i = 0; i < g.size(); ++i) {
+    if (!g[i].kv_cache) continue;
+    const std::vector<std::int64_t>& cache = layout.of(i).local;  // (blocks, kv_heads, 2 block_tokens, head_dim)
+    const std::vector<std::int64_t>& shape = layout.of(input).global;
+    const auto* context = reinterpret_cast<const std::int32_t*>(whole.bytes().data());
+    return compute::check_kv_context(context, {shape[0], seq, shape[1], cache[2] / 2, cache[0]},
+                                     "forward: input 'kv_context'");
+  }
 }
 
 // Copies every layer's KV cache of rank `from` into rank `to`: two bindings of one generation
