@@ -193,6 +193,8 @@ TEST_CASE("A kv_context that the cache cannot serve is a clear error", "[runtime
                       sg::testing::ContainsSubstring("row 1 of kv_context says 3 tokens are cached after this step, fewer than the step's 5"));
     CHECK_THROWS_WITH(rank.forward(with_context({5, 0, 1, 5, 2, 9})),
                       sg::testing::ContainsSubstring("row 1 of kv_context names cache block 9, but this rank holds 8"));
+    CHECK_THROWS_WITH(rank.forward(with_context({33, 0, 1, 5, 2, 3})),
+                      sg::testing::ContainsSubstring("row 0 of kv_context reaches position 32, past the 32 learned positions"));
     CHECK_NOTHROW(rank.forward(with_context({5, 0, 1, 5, 2, 3})));
   });
 }

@@ -19,7 +19,8 @@
 // (stacked per layer like its weights), placed as the keys it stores: Shard<1> where the kv heads
 // are sharded (tensor parallel), Shard<0> where the batch is (each data-parallel rank owns its own
 // kv_blocks / ranks blocks, and a block id in kv_context is local to that rank's pool).
-// The sizes kv_blocks, kv_block_tokens and kv_table are set at bind (kv_cache_sizes()).
+// The sizes kv_blocks, kv_block_tokens and kv_table are set at bind (set_kv_cache_sizes in
+// runtime/kv_cache.hpp).
 // Errors: a graph with no such attention to cache, and a rope of rope_type dynamic (its table
 // depends on the whole length, which a step does not see).
 #include "shardgraph/core/extent.hpp"

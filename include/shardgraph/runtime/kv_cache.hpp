@@ -45,17 +45,24 @@ inline model_sizes& set_kv_cache_sizes(model_sizes& sizes, const kv_cache_shape&
 }
 
 // Checks the whole kv_context input (every row, on every rank alike, so that a bad row fails on
-// all ranks before any collective) against this rank's cache: its block size and its pool. `seq`:
-// the step's tokens per row.
+// all ranks before any collective) against this rank's cache (its block size and its pool) and
+// against the learned positions a position_embedding has. `seq`: the step's tokens per row.
 inline void check_kv_context_input(const graph_view& g, const local_layout& layout, int input,
                                    const host_tensor& whole, std::int64_t seq) {
+  const std::vector<std::int64_t>& shape = layout.of(input).global;  // (batch, width)
+  const auto* context = reinterpret_cast<const std::int32_t*>(whole.bytes().data());
+  const std::string where = "forward: input 'kv_context'";
   for (int i = 0; i < g.size(); ++i) {
+    if (g[i].kind == op::position_embedding && g[i].input_count == 3)
+      for (std::int64_t b = 0, rows = layout.of(g[i].inputs[1]).global[0]; b < shape[0]; ++b)
+        if (context[b * shape[1]] > rows)
+          fail(where,
+               "row " + std::to_string(b) + " of kv_context reaches position " + std::to_string(context[b * shape[1]] - 1) +
+                   ", past the " + std::to_string(rows) + " learned positions",
+               "stop generating at the model's positions (n_positions)");
     if (!g[i].kv_cache) continue;
     const std::vector<std::int64_t>& cache = layout.of(i).local;  // (blocks, kv_heads, 2 block_tokens, head_dim)
-    const std::vector<std::int64_t>& shape = layout.of(input).global;
-    const auto* context = reinterpret_cast<const std::int32_t*>(whole.bytes().data());
-    return compute::check_kv_context(context, {shape[0], seq, shape[1], cache[2] / 2, cache[0]},
-                                     "forward: input 'kv_context'");
+    compute::check_kv_context(context, {shape[0], seq, shape[1], cache[2] / 2, cache[0]}, where);
   }
 }
 

@@ -30,6 +30,7 @@
 #include <shardgraph/cuda/attention_shape.hpp>
 #include <shardgraph/cuda/backend_options.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
+#include <shardgraph/cuda/cached_attention_calls.hpp>
 #include <shardgraph/cuda/check.hpp>
 #include <shardgraph/cuda/convolution_calls.hpp>
 #if SHARDGRAPH_CUDA_CUDNN
@@ -338,17 +339,6 @@ class backend {
            (row_op && d[0] == 0);
   }
 
-  // A generation program's calls (passes/attach_kv_cache.hpp): a KV cache and positions read from
-  // kv_context have no cuda kernels yet; say so rather than run the forward's kernels on them.
-  static void refuse_generation(const call_t& c) {
-    const bool positioned = (c.kind == op::rope && c.in[1] != nullptr) || (c.kind == op::position_embedding && c.in[2] != nullptr);
-    if (c.kind == op::cached_attention || positioned)
-      fail("cuda::backend: " + std::string(op_name(c.kind)),
-           "a generation program's " + std::string(c.kind == op::cached_attention ? "KV-cache attention" : "positions from kv_context") +
-               " is not implemented on the cuda backend",
-           "run the generation program (inference{.kv_cache = true}) on the cpu backend");
-  }
-
   // The call with compute type C (float, or double for f64) and index type I, by its op.
   template <class C, class I>
   void run_typed(const call_t& c) {
@@ -356,12 +346,13 @@ class backend {
     if (empty_sum(c)) return fill_zero(*c.out);
     detail::backend_state& s = *state_;
     if (is_along_dimension(c.kind)) return detail::along_dimension<C, I>(s, c);
-    refuse_generation(c);
     switch (c.kind) {
       case op::embedding:
         return detail::embedding<C, I>(s, c);
       case op::position_embedding:
         return detail::position_embedding<C, I>(s, c);
+      case op::cached_attention:
+        return detail::cached_attention<C, I>(s, c);
       case op::linear:
         if (c.epilogue == compute::product_epilogue::none) return detail::linear<C, I>(s, c);
         if (!detail::linear_epilogue_in_product(s, c)) run_epilogue_apart<C, I>(c);
