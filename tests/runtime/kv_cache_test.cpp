@@ -70,12 +70,11 @@ sg::tensor_map step_inputs(const std::vector<std::vector<std::int64_t>>& rows, s
   if (!cached)  // the forward program's loss reads targets; a generation program has no loss
     m.emplace("targets", sg::host_tensor::from<std::int64_t>({batch, length}, std::vector<std::int64_t>(std::size_t(batch * length), 0)));
   if (cached) {
-    std::vector<std::int32_t> context;
-    for (const auto& blocks : row_blocks) {
-      context.push_back(static_cast<std::int32_t>(length));
-      context.insert(context.end(), blocks, blocks + max_blocks);
-    }
-    m.emplace("kv_context", sg::host_tensor::from<std::int32_t>({batch, 1 + max_blocks}, context));
+    std::vector<std::int32_t> tables;
+    for (const auto& blocks : row_blocks) tables.insert(tables.end(), blocks, blocks + max_blocks);
+    m.emplace("kv_context", sg::make_kv_context(sg::host_tensor::from<std::int32_t>({batch, max_blocks}, tables),
+                                                sg::host_tensor::from<std::int32_t>(
+                                                    {batch}, std::vector<std::int32_t>(batch, std::int32_t(length)))));
   }
   return m;
 }
@@ -283,4 +282,15 @@ void check_rows_at_own_positions(const sg::program& forward, const sg::program& 
 TEST_CASE("A decode step's rows each stand at their own position", "[runtime][threads]") {
   SECTION("GPT-2: learned positions") { check_rows_at_own_positions(gpt2_forward, gpt2_generation, gpt2_golden); }
   SECTION("LLaMA: rotary positions") { check_rows_at_own_positions(llama_forward, llama_generation, llama_golden); }
+}
+
+TEST_CASE("make_kv_context joins block tables and context lengths", "[runtime]") {
+  const sg::host_tensor tables = sg::host_tensor::from<std::int32_t>({2, 2}, std::vector<std::int32_t>{4, 1, 0, 3});
+  const sg::host_tensor lengths = sg::host_tensor::from<std::int32_t>({2}, std::vector<std::int32_t>{7, 2});
+  const sg::host_tensor context = sg::make_kv_context(tables, lengths);
+  REQUIRE(context.shape() == std::vector<std::int64_t>{2, 3});
+  const std::vector<double> want{7, 4, 1, 2, 0, 3};
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(context.at(static_cast<std::int64_t>(i)) == want[i]);
+  CHECK_THROWS_WITH(sg::make_kv_context(tables, sg::host_tensor::from<std::int32_t>({3}, std::vector<std::int32_t>{1, 2, 3})),
+                    sg::testing::ContainsSubstring("make_kv_context: block tables must be (batch, max_blocks) i32"));
 }

@@ -6,6 +6,7 @@
 //   set_kv_cache_sizes(sizes, {.blocks = 64, .block_tokens = 16, .max_blocks = 8});
 //   auto prefill = bind(generation, sizes, comm, cpu::backend{}, mesh, weights);
 //   auto decode = bind(generation, config.sizes(batch, 1) + the same cache sizes, ...);
+//   auto context = make_kv_context(block_tables, context_lengths);   // (batch, 1 + max_blocks) i32
 //   prefill.forward({{"input_ids", prompt}, {"kv_context", context}});
 //   copy_kv_cache(prefill, decode);   // the decode rank goes on from the prompt's cache
 //
@@ -42,6 +43,25 @@ inline model_sizes& set_kv_cache_sizes(model_sizes& sizes, const kv_cache_shape&
   sizes.set(dimension_name(kv_block_tokens_dim.first), c.block_tokens);
   sizes.set(dimension_name(kv_table_dim.first), 1 + c.max_blocks);
   return sizes;
+}
+
+// The kv_context input (batch, 1 + max_blocks) i32 from a scheduler's block tables (batch,
+// max_blocks) i32 and the tokens each sequence has in its cache after the step (batch) i32:
+// row b = [context_lengths[b], block_tables[b]...].
+inline host_tensor make_kv_context(const host_tensor& block_tables, const host_tensor& context_lengths) {
+  if (block_tables.type() != dtype::i32 || block_tables.shape().size() != 2 || context_lengths.type() != dtype::i32 ||
+      context_lengths.shape() != std::vector<std::int64_t>{block_tables.shape()[0]})
+    fail("make_kv_context", "block tables must be (batch, max_blocks) i32 and context lengths (batch) i32",
+         "pass one block table row and one length per sequence, as i32");
+  const std::int64_t batch = block_tables.shape()[0], blocks = block_tables.shape()[1];
+  const auto* tables = reinterpret_cast<const std::int32_t*>(block_tables.bytes().data());
+  const auto* lengths = reinterpret_cast<const std::int32_t*>(context_lengths.bytes().data());
+  std::vector<std::int32_t> rows;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    rows.push_back(lengths[b]);
+    rows.insert(rows.end(), tables + b * blocks, tables + (b + 1) * blocks);
+  }
+  return host_tensor::from<std::int32_t>({batch, 1 + blocks}, rows);
 }
 
 // Checks the whole kv_context input (every row, on every rank alike, so that a bad row fails on
