@@ -237,6 +237,18 @@ TEST_CASE("A generation program needs an attention to cache and positions it can
   CHECK_THAT(std::string(sg::compile_graph(dynamic, sg::inference{.kv_cache = true}).error()),
              sg::testing::ContainsSubstring("rope 'layers.self_attn.rope': rope_type dynamic rescales"));
   CHECK(sg::compile_graph(dynamic, sg::inference{}).ok());  // the forward program is unaffected
+  auto loss_only = [] {
+    sg::builder<Mesh> g(sg::dtype::f64);
+    sg::tensor ids = g.input("input_ids", {sg::dim::batch, sg::dim::seq}, sg::dtype::i64);
+    sg::tensor x = sg::embedding(ids, g.param("wte.weight", {sg::dim::vocab, sg::dim::heads * sg::dim::head_dim}));
+    x = sg::repeat("h", x, [](sg::graph_builder&, sg::tensor x) {
+      return sg::merge_heads(sg::attention(sg::split_heads(x), sg::split_heads(x), sg::split_heads(x)));
+    });
+    sg::output(sg::cross_entropy(x, g.input("targets", {sg::dim::batch, sg::dim::seq}, sg::dtype::i64)), "loss");
+    return g.finish();
+  };
+  CHECK_THAT(std::string(sg::compile_graph(loss_only(), sg::inference{.kv_cache = true}).error()),
+             sg::testing::ContainsSubstring("returns the model's outputs other than its loss, and this model has none"));
 }
 
 // The full forward's last-position logits of `tokens` (one sequence, run as both rows).

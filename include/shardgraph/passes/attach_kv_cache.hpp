@@ -21,8 +21,8 @@
 // kv_blocks / ranks blocks, and a block id in kv_context is local to that rank's pool).
 // The sizes kv_blocks, kv_block_tokens and kv_table are set at bind (set_kv_cache_sizes in
 // runtime/kv_cache.hpp).
-// Errors: a graph with no such attention to cache, and a rope of rope_type dynamic (its table
-// depends on the whole length, which a step does not see).
+// Errors: a graph with no such attention to cache, one whose only output is its loss, and a rope
+// of rope_type dynamic (its table depends on the whole length, which a step does not see).
 #include "shardgraph/core/extent.hpp"
 #include "shardgraph/ir/graph.hpp"
 
@@ -95,6 +95,14 @@ constexpr void mark_generated_values(const basic_graph<Capacity>& g, bool (&live
   }
 }
 
+// `in` with the error `why_and_how` reported at its last node.
+template <std::size_t Capacity>
+constexpr basic_graph<Capacity> refused(const basic_graph<Capacity>& in, std::string_view why_and_how) {
+  basic_graph<Capacity> g = in;
+  if (diagnostic* d = g.report(g.size() - 1)) *d << why_and_how;
+  return g;
+}
+
 }  // namespace detail
 
 template <std::size_t Capacity>
@@ -103,13 +111,10 @@ constexpr basic_graph<Capacity> attach_kv_cache(const basic_graph<Capacity>& in)
   int first_attention = -1;
   for (int i = 0; i < in.size() && first_attention < 0; ++i)
     if (detail::cacheable_attention(in[i])) first_attention = i;
-  if (first_attention < 0) {
-    basic_graph<Capacity> none = in;
-    if (diagnostic* d = none.report(none.size() - 1))
-      *d << "inference{.kv_cache = true} finds no causal self-attention inside a repeat block to cache. "
-         << "build the attention with attention(q, k, v) inside repeat(), or compile without kv_cache";
-    return none;
-  }
+  if (first_attention < 0)
+    return detail::refused(in, "inference{.kv_cache = true} finds no causal self-attention inside a repeat block to "
+                               "cache. build the attention with attention(q, k, v) inside repeat(), or compile "
+                               "without kv_cache");
   const int axes = in.axes.size();
 
   basic_graph<Capacity> g;
@@ -119,6 +124,11 @@ constexpr basic_graph<Capacity> attach_kv_cache(const basic_graph<Capacity>& in)
   int new_index[Capacity]{};
   bool live[Capacity]{};
   detail::mark_generated_values(in, live);
+  bool any_output = false;
+  for (int i = 0; i < in.size(); ++i) any_output = any_output || (live[i] && in[i].kind == op::output);
+  if (!any_output)
+    return detail::refused(in, "a generation program returns the model's outputs other than its loss, and this "
+                               "model has none. add output(logits, \"logits\") to the model");
   for (int i = 0; i < in.size(); ++i) {
     if (!live[i]) continue;
     node n = in[i];
