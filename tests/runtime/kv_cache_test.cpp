@@ -306,3 +306,20 @@ TEST_CASE("make_kv_context joins block tables and context lengths", "[runtime]")
   CHECK_THROWS_WITH(sg::make_kv_context(tables, sg::host_tensor::from<std::int32_t>({3}, std::vector<std::int32_t>{1, 2, 3})),
                     sg::testing::ContainsSubstring("make_kv_context: block tables must be (batch, max_blocks) i32"));
 }
+
+TEST_CASE("kv_cache_bytes_per_block is what a rank holds per block", "[runtime][threads]") {
+  const sg::kv_cache_shape cache{.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks};
+  sg::model_sizes sizes = llama_golden.sizes(batch, 1);
+  sg::set_kv_cache_sizes(sizes, cache);
+  const sg::mesh_shape mesh{{"dp", 1}, {"tp", 2}};
+  // 2 layers x (6 kv heads of 12 per rank) x 2 x 4 tokens x head_dim 4 x 8 bytes
+  CHECK(sg::kv_cache_bytes_per_block(llama_generation, sizes, mesh) == 2 * 6 * 2 * 4 * 4 * 8);
+  std::vector<std::int64_t> held(2, 0);
+  sg::threads::world(2).run([&](sg::threads::communicator& comm) {
+    auto rank = sg::bind(llama_generation, sizes, comm, sg::cpu::backend{}, mesh, sg::random_weights(7, 0.2));
+    rank.for_each_parameter([&](const std::string&, const sg::node& p, std::int64_t, auto&, auto*) {
+      if (p.kv_cache) held[static_cast<std::size_t>(comm.rank())] += rank.local_numel(p) * 8;
+    });
+  });
+  for (std::int64_t bytes : held) CHECK(bytes == pool * sg::kv_cache_bytes_per_block(llama_generation, sizes, mesh));
+}

@@ -22,7 +22,9 @@
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/host_tensor.hpp"
 #include "shardgraph/core/model_sizes.hpp"
+#include "shardgraph/mesh/mesh_shape.hpp"
 #include "shardgraph/passes/attach_kv_cache.hpp"
+#include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
 
 namespace shardgraph {
@@ -43,6 +45,27 @@ inline model_sizes& set_kv_cache_sizes(model_sizes& sizes, const kv_cache_shape&
   sizes.set(dimension_name(kv_block_tokens_dim.first), c.block_tokens);
   sizes.set(dimension_name(kv_table_dim.first), 1 + c.max_blocks);
   return sizes;
+}
+
+// The bytes one cache block takes on one rank: the keys and values of kv_block_tokens tokens for
+// the rank's kv heads, in every layer. `sizes` needs kv_block_tokens (set_kv_cache_sizes); a KV
+// memory budget divided by this gives the blocks a rank can hold.
+inline std::int64_t kv_cache_bytes_per_block(const program_view& p, const model_sizes& sizes, const mesh_shape& mesh) {
+  const graph_view& g = p.nodes;
+  std::int64_t bytes = 0;
+  for (int i = 0; i < g.size(); ++i) {
+    const node& n = g[i];
+    if (!n.kv_cache) continue;
+    std::int64_t block = static_cast<std::int64_t>(dtype_size(n.type)) * (n.region >= 0 ? sizes.get(size_symbol::layers) : 1);
+    for (int k = 1; k < n.shape.rank(); ++k) {  // (kv_heads, 2 block_tokens, head_dim) of one block
+      std::int64_t size = sizes.get(n.shape[k]);
+      for (int a = 0; a < g.axes.size(); ++a)
+        if (n.spec[a].is_shard(k)) size /= mesh.size(g.axes.name(a));
+      block *= size;
+    }
+    bytes += block;
+  }
+  return bytes;
 }
 
 // The kv_context input (batch, 1 + max_blocks) i32 from a scheduler's block tables (batch,
