@@ -323,3 +323,13 @@ TEST_CASE("kv_cache_bytes_per_block is what a rank holds per block", "[runtime][
   });
   for (std::int64_t bytes : held) CHECK(bytes == pool * sg::kv_cache_bytes_per_block(llama_generation, sizes, mesh));
 }
+
+TEST_CASE("The cache's blocks divide over data-parallel ranks", "[runtime][threads]") {
+  sg::model_sizes sizes = gpt2_golden.sizes(batch, 1);
+  sg::set_kv_cache_sizes(sizes, {.blocks = 7, .block_tokens = block_tokens, .max_blocks = max_blocks});
+  sg::threads::world(2).run([&](sg::threads::communicator& comm) {
+    CHECK_THROWS_WITH(sg::bind(gpt2_generation, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", 2}, {"tp", 1}},
+                               sg::random_weights(7, 0.2)),
+                      sg::testing::ContainsSubstring("kv_blocks = 7 is not divisible by dp = 2"));
+  });
+}
