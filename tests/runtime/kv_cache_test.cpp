@@ -307,7 +307,7 @@ TEST_CASE("make_kv_context joins block tables and context lengths", "[runtime]")
                     sg::testing::ContainsSubstring("make_kv_context: block tables must be (batch, max_blocks) i32"));
 }
 
-TEST_CASE("kv_cache_bytes_per_block is what a rank holds per block", "[runtime][threads]") {
+TEST_CASE("kv_cache_bytes_per_block is what a rank holds per block, and memory() reports it", "[runtime][threads]") {
   const sg::kv_cache_shape cache{.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks};
   sg::model_sizes sizes = llama_golden.sizes(batch, 1);
   sg::set_kv_cache_sizes(sizes, cache);
@@ -320,6 +320,8 @@ TEST_CASE("kv_cache_bytes_per_block is what a rank holds per block", "[runtime][
     rank.for_each_parameter([&](const std::string&, const sg::node& p, std::int64_t, auto&, auto*) {
       if (p.kv_cache) held[static_cast<std::size_t>(comm.rank())] += rank.local_numel(p) * 8;
     });
+    CHECK(rank.memory().kv_cache == held[static_cast<std::size_t>(comm.rank())]);  // apart from the weights
+    CHECK(rank.memory().parameters > 0);
   });
   for (std::int64_t bytes : held) CHECK(bytes == pool * sg::kv_cache_bytes_per_block(llama_generation, sizes, mesh));
 }
