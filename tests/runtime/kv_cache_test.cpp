@@ -12,6 +12,7 @@
 #include <shardgraph/models/gpt2.hpp>
 #include <shardgraph/models/llama.hpp>
 #include <shardgraph/passes/compile.hpp>
+#include <shardgraph/plan/print_plan_memory.hpp>
 #include <shardgraph/program/print_text.hpp>
 #include <shardgraph/runtime/kv_cache.hpp>
 
@@ -322,6 +323,9 @@ TEST_CASE("kv_cache_bytes_per_block is what a rank holds per block, and memory()
     });
     CHECK(rank.memory().kv_cache == held[static_cast<std::size_t>(comm.rank())]);  // apart from the weights
     CHECK(rank.memory().parameters > 0);
+    std::ostringstream plan;
+    sg::plan::print_plan_memory(rank.plan(), plan);
+    CHECK(plan.str().find("KV cache") != std::string::npos);
   });
   for (std::int64_t bytes : held) CHECK(bytes == pool * sg::kv_cache_bytes_per_block(llama_generation, sizes, mesh));
 }
