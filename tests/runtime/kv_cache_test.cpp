@@ -91,7 +91,18 @@ std::vector<double> last_logits(const sg::host_tensor& logits, std::int64_t b, s
 struct generation_result {
   std::vector<std::vector<std::int64_t>> tokens;  // each row's prompt and generated tokens
   double worst = 0;                               // the largest relative difference of any step
+  std::vector<double> last;                       // the last step's logits, every row
 };
+
+double relative_difference(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  double diff = 0, scale = 0;
+  for (std::size_t j = 0; j < got.size(); ++j) {
+    diff = std::max(diff, std::abs(got[j] - want[j]));
+    scale = std::max(scale, std::abs(want[j]));
+  }
+  return diff / scale;
+}
 
 // Prefill, then `steps` decodes, on dp x tp thread ranks; each step's logits checked against a
 // forward over the whole sequence so far. Rank 0's result.
@@ -122,12 +133,8 @@ generation_result generate(const sg::program& forward, const sg::program& genera
       const sg::host_tensor reference = whole.forward(step_inputs(r.tokens, 0, false)).at("logits");
       for (std::int64_t b = 0; b < batch; ++b) {
         const std::vector<double> got = last_logits(logits, b, config.vocab), want = last_logits(reference, b, config.vocab);
-        double diff = 0, scale = 0;
-        for (std::size_t j = 0; j < got.size(); ++j) {
-          diff = std::max(diff, std::abs(got[j] - want[j]));
-          scale = std::max(scale, std::abs(want[j]));
-        }
-        r.worst = std::max(r.worst, diff / scale);
+        r.worst = std::max(r.worst, relative_difference(got, want));
+        if (step == steps) r.last.insert(r.last.end(), got.begin(), got.end());
         if (step < steps)
           r.tokens[static_cast<std::size_t>(b)].push_back(std::max_element(got.begin(), got.end()) - got.begin());
       }
@@ -149,6 +156,7 @@ void check_generation(const sg::program& forward, const sg::program& generation,
     const generation_result sharded = generate(forward, generation, config, dp, tp);
     CHECK(sharded.worst < 1e-9);
     CHECK(sharded.tokens == one.tokens);
+    CHECK(relative_difference(sharded.last, one.last) < 1e-9);
   }
 }
 
@@ -160,6 +168,35 @@ TEST_CASE("GPT-2 generation: prefill and decode logits equal the full forward's"
 
 TEST_CASE("LLaMA generation with grouped-query attention: prefill and decode equal the full forward", "[runtime][threads]") {
   check_generation(llama_forward, llama_generation, llama_golden);
+}
+
+// Two kv heads over tp = 4: each kv head is held by the two ranks whose query heads read it, as
+// Megatron-LM replicates them; the cache is replicated with it.
+TEST_CASE("LLaMA generation with fewer kv heads than tensor-parallel ranks", "[runtime][threads]") {
+  const sg::models::llama_config few_kv_heads{.vocab = 61, .model = 32, .ffn = 64, .heads = 8, .kv_heads = 2,
+                                              .layers = 2, .padded_vocab = 64};
+  const generation_result one = generate(llama_forward, llama_generation, few_kv_heads, 1, 1);
+  const generation_result four = generate(llama_forward, llama_generation, few_kv_heads, 1, 4);
+  CHECK(one.worst < 1e-9);
+  CHECK(four.worst < 1e-9);
+  CHECK(four.tokens == one.tokens);
+  CHECK(relative_difference(four.last, one.last) < 1e-9);
+  sg::model_sizes sizes = few_kv_heads.sizes(batch, 1);
+  sg::set_kv_cache_sizes(sizes, {.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks});
+  // 2 layers x 1 kv head per rank x 2 x 4 tokens x head_dim 4 x 8 bytes
+  CHECK(sg::kv_cache_bytes_per_block(llama_generation, sizes, sg::mesh_shape{{"dp", 1}, {"tp", 4}}) == 2 * 1 * 2 * 4 * 4 * 8);
+}
+
+TEST_CASE("Training refuses kv heads replicated over tensor-parallel ranks", "[runtime][threads]") {
+  const sg::models::llama_config few_kv_heads{.vocab = 64, .model = 32, .ffn = 64, .heads = 8, .kv_heads = 2, .layers = 1};
+  const auto training = sg::compile_graph(llama_model(), sg::training{});  // at run time: no constexpr cost
+  REQUIRE(training.ok());
+  sg::threads::world(4).run([&](sg::threads::communicator& comm) {
+    CHECK_THROWS_WITH(sg::bind(training, few_kv_heads.sizes(batch, 4), comm, sg::cpu::backend{},
+                               sg::mesh_shape{{"dp", 1}, {"tp", 4}}, sg::random_weights(7, 0.2)),
+                      sg::testing::ContainsSubstring("kv_heads = 2 is fewer than tp = 4: each kv head would be "
+                                                     "replicated on 2 ranks, which only inference does"));
+  });
 }
 
 TEST_CASE("A generation program prints its caches and where they are written", "[program]") {

@@ -60,7 +60,9 @@ inline std::int64_t kv_cache_bytes_per_block(const program_view& p, const model_
     for (int k = 1; k < n.shape.rank(); ++k) {  // (kv_heads, 2 block_tokens, head_dim) of one block
       std::int64_t size = sizes.get(n.shape[k]);
       for (int a = 0; a < g.axes.size(); ++a)
-        if (n.spec[a].is_shard(k)) size /= mesh.size(g.axes.name(a));
+        if (n.spec[a].is_shard(k))  // as local_layout splits it (kv heads may be replicated)
+          if (const std::int64_t parts = shard_parts(n.shape[k], sizes.get(n.shape[k].first), mesh.size(g.axes.name(a))))
+            size /= parts;
       block *= size;
     }
     bytes += block;
