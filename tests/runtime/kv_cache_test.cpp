@@ -18,6 +18,7 @@
 
 #include "catch.hpp"
 #include "support/cpu_threads_rank_program.hpp"
+#include "support/golden_comparison.hpp"
 
 namespace sg = shardgraph;
 
@@ -94,15 +95,7 @@ struct generation_result {
   std::vector<double> last;                       // the last step's logits, every row
 };
 
-double relative_difference(const std::vector<double>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  double diff = 0, scale = 0;
-  for (std::size_t j = 0; j < got.size(); ++j) {
-    diff = std::max(diff, std::abs(got[j] - want[j]));
-    scale = std::max(scale, std::abs(want[j]));
-  }
-  return diff / scale;
-}
+using test_support::relative_difference;
 
 // Prefill, then `steps` decodes, on dp x tp thread ranks; each step's logits checked against a
 // forward over the whole sequence so far. Rank 0's result.
