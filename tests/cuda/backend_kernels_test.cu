@@ -493,6 +493,57 @@ TEST_CASE("cuda backend: rope, split_heads, merge_heads and transpose match the 
   });
 }
 
+// A generation program's calls (passes/attach_kv_cache.hpp): cached_attention writes the step's keys
+// and values into a paged cache and attends over it; rope and position_embedding read the tokens'
+// positions from kv_context. Row 0 holds 7 tokens after the step (positions 4 to 6, blocks 5 then
+// 1), row 1 holds 3 (block 2); head_dim 40 gives some lanes two elements. The cache's other rows
+// keep their random values on both backends.
+TEST_CASE("cuda backend: cached_attention and kv_context positions match the cpu backend", "[cuda][gpu]") {
+  both_backends b;
+  const std::int64_t batch = 2, heads = 4, kv_heads = 2, seq = 3, head_dim = 40, block_tokens = 4, blocks = 6;
+  const host_tensor context{dtype::i32, {7, 5, 1, 0, 3, 2, 0, 0}};  // (batch, 1 + 3 blocks)
+  const std::int64_t q_numel = batch * heads * seq * head_dim, kv_numel = batch * kv_heads * seq * head_dim;
+  const std::int64_t cache_numel = blocks * kv_heads * 2 * block_tokens * head_dim;
+  in_each_dtype("cached_attention", attention_tolerance, [&](dtype t) {
+    return b.difference_of([&](auto& backend) {
+      using buffer = typename std::decay_t<decltype(backend)>::buffer;
+      buffer q = make_buffer(backend, random_tensor(t, q_numel, 1)), k = make_buffer(backend, random_tensor(t, kv_numel, 2));
+      buffer v = make_buffer(backend, random_tensor(t, kv_numel, 3)), cache = make_buffer(backend, random_tensor(t, cache_numel, 4));
+      buffer rows = make_buffer(backend, context);
+      buffer out = make_buffer(backend, {t, std::vector<double>(static_cast<std::size_t>(q_numel), not_a_number)});
+      sg::compute::kernel_call<buffer> call;
+      call.kind = op::cached_attention;
+      call.type = t;
+      call.out = &out;
+      call.in[0] = &q;
+      call.in[1] = &k;
+      call.in[2] = &v;
+      call.in[3] = &cache;  // written in place
+      call.in[4] = &rows;
+      set_dims(call, {batch, heads, kv_heads, seq, head_dim, block_tokens});
+      backend.run(call);
+      return std::vector<std::vector<double>>{values_of(backend, out), values_of(backend, cache)};
+    });
+  }, wide_dtypes);
+  const sg::compute::rope_frequencies table = sg::compute::make_rope_frequencies({}, head_dim, seq);
+  in_each_dtype("rope at kv_context's positions", elementwise, [&](dtype t) {
+    return b.difference(t, q_numel, {random_tensor(t, q_numel, 5), context}, [&](auto& call, auto&) {
+      call.kind = op::rope;  // x (batch, heads, seq, head_dim), kv_context
+      set_dims(call, {batch, heads, seq, head_dim});
+      call.rope = &table;
+    });
+  });
+  in_each_dtype("position_embedding at kv_context's positions", elementwise, [&](dtype t) {
+    const std::int64_t cols = 24, positions = 9;  // x (2, 3, 24) + table (9, 24)[position]
+    return b.difference(t, batch * seq * cols,
+                        {random_tensor(t, batch * seq * cols, 6), random_tensor(t, positions * cols, 7), context},
+                        [&](auto& call, auto&) {
+                          call.kind = op::position_embedding;
+                          set_dims(call, {batch, seq, cols});
+                        });
+  });
+}
+
 TEST_CASE("cuda backend: causal attention and its gradients match the cpu backend, MHA, GQA and MQA",
           "[cuda][gpu]") {
   both_backends b;

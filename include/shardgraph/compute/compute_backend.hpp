@@ -55,6 +55,12 @@
 //                       masking: causal or not; with a mask, in[3] (in[4] in a gradient) is the
 //                       mask (batch, seq) i64: padding (0 masks a key) or segment ids (a query sees
 //                       the keys of its segment). A query that sees no key: output 0, gradients 0.
+//   cached_attention    {batch, heads, kv_heads, seq, head_dim, block_tokens}   scalar as attention's
+//                       q, k, v as a causal attention's; in[3] the KV cache (blocks, kv_heads,
+//                       2 block_tokens, head_dim), written in place; in[4] kv_context (batch, table)
+//                       i32: writes k, v at each row's positions, then attends over its cached
+//                       tokens (passes/attach_kv_cache.hpp). rope and position_embedding with a
+//                       last input kv_context rotate or embed at those positions.
 //   cross_entropy       {rows, vocab, classes, divisor, ignore_index}
 //                       out[0] = sum over rows whose target is not ignore_index of
 //                       -log softmax(logits[row][0:classes])[target], / divisor (the targets counted in

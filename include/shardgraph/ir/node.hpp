@@ -71,6 +71,8 @@ struct node {
   // the kernel's length. Sized at bind like any dimension.
   const dimension* window = nullptr;
   std::uint64_t seed = 0;  // dropout: its mask's seed (scalar: the probability p of dropping)
+  bool kv_cache = false;   // parameter: a KV cache (passes/attach_kv_cache.hpp), state the program
+                           // writes; not loaded from weights, zero at bind
 
   constexpr int input(int i) const { return inputs[i]; }
   // The repeat block whose body computes this value (-1: outside any block). repeat_end's own

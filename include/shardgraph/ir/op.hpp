@@ -39,6 +39,9 @@ enum class op : std::uint8_t {
   quick_gelu, quick_gelu_grad,
   // dropout (compute/dropout_mask.hpp): its own gradient, on dy with the same mask
   dropout,
+  // generation (passes/attach_kv_cache.hpp): an attention that writes this step's keys and values
+  // into a KV cache and attends over the cached ones
+  cached_attention,
 };
 
 constexpr std::string_view op_name(op o) {
@@ -112,6 +115,7 @@ constexpr std::string_view op_name(op o) {
     case op::quick_gelu: return "quick_gelu";
     case op::quick_gelu_grad: return "quick_gelu_grad";
     case op::dropout: return "dropout";
+    case op::cached_attention: return "cached_attention";
   }
   return "?";
 }

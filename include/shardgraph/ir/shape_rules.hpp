@@ -109,6 +109,8 @@ constexpr bool infer_shape(graph_ref g, int i, shape& out, dtype& type) {
       out = n.shape;
       type = n.type;
       return true;
+    case op::cached_attention:  // made after verify (passes/attach_kv_cache.hpp): q's shape
+      return true;
     case op::embedding:
       if (!expect(g, i, !is_floating(ta), "token ids must be integers. declare the ids input with dtype i64")) return false;
       if (b.rank() != 2)

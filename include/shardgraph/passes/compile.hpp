@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "shardgraph/ir/compile_error.hpp"
+#include "shardgraph/passes/attach_kv_cache.hpp"
 #include "shardgraph/passes/autodiff.hpp"
 #include "shardgraph/passes/fuse.hpp"
 #include "shardgraph/passes/insert_collectives.hpp"
@@ -42,8 +43,13 @@ namespace shardgraph {
 // training::pipeline_axis: a mesh axis of that name makes its ranks pipeline stages, each running a
 // contiguous part of the repeat block's layers (bind's pipeline_options choose the split and the
 // schedule). Nothing is sharded on it, so the program has no collective on it.
+// inference::kv_cache: the program generates: its causal self-attentions write and read a KV cache
+// that the bound rank keeps between calls, and its positions come from the kv_context input
+// (passes/attach_kv_cache.hpp). Bound with seq = a prompt's length it is the prefill program, with
+// seq = 1 the decode program; both compile from the one model. Off: the plain forward program.
 struct inference {
   name_buffer pipeline_axis = "pp";  // if the mesh has this axis, its ranks are pipeline stages
+  bool kv_cache = false;
 };
 struct training {
   int zero_stage = 0;
@@ -105,7 +111,9 @@ constexpr basic_program<Capacity> compile_graph(const basic_graph<Capacity>& g, 
 }
 template <std::size_t Capacity>
 constexpr basic_program<Capacity> compile_graph(const basic_graph<Capacity>& g, inference i) {
-  basic_program<Capacity> p = compile_graph(g);
+  basic_program<Capacity> p =
+      i.kv_cache ? lower(passes::fuse(passes::insert_collectives(passes::attach_kv_cache(placed(passes::verify(g))))))
+                 : compile_graph(g);
   p.pipeline_axis = p.nodes.axes.index_of(i.pipeline_axis.view());
   return p;
 }

@@ -83,6 +83,8 @@ constexpr axis_decision decide(const graph_view& g, const node& n, int axis) {
     case op::parameter:
       r.out = n.spec[axis];
       break;
+    case op::cached_attention:  // made after this pass, with its placements (passes/attach_kv_cache.hpp)
+      break;
     case op::gelu:
     case op::silu:
     case op::relu:

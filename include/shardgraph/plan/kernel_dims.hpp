@@ -182,6 +182,11 @@ inline kernel_dim_array kernel_dims(const program_view& p, const local_layout& l
     case op::attention_grad_k:
     case op::attention_grad_v:
       return detail::attention_dims(n, layout);
+    case op::cached_attention: {  // {batch, heads, kv_heads, seq, head_dim, block_tokens}
+      kernel_dim_array d = detail::attention_dims(n, layout);
+      d[5] = layout.of(n.inputs[3]).local[2] / 2;  // the cache's block rows: keys, then values
+      return d;
+    }
     case op::cross_entropy:
       return loss_dims(p, layout, sizes, i);
     case op::cross_entropy_grad: {

@@ -8,6 +8,7 @@ namespace shardgraph {
 
 struct memory_report {
   std::int64_t parameters = 0;   // this rank's weight slices, every layer
+  std::int64_t kv_cache = 0;     // generation programs: this rank's KV cache blocks, every layer
   std::int64_t gradients = 0;    // param_grad values, every layer (training programs); ZeRO-2/3
                                  // buckets: this rank's reduce-scattered chunks instead
   std::int64_t activations = 0;  // every other value; per layer for forward blocks in training

@@ -52,6 +52,7 @@ inline void print_plan_memory(const bound_plan& p, std::ostream& out) {
   const memory_report& m = p.totals;
   out << "\nmemory on this rank (what bind allocated; the optimizer's state comes on top)\n";
   print_bytes(out, "parameters", m.parameters);
+  if (m.kv_cache > 0) print_bytes(out, "KV cache", m.kv_cache, ", every layer's blocks");
   if (p.zero3.on()) print_bytes(out, "gathered parameters", m.gathered_parameters, ", whole weights while in use");
   print_bytes(out, "gradients", m.gradients,
               m.gradients_in_place > 0 ? ", " + std::to_string(m.gradients_in_place) + " written in place" : "");
@@ -63,7 +64,8 @@ inline void print_plan_memory(const bound_plan& p, std::ostream& out) {
     print_bytes(out, "per micro-batch", m.activations_per_micro_batch,
                 ", of the activations, " + count_text(m.micro_batches_in_flight, "micro-batch", "micro-batches") + " in flight");
   print_bytes(out, "communication", m.communication, ", staging of collectives and buckets");
-  print_bytes(out, "total", m.parameters + m.gathered_parameters + m.gradients + m.activations + m.communication);
+  print_bytes(out, "total",
+              m.parameters + m.kv_cache + m.gathered_parameters + m.gradients + m.activations + m.communication);
 }
 
 inline void print_plan_buckets(const bound_plan& p, std::ostream& out) {

@@ -71,7 +71,8 @@ inline void print_program(std::ostream& out, const program_view& p, const print_
       std::string block(g[n.region].name.view());
       name = block + ".{layer}" + name.substr(block.size());
     }
-    out << "  " << padded(name, 34) << padded(shape_text(g, n, o), 24) << placement_text(g, n.spec) << '\n';
+    out << "  " << padded(name, 34) << padded(shape_text(g, n, o), 24) << placement_text(g, n.spec)
+        << (n.kv_cache ? "   KV cache (state: written by cached_attention)" : "") << '\n';
   }
   out << "steps\n";
   out << "  " << padded("step", 4) << padded("kind", 11) << padded("op", 20) << padded("value", 24)
@@ -92,6 +93,8 @@ inline void print_program(std::ostream& out, const program_view& p, const print_
     out << "  " << number << ' ' << padded(std::string(step_kind_name(st.kind)), 11) << indent
         << padded(what, 20 - std::min<std::size_t>(indent.size(), 20)) << padded(std::string(n.name.view()), 24)
         << padded(shape_text(g, n, o), 26) << placement_text(g, n.spec);
+    if (n.kind == op::cached_attention)
+      out << "   writes, reads '" << g[n.inputs[3]].name.view() << "' at '" << g[n.inputs[4]].name.view() << "'";
     if (is_redistribution(n.kind) && n.reason >= 0)
       out << "   <- " << op_name(g[n.reason]) << " '" << g[n.reason].name.view() << "'";
     if (st.kind == step_kind::loop_begin)

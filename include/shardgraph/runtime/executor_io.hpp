@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "shardgraph/runtime/executor.hpp"
+#include "shardgraph/runtime/kv_cache.hpp"
 
 namespace shardgraph {
 
@@ -70,6 +71,8 @@ void rank_program<Backend, Comm>::upload_inputs(const tensor_map& inputs) {
       backend_.upload(v, given_local_input(g[i], layout_.of(i), inputs).bytes().data());
     else
       backend_.upload(v, local_input(g[i], layout_.of(i), inputs).bytes().data());
+    if (inputs_given_ == io_part::whole && g[i].name.view() == kv_context_name)  // its dtype and shape checked above
+      check_kv_context_input(g, layout_, i, detail::named_input(g[i], inputs), sizes_.get(size_symbol::seq));
   }
 }
 

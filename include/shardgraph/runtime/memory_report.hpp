@@ -42,7 +42,7 @@ memory_report report_memory(const graph_view& g, const value_storage<Backend>& s
       if (g[i].region < 0)
         m.gathered_parameters += zero3.plan().gathered(i) * static_cast<std::int64_t>(dtype_size(g[i].type));
     } else if (g[i].kind == op::parameter) {
-      m.parameters += bytes;
+      (g[i].kv_cache ? m.kv_cache : m.parameters) += bytes;
     } else if (g[i].kind == op::param_grad) {
       m.gradients += bytes;
     } else {

@@ -48,7 +48,8 @@ void load_weights(const graph_view& g, const local_layout& layout, const plan::h
       host = host_tensor(n.type, d.local);
     else
       std::memset(host.bytes().data(), 0, host.bytes().size());
-    weights(parameter_name(g, n, load.layer), tensor_slice{d.global, d.offset, d.local}, host);
+    if (!n.kv_cache)  // a KV cache is state the program writes: it starts at zero
+      weights(parameter_name(g, n, load.layer), tensor_slice{d.global, d.offset, d.local}, host);
     store(load.node, std::max<std::int64_t>(load.layer, 0), static_cast<const host_tensor&>(host));
     progress.add(host.bytes().size());
   }

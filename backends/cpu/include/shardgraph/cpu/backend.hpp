@@ -21,6 +21,7 @@
 #include "shardgraph/cpu/float_conversion.hpp"
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/cpu/backward.hpp"
+#include "shardgraph/cpu/cached_attention.hpp"
 #include "shardgraph/cpu/kernels.hpp"
 #include "shardgraph/optim/adamw.hpp"
 #include "shardgraph/optim/grad_clip.hpp"
@@ -164,6 +165,9 @@ class backend {
   // where run is defined.
   template <class Call>
   void dispatch(const Call& call) {
+    if (touches_half_floats(call) && call.kind == op::cached_attention)  // a widened copy would lose the cache's writes
+      fail("cpu::backend: cached_attention", "a KV cache in " + std::string(dtype_name(call.type)) + " is not implemented",
+           "build the generation program in f32 or f64");
     if (touches_half_floats(call)) return run_widened(call);
     if (call.type == dtype::f64) return run_typed<double>(call);
     if (call.type == dtype::f32) return run_typed<float>(call);
@@ -285,6 +289,53 @@ class backend {
         static_cast<double>(c.dims[3]));
   }
 
+  // A generation program's kv_context input (batch, table) i32 (passes/attach_kv_cache.hpp), in[k].
+  static const std::int32_t* kv_context(const compute::kernel_call<buffer>& c, int k) {
+    if (c.in[k] == nullptr || c.in[k]->type() != dtype::i32)
+      fail("cpu::backend: " + std::string(op_name(c.kind)), "the call's kv_context input is missing or not i32",
+           "pass kv_context (batch, 1 + blocks) i32 as the program's input");
+    return c.in[k]->as<std::int32_t>();
+  }
+  static std::vector<std::int64_t> context_offsets(const compute::kernel_call<buffer>& c, int k, std::int64_t batch,
+                                                   std::int64_t seq) {
+    return cpu::context_offsets(kv_context(c, k), batch, seq, c.in[k]->numel() / batch,
+                                ("cpu::backend: " + std::string(op_name(c.kind))).c_str());
+  }
+  // x (batch, seq, cols) + table[position] (positions, cols); dims {batch, seq, cols}. Token t
+  // sits at position t, or, in a generation program, at its row's offset plus t.
+  template <class T>
+  void position_embedding(const compute::kernel_call<buffer>& c) {
+    const std::int64_t* d = c.dims;
+    const T* x = in<T>(c, 0);
+    const T* table = in<T>(c, 1);
+    T* out = c.out->as<T>();
+    const std::vector<std::int64_t> offsets =
+        c.in[2] != nullptr ? context_offsets(c, 2, d[0], d[1]) : std::vector<std::int64_t>(static_cast<std::size_t>(d[0]), 0);
+    const std::int64_t positions = c.in[1]->numel() / d[2];
+    for (std::int64_t b = 0; b < d[0]; ++b)
+      for (std::int64_t t = 0; t < d[1]; ++t) {
+        const std::int64_t p = offsets[static_cast<std::size_t>(b)] + t;
+        if (p >= positions)
+          fail("cpu::backend: position_embedding", "position " + std::to_string(p) + " is past the table's " +
+                   std::to_string(positions) + " learned positions",
+               "stop generating at the model's positions (n_positions)");
+        for (std::int64_t j = 0; j < d[2]; ++j) {
+          const std::int64_t i = (b * d[1] + t) * d[2] + j;
+          out[i] = x[i] + table[p * d[2] + j];
+        }
+      }
+  }
+  // q, k, v, the cache (written in place: a plan-owned value the call updates), kv_context; dims
+  // {batch, heads, kv_heads, seq, head_dim, block_tokens} (cpu/cached_attention.hpp).
+  template <class T>
+  void cached_attention(const compute::kernel_call<buffer>& c) {
+    const std::int64_t* d = c.dims;
+    const std::int64_t blocks = c.in[3]->numel() / (d[2] * 2 * d[5] * d[4]);
+    cpu::cached_attention(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), const_cast<T*>(in<T>(c, 3)), kv_context(c, 4),
+                          c.out->as<T>(), {d[0], d[1], d[2], d[3], d[4], d[5], blocks, c.in[4]->numel() / d[0]},
+                          compute::attention_scale(c.scalar, d[4]));
+  }
+
   template <class T>
   void run_typed(const compute::kernel_call<buffer>& c) {
     T* out = c.out->as<T>();
@@ -292,17 +343,7 @@ class backend {
     switch (c.kind) {
       case op::embedding:
         return embedding(c.in[0]->as<std::int64_t>(), in<T>(c, 1), out, d[0], d[1], d[2], d[3]);
-      case op::position_embedding: {
-        const T* x = in<T>(c, 0);
-        const T* table = in<T>(c, 1);
-        for (std::int64_t b = 0; b < d[0]; ++b)
-          for (std::int64_t t = 0; t < d[1]; ++t)
-            for (std::int64_t j = 0; j < d[2]; ++j) {
-              std::int64_t i = (b * d[1] + t) * d[2] + j;
-              out[i] = x[i] + table[t * d[2] + j];
-            }
-        return;
-      }
+      case op::position_embedding: return position_embedding<T>(c);
       case op::linear:
         gemm(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1], d[2], c.transpose_b);
         if (c.bias != nullptr)  // kernel_call::bias: + b per row, as the add_bias chain would
@@ -313,9 +354,15 @@ class backend {
       case op::layer_norm: return layer_norm(in<T>(c, 0), in<T>(c, 1), in<T>(c, 2), out, d[0], d[1], c.scalar);
       case op::rms_norm: return rms_norm(in<T>(c, 0), in<T>(c, 1), out, d[0], d[1], c.scalar);
       case op::softmax: return softmax(in<T>(c, 0), out, d[0], d[1]);
-      case op::rope:
+      case op::rope: {
         std::memcpy(out, in<T>(c, 0), static_cast<std::size_t>(d[0] * d[1] * d[2] * d[3]) * sizeof(T));
-        return rope(out, d[0], d[1], d[2], d[3], rope_table(c));
+        if (c.in[1] == nullptr) return rope(out, d[0], d[1], d[2], d[3], rope_table(c));
+        const std::vector<std::int64_t> offsets = context_offsets(c, 1, d[0], d[2]);
+        for (std::int64_t b = 0; b < d[0]; ++b)  // a generation program's: each row at its own positions
+          rope(out + b * d[1] * d[2] * d[3], 1, d[1], d[2], d[3], rope_table(c), offsets[static_cast<std::size_t>(b)]);
+        return;
+      }
+      case op::cached_attention: return cached_attention<T>(c);
       case op::split_heads: return split_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::merge_heads: return merge_heads(in<T>(c, 0), out, d[0], d[1], d[2], d[3]);
       case op::permute: return permute(in<T>(c, 0), out, d, d[4]);

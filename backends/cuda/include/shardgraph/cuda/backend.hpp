@@ -30,6 +30,7 @@
 #include <shardgraph/cuda/attention_shape.hpp>
 #include <shardgraph/cuda/backend_options.hpp>
 #include <shardgraph/cuda/backend_state.hpp>
+#include <shardgraph/cuda/cached_attention_calls.hpp>
 #include <shardgraph/cuda/check.hpp>
 #include <shardgraph/cuda/convolution_calls.hpp>
 #if SHARDGRAPH_CUDA_CUDNN
@@ -350,6 +351,8 @@ class backend {
         return detail::embedding<C, I>(s, c);
       case op::position_embedding:
         return detail::position_embedding<C, I>(s, c);
+      case op::cached_attention:
+        return detail::cached_attention<C, I>(s, c);
       case op::linear:
         if (c.epilogue == compute::product_epilogue::none) return detail::linear<C, I>(s, c);
         if (!detail::linear_epilogue_in_product(s, c)) run_epilogue_apart<C, I>(c);

@@ -94,8 +94,11 @@ void rope(backend_state& s, const kernel_call& c) {
     fail("cuda::backend: " + std::string(op_name(c.kind)),
          "the call carries no frequency table (kernel_call::rope) for head_dim " + std::to_string(d[3]),
          "set it to a compute::make_rope_frequencies table, as the executor does at bind");
+  kernels::token_positions positions;  // a generation program's rope reads kv_context (in[1])
+  if (c.kind == op::rope && c.in[1] != nullptr)
+    positions = {static_cast<const std::int32_t*>(c.in[1]->data()), c.in[1]->numel() / d[0], d[1]};
   kernels::rope_kernel<C, I><<<kernels::blocks_for(o.numel() / 2, 256), 256, 0, s.stream>>>(
-      in(c, 0), out(o), d[2], d[3], *c.rope, c.kind == op::rope ? 1.0 : -1.0, o.numel() / 2);
+      in(c, 0), out(o), d[2], d[3], *c.rope, c.kind == op::rope ? 1.0 : -1.0, o.numel() / 2, positions);
 }
 
 template <class C, class I>

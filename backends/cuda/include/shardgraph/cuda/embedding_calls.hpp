@@ -46,6 +46,11 @@ template <class C, class I>
 void position_embedding(backend_state& s, const kernel_call& c) {
   const std::int64_t* d = c.dims;
   tensor_buffer& o = *c.out;
+  if (c.in[2] != nullptr)  // a generation program's: positions from kv_context (batch, width) i32,
+                           // checked against the table on the host (runtime/kv_cache.hpp)
+    return kernels::position_embedding_kernel<C, I><<<kernels::blocks_for(o.numel(), 256), 256, 0, s.stream>>>(
+        in(c, 0), in(c, 1), out(o), d[1], d[2], d[0] * d[1] * d[2],
+        {static_cast<const std::int32_t*>(c.in[2]->data()), c.in[2]->numel() / d[0], c.in[1]->numel() / d[2]});
   if (vector_ready(o.type(), d[2], {in(c, 0), in(c, 1), in(o)}) && compute_type_is<C>(o.type()))
     return with_vector_types(o.type(), [&]<class T, class V>() {
       if constexpr (std::is_same_v<V, C>)

@@ -22,13 +22,26 @@ __global__ void embedding_kernel(ref ids, ref table, mut_ref out, std::int64_t n
   }
 }
 
-// out (batch, seq, cols) = x + table[t]
+// A generation program's positions (compute/kv_context.hpp): token t of row b at
+// context[b][0] - seq + t, in a table of `rows` positions; a position outside it gives NaN.
+struct context_positions {
+  const std::int32_t* context = nullptr;  // null: token t at position t
+  std::int64_t width = 0, rows = 0;
+};
+
+// out (batch, seq, cols) = x + table[t], or table[p] at a generation program's positions
 template <class C, class I>
 __global__ void position_embedding_kernel(ref x, ref table, mut_ref out, std::int64_t seq, std::int64_t cols,
-                                          std::int64_t numel) {
+                                          std::int64_t numel, context_positions positions = {}) {
   for (I e = global_thread<I>(); e < static_cast<I>(numel); e += grid_threads<I>()) {
     const I t = (e / static_cast<I>(cols)) % static_cast<I>(seq), j = e % static_cast<I>(cols);
-    store<C>(out, e, load<C>(x, e) + load<C>(table, t * cols + j));
+    if (positions.context == nullptr) {
+      store<C>(out, e, load<C>(x, e) + load<C>(table, t * cols + j));
+      continue;
+    }
+    const I b = e / (static_cast<I>(cols) * static_cast<I>(seq));
+    const std::int64_t p = positions.context[b * static_cast<I>(positions.width)] - seq + t;
+    store<C>(out, e, p >= 0 && p < positions.rows ? load<C>(x, e) + load<C>(table, p * cols + j) : C(NAN));
   }
 }
 

@@ -58,17 +58,28 @@ __global__ void permute_kernel(ref in, mut_ref out, permute_args a) {
   }
 }
 
-// out = table.attention_factor * x rotated by direction * angle(t, i), x (batch, heads, seq,
-// head_dim); angle(t, i) = t * table.inverse_frequency[i] (compute/rope_frequencies.hpp, made on
-// the host at bind, passed by value); one thread per pair.
+// The positions of a rope's tokens: token t of a row at t, or, in a generation program, at
+// kv_context[b][0] - seq + t (compute/kv_context.hpp; context (batch, width) i32, null: none).
+struct token_positions {
+  const std::int32_t* context = nullptr;
+  std::int64_t width = 0;  // kv_context's columns
+  std::int64_t heads = 1;  // rows of x per batch row are heads * seq
+};
+
+// out = table.attention_factor * x rotated by direction * angle(p, i), x (batch, heads, seq,
+// head_dim); angle(p, i) = p * table.inverse_frequency[i] (compute/rope_frequencies.hpp, made on
+// the host at bind, passed by value), p the token's position; one thread per pair.
 template <class C, class I>
 __global__ void rope_kernel(ref x, mut_ref out, std::int64_t seq, std::int64_t head_dim,
                             const __grid_constant__ compute::rope_frequencies table, double direction,
-                            std::int64_t pairs) {
+                            std::int64_t pairs, token_positions positions) {
   const I half = static_cast<I>(head_dim / 2), S = static_cast<I>(seq), D = static_cast<I>(head_dim);
   for (I e = global_thread<I>(); e < static_cast<I>(pairs); e += grid_threads<I>()) {
     const I i = e % half, row = e / half, t = row % S;
-    const double angle = static_cast<double>(t) * table.inverse_frequency[i];
+    const I b = row / (S * static_cast<I>(positions.heads));
+    const std::int64_t p =
+        positions.context == nullptr ? t : positions.context[b * static_cast<I>(positions.width)] - seq + t;
+    const double angle = static_cast<double>(p) * table.inverse_frequency[i];
     double s, c;
     sincos(angle, &s, &c);
     const C cosine = static_cast<C>(table.attention_factor * c);
