@@ -119,7 +119,8 @@ constexpr basic_graph<Capacity> insert_collectives(const basic_graph<Capacity>& 
   g.error = in.error;
   if (!in.ok()) return in;
   int new_index[Capacity]{};
-  static_vector<detail::redistribution_cache_entry, 96> cache;
+  // Each entry made at least one node, so the graph's capacity bounds the entries.
+  static_vector<detail::redistribution_cache_entry, Capacity> cache;
   for (int i = 0; i < in.size(); ++i) {
     node n = in[i];
     if (n.region >= 0) n.region = new_index[n.region];
