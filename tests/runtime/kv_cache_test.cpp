@@ -2,9 +2,12 @@
 // feeding the argmax token, give at every step the logits of the full-sequence forward's last
 // position (f64), for GPT-2 and LLaMA (grouped-query) at the golden models' widths, on one rank,
 // tp = 2 and dp = 2 x tp = 2. The cache is paged: each row's blocks are scattered in the pool.
+// run_generation (generate/runner.hpp) drives a scheduler over these programs: greedy tokens equal
+// repeated full forwards under chunked prefill and preemption.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -14,6 +17,7 @@
 #include <shardgraph/passes/compile.hpp>
 #include <shardgraph/plan/print_plan_memory.hpp>
 #include <shardgraph/program/print_text.hpp>
+#include <shardgraph/generate/runner.hpp>
 #include <shardgraph/runtime/kv_cache.hpp>
 
 #include "catch.hpp"
@@ -368,4 +372,97 @@ TEST_CASE("The cache's blocks divide over data-parallel ranks", "[runtime][threa
                                sg::random_weights(7, 0.2)),
                       sg::testing::ContainsSubstring("kv_blocks = 7 is not divisible by dp = 2"));
   });
+}
+
+namespace {
+
+// Greedy generation by repeated full forward (no cache) + argmax: the reference of the runner.
+std::vector<std::int64_t> greedy_without_cache(std::vector<std::int64_t> tokens, std::int64_t new_tokens,
+                                               sg::threads::communicator& comm) {
+  std::vector<std::int64_t> generated;
+  for (std::int64_t n = 0; n < new_tokens; ++n) {
+    const std::vector<double> logits = forward_last(llama_forward, llama_golden, tokens, comm);
+    generated.push_back(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    tokens.push_back(generated.back());
+  }
+  return generated;
+}
+
+struct runner_run {
+  std::vector<sg::generate::generation_result> results;
+  std::int64_t preemptions = 0, partial_chunks = 0, mixed_steps = 0;
+};
+
+// The scheduler over a pool of 6 blocks of 4 tokens and 8 tokens a step, run by run_generation
+// on tp thread ranks. Rank 0's results; every rank must agree.
+runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp) {
+  const sg::generate::kv_cache_size size{
+      .shape = {.layers = 2, .local_kv_heads = 12, .head_dim = 4, .dtype_bytes = 8, .max_positions = 32, .block_tokens = 4},
+      .blocks = 6};
+  const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 8};
+  std::vector<runner_run> runs(static_cast<std::size_t>(tp));
+  sg::threads::world(tp).run([&](sg::threads::communicator& comm) {
+    runner_run& run = runs[static_cast<std::size_t>(comm.rank())];
+    sg::generate::scheduler s(size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4});
+    for (const auto& r : requests) s.submit(r);
+    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
+      sg::model_sizes sizes = llama_golden.sizes(rows, seq);
+      auto rank = sg::bind(llama_generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{},
+                           sg::mesh_shape{{"dp", 1}, {"tp", tp}}, sg::random_weights(7, 0.2));
+      // A slot read before it is written would make the logits NaN (0 x NaN under the causal mask too).
+      rank.for_each_parameter([&](const std::string&, const sg::node& p, std::int64_t, auto& value, auto*) {
+        if (!p.kv_cache) return;
+        const std::vector<double> poison(static_cast<std::size_t>(rank.local_numel(p)), std::nan(""));
+        rank.backend().upload(value, poison.data());
+      });
+      return rank;
+    };
+    auto observe = [&](const sg::generate::scheduled_step& step) {
+      bool decodes = false, prefills = false;
+      for (const auto& q : step.sequences) {
+        decodes |= !q.prefill;
+        prefills |= q.prefill;
+        if (q.prefill && q.first_position == 0 && !q.samples) ++run.partial_chunks;  // a prompt cut in chunks
+      }
+      run.mixed_steps += decodes && prefills;
+    };
+    run.results = sg::generate::run_generation(s, bind_rank, {.max_blocks = cache.max_blocks, .on_step = observe});
+    run.preemptions = s.preemption_count();
+    CHECK(s.cache().pool().free_count() == size.blocks);  // every block back in the pool
+  });
+  for (const runner_run& other : runs) {
+    REQUIRE(other.results.size() == runs[0].results.size());
+    for (std::size_t i = 0; i < other.results.size(); ++i) CHECK(other.results[i].generated == runs[0].results[i].generated);
+  }
+  return runs[0];
+}
+
+}  // namespace
+
+// Five prompts of different lengths over a pool too small to hold them: prompts are cut into
+// chunks, decodes run beside prefills, sequences are preempted and recomputed into blocks others
+// wrote before (never cleared), and each request still generates what repeated full forwards give.
+TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill and preemption", "[runtime][threads]") {
+  const std::vector<std::vector<std::int64_t>> prompts{{4, 9, 33}, {60, 1, 8, 8, 30, 12, 7, 5, 44}, {17, 2},
+                                                       {3, 3, 50, 21, 9, 10}, {11, 40, 8, 26, 35, 1, 19, 2, 6, 58, 13}};
+  std::vector<sg::generate::generation_request> requests;
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    requests.push_back({.prompt = prompts[i], .max_new_tokens = static_cast<std::int64_t>(4 + i % 3)});
+  std::vector<std::vector<std::int64_t>> want;
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    for (const auto& r : requests) want.push_back(greedy_without_cache(r.prompt, r.max_new_tokens, comm));
+  });
+  for (int tp : {1, 2}) {
+    CAPTURE(tp);
+    const runner_run run = run_requests(requests, tp);
+    CHECK(run.preemptions > 0);
+    CHECK(run.partial_chunks > 0);
+    CHECK(run.mixed_steps > 0);
+    REQUIRE(run.results.size() == requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      CAPTURE(i);
+      CHECK(run.results[i].reason == sg::generate::finish_reason::max_new_tokens);
+      CHECK(run.results[i].generated == want[i]);
+    }
+  }
 }
