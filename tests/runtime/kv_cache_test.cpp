@@ -466,3 +466,23 @@ TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill a
     }
   }
 }
+
+TEST_CASE("run_generation refuses block tables wider than the bindings' kv_context", "[runtime][threads]") {
+  const sg::generate::kv_cache_size size{
+      .shape = {.layers = 2, .local_kv_heads = 12, .head_dim = 4, .dtype_bytes = 8, .max_positions = 32, .block_tokens = 4},
+      .blocks = 6};
+  const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 1};
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    sg::generate::scheduler s(size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4});
+    s.submit({.prompt = {4, 9, 33, 2, 17, 8}, .max_new_tokens = 2});
+    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
+      sg::model_sizes sizes = llama_golden.sizes(rows, seq);
+      return sg::bind(llama_generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{},
+                      sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights(7, 0.2));
+    };
+    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 0}),
+                      sg::testing::ContainsSubstring("run_generation: max_blocks is 0"));
+    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 1}),
+                      sg::testing::ContainsSubstring("run_generation: request 0 holds 2 blocks, more than the bindings' max_blocks 1"));
+  });
+}
