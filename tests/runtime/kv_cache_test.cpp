@@ -393,12 +393,12 @@ struct runner_run {
   std::int64_t preemptions = 0, partial_chunks = 0, mixed_steps = 0;
 };
 
-// The scheduler over a pool of 6 blocks of 4 tokens and 8 tokens a step, run by run_generation
-// on tp thread ranks. Rank 0's results; every rank must agree.
-runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp) {
+// The scheduler over a pool of `blocks` blocks of 4 tokens and 8 tokens a step, run by
+// run_generation on tp thread ranks. Rank 0's results; every rank must agree.
+runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp, std::int64_t blocks = 6) {
   const sg::generate::kv_cache_size size{
       .shape = {.layers = 2, .local_kv_heads = 12, .head_dim = 4, .dtype_bytes = 8, .max_positions = 32, .block_tokens = 4},
-      .blocks = 6};
+      .blocks = blocks};
   const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 8};
   std::vector<runner_run> runs(static_cast<std::size_t>(tp));
   sg::threads::world(tp).run([&](sg::threads::communicator& comm) {
@@ -465,6 +465,31 @@ TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill a
       CHECK(run.results[i].generated == want[i]);
     }
   }
+}
+
+// The same seeds give the same tokens on one rank and on tp = 2, and with preemptions as with room
+// for every request (the draw depends on the seed and the token's index only).
+TEST_CASE("run_generation samples with seeds alike on every layout and after preemption", "[runtime][threads]") {
+  const std::vector<std::vector<std::int64_t>> prompts{{4, 9, 33}, {60, 1, 8, 8, 30, 12, 7, 5, 44}, {17, 2}, {3, 3, 50, 21, 9, 10}};
+  std::vector<sg::generate::generation_request> requests, greedy;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    requests.push_back({.prompt = prompts[i], .max_new_tokens = 6,
+                        .sampling = {.temperature = 1.5, .top_k = 40, .top_p = 0.95, .seed = 100 + i}});
+    greedy.push_back({.prompt = prompts[i], .max_new_tokens = 6});
+  }
+  const runner_run one = run_requests(requests, 1), two = run_requests(requests, 2), roomy = run_requests(requests, 1, 32);
+  CHECK(one.preemptions > 0);
+  CHECK(roomy.preemptions == 0);
+  const runner_run argmax = run_requests(greedy, 1, 32);
+  bool sampled_differs = false;  // the sampler, not the argmax, picked the tokens
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    CAPTURE(i);
+    CHECK(one.results[i].generated.size() == 6);
+    CHECK(two.results[i].generated == one.results[i].generated);
+    CHECK(roomy.results[i].generated == one.results[i].generated);
+    sampled_differs |= one.results[i].generated != argmax.results[i].generated;
+  }
+  CHECK(sampled_differs);
 }
 
 TEST_CASE("run_generation refuses block tables wider than the bindings' kv_context", "[runtime][threads]") {
