@@ -390,12 +390,13 @@ std::vector<std::int64_t> greedy_without_cache(std::vector<std::int64_t> tokens,
 
 struct runner_run {
   std::vector<sg::generate::generation_result> results;
-  std::int64_t preemptions = 0, partial_chunks = 0, mixed_steps = 0;
+  std::int64_t preemptions = 0, partial_chunks = 0, mixed_steps = 0, binds = 0;
 };
 
 // The scheduler over a pool of `blocks` blocks of 4 tokens and 8 tokens a step, run by
 // run_generation on tp thread ranks. Rank 0's results; every rank must agree.
-runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp, std::int64_t blocks = 6) {
+runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp, std::int64_t blocks = 6,
+                        std::int64_t max_bindings = 8) {
   const sg::generate::kv_cache_size size{
       .shape = {.layers = 2, .local_kv_heads = 12, .head_dim = 4, .dtype_bytes = 8, .max_positions = 32, .block_tokens = 4},
       .blocks = blocks};
@@ -406,6 +407,7 @@ runner_run run_requests(const std::vector<sg::generate::generation_request>& req
     sg::generate::scheduler s(size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4});
     for (const auto& r : requests) s.submit(r);
     auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
+      ++run.binds;
       sg::model_sizes sizes = llama_golden.sizes(rows, seq);
       auto rank = sg::bind(llama_generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{},
                            sg::mesh_shape{{"dp", 1}, {"tp", tp}}, sg::random_weights(7, 0.2));
@@ -426,7 +428,7 @@ runner_run run_requests(const std::vector<sg::generate::generation_request>& req
       }
       run.mixed_steps += decodes && prefills;
     };
-    run.results = sg::generate::run_generation(s, bind_rank, {.max_blocks = cache.max_blocks, .on_step = observe});
+    run.results = sg::generate::run_generation(s, bind_rank, {.max_blocks = cache.max_blocks, .max_bindings = max_bindings, .on_step = observe});
     run.preemptions = s.preemption_count();
     CHECK(s.cache().pool().free_count() == size.blocks);  // every block back in the pool
   });
@@ -465,6 +467,10 @@ TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill a
       CHECK(run.results[i].generated == want[i]);
     }
   }
+  // Two bindings kept: the others are dropped and bound again, the cache moving between them.
+  const runner_run few = run_requests(requests, 1, 6, 2), many = run_requests(requests, 1);
+  CHECK(few.binds > many.binds);
+  for (std::size_t i = 0; i < requests.size(); ++i) CHECK(few.results[i].generated == want[i]);
 }
 
 // The same seeds give the same tokens on one rank and on tp = 2, and with preemptions as with room
@@ -507,6 +513,8 @@ TEST_CASE("run_generation refuses block tables wider than the bindings' kv_conte
     };
     CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 0}),
                       sg::testing::ContainsSubstring("run_generation: max_blocks is 0"));
+    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 8, .max_bindings = 1}),
+                      sg::testing::ContainsSubstring("run_generation: max_bindings is 1"));
     CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 1}),
                       sg::testing::ContainsSubstring("run_generation: request 0 holds 2 blocks, more than the bindings' max_blocks 1"));
   });

@@ -8,7 +8,7 @@
 //     model_sizes sizes = config.sizes(batch, seq);
 //     return bind(generation, set_kv_cache_sizes(sizes, cache), comm, cpu::backend{}, mesh, weights);
 //   };
-//   std::vector<generate::generation_result> results = generate::run_generation(s, bind_rank, {.max_blocks = 8});
+//   auto results = generate::run_generation(s, bind_rank, {.max_blocks = 8});
 //
 // Every rank of the mesh runs this with its own scheduler, fed the same requests: the scheduler is
 // deterministic, so all ranks run the same steps and their collectives meet.
@@ -16,7 +16,8 @@
 // A rank binds one (batch, seq). Each step's sequences are grouped by the number of tokens they
 // feed: each group runs as one call of the binding (batch = the group's sequences, seq = their
 // tokens), so the decodes of a step run as one seq = 1 batch and prefill chunks of one length run
-// together. Bindings are made on first use and kept; each holds a whole cache, and when a step runs
+// together. Bindings are made on first use and kept (up to runner_options::max_bindings); each holds
+// a whole cache, and when a step runs
 // on another binding than the last, copy_kv_cache moves the cache to it. No padding: every row's
 // tokens are real, so no row writes a slot it does not own.
 //
@@ -43,6 +44,10 @@ namespace shardgraph::generate {
 
 struct runner_options {
   std::int64_t max_blocks = 0;  // kv_context's block columns: kv_cache_shape::max_blocks of the bindings
+  // Bindings kept at once, each with a whole cache (at least 2: the cache's holder and the next).
+  // Past it, the least recently used one other than the holder is dropped, and bound again when
+  // a step needs it.
+  std::int64_t max_bindings = 8;
   // Called with each step before it runs (to print it with step_text.hpp, or to count its kinds).
   std::function<void(const scheduled_step&)> on_step{};
 };
@@ -105,8 +110,25 @@ std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank, 
   if (options.max_blocks < 1)
     fail("run_generation", "max_blocks is " + std::to_string(options.max_blocks),
          "give the bindings' kv_cache_shape::max_blocks");
-  std::map<std::pair<std::int64_t, std::int64_t>, rank> ranks;  // (batch, seq) -> binding
+  if (options.max_bindings < 2)
+    fail("run_generation", "max_bindings is " + std::to_string(options.max_bindings),
+         "keep at least 2 bindings: the one holding the cache and the one it moves to");
+  using shape = std::pair<std::int64_t, std::int64_t>;  // (batch, seq)
+  std::map<shape, rank> ranks;
+  std::map<shape, std::int64_t> last_used;  // the call that last ran each binding
+  std::int64_t calls = 0;
   rank* cache_holder = nullptr;  // the binding whose cache is current
+  const auto binding = [&](shape key) -> rank& {
+    if (!ranks.contains(key) && static_cast<std::int64_t>(ranks.size()) >= options.max_bindings) {
+      auto oldest = last_used.end();  // least recently used, never the holder
+      for (auto it = last_used.begin(); it != last_used.end(); ++it)
+        if (&ranks.at(it->first) != cache_holder && (oldest == last_used.end() || it->second < oldest->second)) oldest = it;
+      ranks.erase(oldest->first);
+      last_used.erase(oldest);
+    }
+    last_used[key] = calls++;
+    return ranks.try_emplace(key, detail::rank_maker<MakeRank>{make_rank, key.first, key.second}).first->second;
+  };
   std::vector<generation_result> results = s.take_finished();
   while (s.has_work()) {
     const scheduled_step step = s.schedule();
@@ -116,7 +138,7 @@ std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank, 
     std::map<request_id, token_id> sampled;
     for (const auto& [seq, group] : groups) {
       const auto batch = static_cast<std::int64_t>(group.size());
-      rank& r = ranks.try_emplace({batch, seq}, detail::rank_maker<MakeRank>{make_rank, batch, seq}).first->second;
+      rank& r = binding({batch, seq});
       if (cache_holder != nullptr && cache_holder != &r) copy_kv_cache(*cache_holder, r);
       cache_holder = &r;
       const host_tensor logits = r.forward(detail::group_inputs(group, options.max_blocks)).at("logits");
