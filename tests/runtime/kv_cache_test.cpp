@@ -396,16 +396,21 @@ struct runner_run {
 
 // The scheduler over a pool of `blocks` blocks of 4 tokens and 8 tokens a step, run by
 // run_generation on tp thread ranks. Rank 0's results; every rank must agree.
-runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp, std::int64_t blocks = 6,
-                        std::int64_t max_bindings = 8) {
-  const sg::generate::kv_cache_size size{
-      .shape = {.layers = 2, .local_kv_heads = 12, .head_dim = 4, .dtype_bytes = 8, .max_positions = 32, .block_tokens = 4},
-      .blocks = blocks};
+runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp,
+                        std::int64_t blocks = 6, std::int64_t max_bindings = 8) {
+  const sg::generate::kv_cache_size size{.shape = {.layers = 2,
+                                                   .local_kv_heads = 12,
+                                                   .head_dim = 4,
+                                                   .dtype_bytes = 8,
+                                                   .max_positions = 32,
+                                                   .block_tokens = 4},
+                                         .blocks = blocks};
   const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 8};
   std::vector<runner_run> runs(static_cast<std::size_t>(tp));
   sg::threads::world(tp).run([&](sg::threads::communicator& comm) {
     runner_run& run = runs[static_cast<std::size_t>(comm.rank())];
-    sg::generate::scheduler s(size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4});
+    sg::generate::scheduler s(
+        size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4});
     for (const auto& r : requests) s.submit(r);
     auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
       ++run.binds;
@@ -429,14 +434,16 @@ runner_run run_requests(const std::vector<sg::generate::generation_request>& req
       }
       run.mixed_steps += decodes && prefills;
     };
-    run.results = sg::generate::run_generation(s, bind_rank, {.max_blocks = cache.max_blocks, .max_bindings = max_bindings, .on_step = observe});
+    run.results = sg::generate::run_generation(
+        s, bind_rank, {.max_blocks = cache.max_blocks, .max_bindings = max_bindings, .on_step = observe});
     run.preemptions = s.preemption_count();
     run.blocks_left_held = s.cache().pool().held_count();
   });
   for (const runner_run& other : runs) {
     REQUIRE(other.results.size() == runs[0].results.size());
     CHECK(other.blocks_left_held == 0);
-    for (std::size_t i = 0; i < other.results.size(); ++i) CHECK(other.results[i].generated == runs[0].results[i].generated);
+    for (std::size_t i = 0; i < other.results.size(); ++i)
+      CHECK(other.results[i].generated == runs[0].results[i].generated);
   }
   return runs[0];
 }
@@ -446,9 +453,13 @@ runner_run run_requests(const std::vector<sg::generate::generation_request>& req
 // Five prompts of different lengths over a pool too small to hold them: prompts are cut into
 // chunks, decodes run beside prefills, sequences are preempted and recomputed into blocks others
 // wrote before (never cleared), and each request still generates what repeated full forwards give.
-TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill and preemption", "[runtime][threads]") {
-  const std::vector<std::vector<std::int64_t>> prompts{{4, 9, 33}, {60, 1, 8, 8, 30, 12, 7, 5, 44}, {17, 2},
-                                                       {3, 3, 50, 21, 9, 10}, {11, 40, 8, 26, 35, 1, 19, 2, 6, 58, 13}};
+TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill and preemption",
+          "[runtime][threads]") {
+  const std::vector<std::vector<std::int64_t>> prompts{{4, 9, 33},
+                                                       {60, 1, 8, 8, 30, 12, 7, 5, 44},
+                                                       {17, 2},
+                                                       {3, 3, 50, 21, 9, 10},
+                                                       {11, 40, 8, 26, 35, 1, 19, 2, 6, 58, 13}};
   std::vector<sg::generate::generation_request> requests;
   for (std::size_t i = 0; i < prompts.size(); ++i)
     requests.push_back({.prompt = prompts[i], .max_new_tokens = static_cast<std::int64_t>(4 + i % 3)});
@@ -477,15 +488,19 @@ TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill a
 
 // The same seeds give the same tokens on one rank and on tp = 2, and with preemptions as with room
 // for every request (the draw depends on the seed and the token's index only).
-TEST_CASE("run_generation samples with seeds alike on every layout and after preemption", "[runtime][threads]") {
-  const std::vector<std::vector<std::int64_t>> prompts{{4, 9, 33}, {60, 1, 8, 8, 30, 12, 7, 5, 44}, {17, 2}, {3, 3, 50, 21, 9, 10}};
+TEST_CASE("run_generation samples with seeds alike on every layout and after preemption",
+          "[runtime][threads]") {
+  const std::vector<std::vector<std::int64_t>> prompts{
+      {4, 9, 33}, {60, 1, 8, 8, 30, 12, 7, 5, 44}, {17, 2}, {3, 3, 50, 21, 9, 10}};
   std::vector<sg::generate::generation_request> requests, greedy;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
-    requests.push_back({.prompt = prompts[i], .max_new_tokens = 6,
+    requests.push_back({.prompt = prompts[i],
+                        .max_new_tokens = 6,
                         .sampling = {.temperature = 1.5, .top_k = 40, .top_p = 0.95, .seed = 100 + i}});
     greedy.push_back({.prompt = prompts[i], .max_new_tokens = 6});
   }
-  const runner_run one = run_requests(requests, 1), two = run_requests(requests, 2), roomy = run_requests(requests, 1, 32);
+  const runner_run one = run_requests(requests, 1), two = run_requests(requests, 2),
+                   roomy = run_requests(requests, 1, 32);
   CHECK(one.preemptions > 0);
   CHECK(roomy.preemptions == 0);
   const runner_run argmax = run_requests(greedy, 1, 32);
@@ -501,12 +516,17 @@ TEST_CASE("run_generation samples with seeds alike on every layout and after pre
 }
 
 TEST_CASE("run_generation refuses block tables wider than the bindings' kv_context", "[runtime][threads]") {
-  const sg::generate::kv_cache_size size{
-      .shape = {.layers = 2, .local_kv_heads = 12, .head_dim = 4, .dtype_bytes = 8, .max_positions = 32, .block_tokens = 4},
-      .blocks = 6};
+  const sg::generate::kv_cache_size size{.shape = {.layers = 2,
+                                                   .local_kv_heads = 12,
+                                                   .head_dim = 4,
+                                                   .dtype_bytes = 8,
+                                                   .max_positions = 32,
+                                                   .block_tokens = 4},
+                                         .blocks = 6};
   const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 1};
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
-    sg::generate::scheduler s(size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4});
+    sg::generate::scheduler s(
+        size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4});
     s.submit({.prompt = {4, 9, 33, 2, 17, 8}, .max_new_tokens = 2});
     auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
       sg::model_sizes sizes = llama_golden.sizes(rows, seq);
@@ -518,6 +538,7 @@ TEST_CASE("run_generation refuses block tables wider than the bindings' kv_conte
     CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 8, .max_bindings = 1}),
                       sg::testing::ContainsSubstring("run_generation: max_bindings is 1"));
     CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 1}),
-                      sg::testing::ContainsSubstring("run_generation: request 0 holds 2 blocks, more than the bindings' max_blocks 1"));
+                      sg::testing::ContainsSubstring(
+                          "run_generation: request 0 holds 2 blocks, more than the bindings' max_blocks 1"));
   });
 }

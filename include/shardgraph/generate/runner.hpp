@@ -81,13 +81,17 @@ inline std::map<std::string, host_tensor> group_inputs(const std::vector<const s
 }
 
 // Row b's last position's logits (batch, seq, columns) -> its first `vocab` columns.
-inline std::vector<double> last_position_logits(const host_tensor& logits, std::int64_t b, std::int64_t vocab) {
+inline std::vector<double> last_position_logits(const host_tensor& logits, std::int64_t b,
+                                                std::int64_t vocab) {
   const std::int64_t seq = logits.shape()[1], columns = logits.shape()[2];
   if (columns < vocab)
-    fail("run_generation", "the logits have " + std::to_string(columns) + " columns for a vocabulary of " + std::to_string(vocab),
+    fail("run_generation",
+         "the logits have " + std::to_string(columns) + " columns for a vocabulary of " +
+             std::to_string(vocab),
          "give the scheduler the model's vocab (not its padded rows)");
   std::vector<double> row(static_cast<std::size_t>(vocab));
-  for (std::int64_t j = 0; j < vocab; ++j) row[static_cast<std::size_t>(j)] = logits.at((b * seq + seq - 1) * columns + j);
+  for (std::int64_t j = 0; j < vocab; ++j)
+    row[static_cast<std::size_t>(j)] = logits.at((b * seq + seq - 1) * columns + j);
   return row;
 }
 
@@ -105,7 +109,8 @@ struct rank_maker {
 // rows of that many tokens, with the cache sizes of `s` (set_kv_cache_sizes). Returns every
 // request's result, those that failed at submit included, in order of request id.
 template <class MakeRank>
-std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank, const runner_options& options) {
+std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank,
+                                              const runner_options& options) {
   using rank = std::invoke_result_t<MakeRank&, std::int64_t, std::int64_t>;
   if (options.max_blocks < 1)
     fail("run_generation", "max_blocks is " + std::to_string(options.max_blocks),
@@ -122,19 +127,23 @@ std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank, 
     if (!ranks.contains(key) && static_cast<std::int64_t>(ranks.size()) >= options.max_bindings) {
       auto oldest = last_used.end();  // least recently used, never the holder
       for (auto it = last_used.begin(); it != last_used.end(); ++it)
-        if (&ranks.at(it->first) != cache_holder && (oldest == last_used.end() || it->second < oldest->second)) oldest = it;
+        if (&ranks.at(it->first) != cache_holder &&
+            (oldest == last_used.end() || it->second < oldest->second))
+          oldest = it;
       ranks.erase(oldest->first);
       last_used.erase(oldest);
     }
     last_used[key] = calls++;
-    return ranks.try_emplace(key, detail::rank_maker<MakeRank>{make_rank, key.first, key.second}).first->second;
+    return ranks.try_emplace(key, detail::rank_maker<MakeRank>{make_rank, key.first, key.second})
+        .first->second;
   };
   std::vector<generation_result> results = s.take_finished();
   while (s.has_work()) {
     const scheduled_step step = s.schedule();
     if (options.on_step) options.on_step(step);
     std::map<std::int64_t, std::vector<const scheduled_sequence*>> groups;  // tokens fed -> sequences
-    for (const scheduled_sequence& q : step.sequences) groups[static_cast<std::int64_t>(q.tokens.size())].push_back(&q);
+    for (const scheduled_sequence& q : step.sequences)
+      groups[static_cast<std::int64_t>(q.tokens.size())].push_back(&q);
     std::map<request_id, token_id> sampled;
     for (const auto& [seq, group] : groups) {
       const auto batch = static_cast<std::int64_t>(group.size());
