@@ -388,6 +388,21 @@ std::vector<std::int64_t> greedy_without_cache(std::vector<std::int64_t> tokens,
   return generated;
 }
 
+// The golden LLaMA's cache on one rank (2 layers, 12 kv heads of 4, f64) in blocks of 4 tokens,
+// and a scheduler over it with 8 tokens a step.
+sg::generate::kv_cache_size runner_cache_size(std::int64_t blocks) {
+  return {.shape = {.layers = 2,
+                    .local_kv_heads = 12,
+                    .head_dim = 4,
+                    .dtype_bytes = 8,
+                    .max_positions = 32,
+                    .block_tokens = 4},
+          .blocks = blocks};
+}
+sg::generate::scheduler runner_scheduler(const sg::generate::kv_cache_size& size) {
+  return {size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4}};
+}
+
 struct runner_run {
   std::vector<sg::generate::generation_result> results;
   std::int64_t preemptions = 0, partial_chunks = 0, mixed_steps = 0, binds = 0;
@@ -398,19 +413,12 @@ struct runner_run {
 // run_generation on tp thread ranks. Rank 0's results; every rank must agree.
 runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp,
                         std::int64_t blocks = 6, std::int64_t max_bindings = 8) {
-  const sg::generate::kv_cache_size size{.shape = {.layers = 2,
-                                                   .local_kv_heads = 12,
-                                                   .head_dim = 4,
-                                                   .dtype_bytes = 8,
-                                                   .max_positions = 32,
-                                                   .block_tokens = 4},
-                                         .blocks = blocks};
+  const sg::generate::kv_cache_size size = runner_cache_size(blocks);
   const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 8};
   std::vector<runner_run> runs(static_cast<std::size_t>(tp));
   sg::threads::world(tp).run([&](sg::threads::communicator& comm) {
     runner_run& run = runs[static_cast<std::size_t>(comm.rank())];
-    sg::generate::scheduler s(
-        size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4});
+    sg::generate::scheduler s = runner_scheduler(size);
     for (const auto& r : requests) s.submit(r);
     auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
       ++run.binds;
@@ -516,17 +524,10 @@ TEST_CASE("run_generation samples with seeds alike on every layout and after pre
 }
 
 TEST_CASE("run_generation refuses block tables wider than the bindings' kv_context", "[runtime][threads]") {
-  const sg::generate::kv_cache_size size{.shape = {.layers = 2,
-                                                   .local_kv_heads = 12,
-                                                   .head_dim = 4,
-                                                   .dtype_bytes = 8,
-                                                   .max_positions = 32,
-                                                   .block_tokens = 4},
-                                         .blocks = 6};
+  const sg::generate::kv_cache_size size = runner_cache_size(6);
   const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 1};
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
-    sg::generate::scheduler s(
-        size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4});
+    sg::generate::scheduler s = runner_scheduler(size);
     s.submit({.prompt = {4, 9, 33, 2, 17, 8}, .max_new_tokens = 2});
     auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
       sg::model_sizes sizes = llama_golden.sizes(rows, seq);
