@@ -2,9 +2,12 @@
 // feeding the argmax token, give at every step the logits of the full-sequence forward's last
 // position (f64), for GPT-2 and LLaMA (grouped-query) at the golden models' widths, on one rank,
 // tp = 2 and dp = 2 x tp = 2. The cache is paged: each row's blocks are scattered in the pool.
+// run_generation (generate/runner.hpp) drives a scheduler over these programs: greedy tokens equal
+// repeated full forwards under chunked prefill and preemption.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -14,6 +17,7 @@
 #include <shardgraph/passes/compile.hpp>
 #include <shardgraph/plan/print_plan_memory.hpp>
 #include <shardgraph/program/print_text.hpp>
+#include <shardgraph/generate/runner.hpp>
 #include <shardgraph/runtime/kv_cache.hpp>
 
 #include "catch.hpp"
@@ -367,5 +371,175 @@ TEST_CASE("The cache's blocks divide over data-parallel ranks", "[runtime][threa
     CHECK_THROWS_WITH(sg::bind(gpt2_generation, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", 2}, {"tp", 1}},
                                sg::random_weights(7, 0.2)),
                       sg::testing::ContainsSubstring("kv_blocks = 7 is not divisible by dp = 2"));
+  });
+}
+
+namespace {
+
+// Greedy generation by repeated full forward (no cache) + argmax: the reference of the runner.
+std::vector<std::int64_t> greedy_without_cache(std::vector<std::int64_t> tokens, std::int64_t new_tokens,
+                                               sg::threads::communicator& comm) {
+  std::vector<std::int64_t> generated;
+  for (std::int64_t n = 0; n < new_tokens; ++n) {
+    const std::vector<double> logits = forward_last(llama_forward, llama_golden, tokens, comm);
+    generated.push_back(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    tokens.push_back(generated.back());
+  }
+  return generated;
+}
+
+// The golden LLaMA's cache on one rank (2 layers, 12 kv heads of 4, f64) in blocks of 4 tokens,
+// and a scheduler over it with 8 tokens a step.
+sg::generate::kv_cache_size runner_cache_size(std::int64_t blocks) {
+  return {.shape = {.layers = 2,
+                    .local_kv_heads = 12,
+                    .head_dim = 4,
+                    .dtype_bytes = 8,
+                    .max_positions = 32,
+                    .block_tokens = 4},
+          .blocks = blocks};
+}
+sg::generate::scheduler runner_scheduler(const sg::generate::kv_cache_size& size) {
+  return {size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4}};
+}
+
+struct runner_run {
+  std::vector<sg::generate::generation_result> results;
+  std::int64_t preemptions = 0, partial_chunks = 0, mixed_steps = 0, binds = 0;
+  std::int64_t blocks_left_held = -1;  // after the run: 0, every block back in the pool
+};
+
+// The scheduler over a pool of `blocks` blocks of 4 tokens and 8 tokens a step, run by
+// run_generation on tp thread ranks. Rank 0's results; every rank must agree.
+runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp,
+                        std::int64_t blocks = 6, std::int64_t max_bindings = 8) {
+  const sg::generate::kv_cache_size size = runner_cache_size(blocks);
+  const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 8};
+  std::vector<runner_run> runs(static_cast<std::size_t>(tp));
+  sg::threads::world(tp).run([&](sg::threads::communicator& comm) {
+    runner_run& run = runs[static_cast<std::size_t>(comm.rank())];
+    sg::generate::scheduler s = runner_scheduler(size);
+    for (const auto& r : requests) s.submit(r);
+    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
+      ++run.binds;
+      sg::model_sizes sizes = llama_golden.sizes(rows, seq);
+      auto rank = sg::bind(llama_generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{},
+                           sg::mesh_shape{{"dp", 1}, {"tp", tp}}, sg::random_weights(7, 0.2));
+      // A slot read before it is written would make the logits NaN (0 x NaN under the causal mask too).
+      rank.for_each_parameter([&](const std::string&, const sg::node& p, std::int64_t, auto& value, auto*) {
+        if (!p.kv_cache) return;
+        const std::vector<double> poison(static_cast<std::size_t>(rank.local_numel(p)), std::nan(""));
+        rank.backend().upload(value, poison.data());
+      });
+      return rank;
+    };
+    auto observe = [&](const sg::generate::scheduled_step& step) {
+      bool decodes = false, prefills = false;
+      for (const auto& q : step.sequences) {
+        decodes |= !q.prefill;
+        prefills |= q.prefill;
+        if (q.prefill && q.first_position == 0 && !q.samples) ++run.partial_chunks;  // a prompt cut in chunks
+      }
+      run.mixed_steps += decodes && prefills;
+    };
+    run.results = sg::generate::run_generation(
+        s, bind_rank, {.max_blocks = cache.max_blocks, .max_bindings = max_bindings, .on_step = observe});
+    run.preemptions = s.preemption_count();
+    run.blocks_left_held = s.cache().pool().held_count();
+  });
+  for (const runner_run& other : runs) {
+    REQUIRE(other.results.size() == runs[0].results.size());
+    CHECK(other.blocks_left_held == 0);
+    for (std::size_t i = 0; i < other.results.size(); ++i)
+      CHECK(other.results[i].generated == runs[0].results[i].generated);
+  }
+  return runs[0];
+}
+
+}  // namespace
+
+// Five prompts of different lengths over a pool too small to hold them: prompts are cut into
+// chunks, decodes run beside prefills, sequences are preempted and recomputed into blocks others
+// wrote before (never cleared), and each request still generates what repeated full forwards give.
+TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill and preemption",
+          "[runtime][threads]") {
+  const std::vector<std::vector<std::int64_t>> prompts{{4, 9, 33},
+                                                       {60, 1, 8, 8, 30, 12, 7, 5, 44},
+                                                       {17, 2},
+                                                       {3, 3, 50, 21, 9, 10},
+                                                       {11, 40, 8, 26, 35, 1, 19, 2, 6, 58, 13}};
+  std::vector<sg::generate::generation_request> requests;
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    requests.push_back({.prompt = prompts[i], .max_new_tokens = static_cast<std::int64_t>(4 + i % 3)});
+  std::vector<std::vector<std::int64_t>> want;
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    for (const auto& r : requests) want.push_back(greedy_without_cache(r.prompt, r.max_new_tokens, comm));
+  });
+  for (int tp : {1, 2}) {
+    CAPTURE(tp);
+    const runner_run run = run_requests(requests, tp);
+    CHECK(run.preemptions > 0);
+    CHECK(run.partial_chunks > 0);
+    CHECK(run.mixed_steps > 0);
+    REQUIRE(run.results.size() == requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      CAPTURE(i);
+      CHECK(run.results[i].reason == sg::generate::finish_reason::max_new_tokens);
+      CHECK(run.results[i].generated == want[i]);
+    }
+  }
+  // Two bindings kept: the others are dropped and bound again, the cache moving between them.
+  const runner_run few = run_requests(requests, 1, 6, 2), many = run_requests(requests, 1);
+  CHECK(few.binds > many.binds);
+  for (std::size_t i = 0; i < requests.size(); ++i) CHECK(few.results[i].generated == want[i]);
+}
+
+// The same seeds give the same tokens on one rank and on tp = 2, and with preemptions as with room
+// for every request (the draw depends on the seed and the token's index only).
+TEST_CASE("run_generation samples with seeds alike on every layout and after preemption",
+          "[runtime][threads]") {
+  const std::vector<std::vector<std::int64_t>> prompts{
+      {4, 9, 33}, {60, 1, 8, 8, 30, 12, 7, 5, 44}, {17, 2}, {3, 3, 50, 21, 9, 10}};
+  std::vector<sg::generate::generation_request> requests, greedy;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    requests.push_back({.prompt = prompts[i],
+                        .max_new_tokens = 6,
+                        .sampling = {.temperature = 1.5, .top_k = 40, .top_p = 0.95, .seed = 100 + i}});
+    greedy.push_back({.prompt = prompts[i], .max_new_tokens = 6});
+  }
+  const runner_run one = run_requests(requests, 1), two = run_requests(requests, 2),
+                   roomy = run_requests(requests, 1, 32);
+  CHECK(one.preemptions > 0);
+  CHECK(roomy.preemptions == 0);
+  const runner_run argmax = run_requests(greedy, 1, 32);
+  bool sampled_differs = false;  // the sampler, not the argmax, picked the tokens
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    CAPTURE(i);
+    CHECK(one.results[i].generated.size() == 6);
+    CHECK(two.results[i].generated == one.results[i].generated);
+    CHECK(roomy.results[i].generated == one.results[i].generated);
+    sampled_differs |= one.results[i].generated != argmax.results[i].generated;
+  }
+  CHECK(sampled_differs);
+}
+
+TEST_CASE("run_generation refuses block tables wider than the bindings' kv_context", "[runtime][threads]") {
+  const sg::generate::kv_cache_size size = runner_cache_size(6);
+  const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 1};
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    sg::generate::scheduler s = runner_scheduler(size);
+    s.submit({.prompt = {4, 9, 33, 2, 17, 8}, .max_new_tokens = 2});
+    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
+      sg::model_sizes sizes = llama_golden.sizes(rows, seq);
+      return sg::bind(llama_generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{},
+                      sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights(7, 0.2));
+    };
+    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 0}),
+                      sg::testing::ContainsSubstring("run_generation: max_blocks is 0"));
+    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 8, .max_bindings = 1}),
+                      sg::testing::ContainsSubstring("run_generation: max_bindings is 1"));
+    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 1}),
+                      sg::testing::ContainsSubstring(
+                          "run_generation: request 0 holds 2 blocks, more than the bindings' max_blocks 1"));
   });
 }

@@ -113,6 +113,7 @@ class scheduler {
   std::int64_t running_count() const { return static_cast<std::int64_t>(running_.size()); }
   std::int64_t preemption_count() const { return preemptions_; }
   const block_tables& cache() const { return cache_; }
+  std::int64_t vocab_size() const { return options_.vocab_size; }
 
   // The next step (empty only when there is no work). Call complete() before the next schedule().
   scheduled_step schedule() {
