@@ -127,21 +127,7 @@ class rank_program {
   // This rank's slice of every parameter gradient of a training program, after forward(), keyed
   // by the parameter's name (block weights per layer: "h.3.attn.q.weight") -> (slice, values).
   using tensor_part = shardgraph::tensor_part;
-  std::map<std::string, tensor_part> gradients() {
-    const std::vector<bool>& scattered = buckets_.plan().scattered_grad;
-    if (std::find(scattered.begin(), scattered.end(), true) != scattered.end())
-      fail("gradients()",
-           "under ZeRO-" + std::to_string(program_.zero_stage) +
-               " each gradient is reduce-scattered in a bucket during backward and its whole buffer is "
-               "reused",
-           "read this rank's chunks with reduced_gradient_chunk(), or compile with training{.bucket_bytes = "
-           "0} to keep every whole Partial gradient");
-    std::map<std::string, tensor_part> result;
-    for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer&, buffer* grad) {
-      if (grad != nullptr) result.emplace(name, download_part(backend_, p, layout_.of(index_of(p)), *grad));
-    });
-    return result;
-  }
+  std::map<std::string, tensor_part> gradients();
 
   // Visits this rank's slice of every parameter: fn(name, parameter node, layer, value, gradient)
   // where gradient is null in an inference program or for a parameter that gets none. Block
@@ -150,31 +136,11 @@ class rank_program {
   // ZeRO-2/3 bucket reduce-scattered has no whole buffer left (reduced_gradient_chunk has its
   // chunk): `gradient` then points at reused memory.
   template <class Fn>
-  void for_each_parameter(Fn&& fn) {
-    const graph_view& g = program_.nodes;
-    const std::int64_t saved_layer = layer_;
-    for (const plan::held_parameter& held : held_.slices) {
-      const int i = held.node;
-      layer_ = std::max<std::int64_t>(held.layer, 0);
-      buffer* grad = grad_of_[index(i)] >= 0 ? &value(grad_of_[index(i)]) : nullptr;
-      fn(parameter_name(g, g[i], layer_), g[i], layer_, zero3_ ? zero3_.stored(i, layer_) : value(i), grad);
-    }
-    layer_ = saved_layer;
-  }
+  void for_each_parameter(Fn&& fn);
 
   // This rank's slice of every parameter (for checks and checkpoints): name -> (slice, values).
   // Under ZeRO-3 the slices are all-gathered from the chunks, so every rank must call it.
-  std::map<std::string, tensor_part> parameters() {
-    std::map<std::string, tensor_part> result;
-    for_each_parameter([&](const std::string& name, const node& p, std::int64_t, buffer& v, buffer*) {
-      const int i = index_of(p);
-      if (!zero3_) return void(result.emplace(name, download_part(backend_, p, layout_.of(i), v)));
-      buffer whole = backend_.allocate(p.type, zero3_.plan().gathered(i));
-      zero3_.gather(backend_, channels(), i, v, whole);
-      result.emplace(name, download_part(backend_, p, layout_.of(i), whole));
-    });
-    return result;
-  }
+  std::map<std::string, tensor_part> parameters();
 
   // Elements of this rank's slice of parameter p, and (ZeRO-3) of the chunk it stores.
   std::int64_t local_numel(const node& p) const { return layout_.of(index_of(p)).numel(); }
@@ -598,4 +564,5 @@ rank_program<Backend, Comm> bind(const program_view& p, const model_sizes& sizes
 
 #include "shardgraph/runtime/executor_bind.hpp"   // IWYU pragma: export
 #include "shardgraph/runtime/executor_io.hpp"     // IWYU pragma: export
+#include "shardgraph/runtime/executor_parameters.hpp"  // IWYU pragma: export
 #include "shardgraph/runtime/executor_steps.hpp"  // IWYU pragma: export
