@@ -7,9 +7,13 @@
 //  - bf16 (f32 master weights): the loss curve of 8 steps follows the cpu's bf16 run within 1e-2.
 //  - A model too large for the GPU fails at bind with the value's name and the free memory.
 //  - The step recorded as a CUDA graph and replayed (the default) trains as launching op by op does.
+//  - Generation (f64 GPT-2 and LLaMA generation programs, run_generation over a paged cache with
+//    chunked prefill and preemption): the same greedy and seeded tokens as the cpu backend.
 // A GPU test (label gpu): skipped without a CUDA device.
 #include <shardgraph/cpu.hpp>
 #include <shardgraph/cuda/backend.hpp>
+#include <shardgraph/generate/runner.hpp>
+#include <shardgraph/runtime/kv_cache.hpp>
 #include <shardgraph/runtime/trainer.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
@@ -52,6 +56,9 @@ constexpr sg::program gpt2_f32 = sg::compile<gpt2_single<sg::dtype::f32>, sg::tr
 constexpr sg::program gpt2_bf16 = sg::compile<gpt2_single<sg::dtype::bf16>, sg::training{}>();
 constexpr sg::program llama_f64 = sg::compile<llama_single, sg::training{}>();
 constexpr sg::program llama_f64_sharded = sg::compile<llama_sharded, sg::training{}>();
+
+constexpr sg::program gpt2_generation = sg::compile<gpt2_single<sg::dtype::f64>, sg::inference{.kv_cache = true}>();
+constexpr sg::program llama_generation = sg::compile<llama_single, sg::inference{.kv_cache = true}>();
 
 constexpr std::int64_t batch = 4, seq = 8;
 const sg::models::gpt2_config gpt2_tiny{.vocab = 64, .positions = 16, .model = 32, .heads = 4, .layers = 2};
@@ -287,4 +294,60 @@ TEST_CASE("cuda backend: a step whose count of targets changes records anew and 
     CHECK(std::abs(replayed.losses[s] - launched.losses[s]) <= 1e-6 * launched.losses[s]);
   }
   CHECK(tiny_gpt2::max_relative_difference(replayed.weights, launched.weights) < 1e-6);
+}
+
+namespace {
+
+// Requests of different lengths, greedy and seeded, over a pool of 6 blocks of 4 tokens, with at
+// most 8 tokens a step: prompts are cut in chunks and sequences preempted, as on the cpu backend.
+std::vector<sg::generate::generation_request> generation_requests() {
+  const std::vector<std::vector<std::int64_t>> prompts{
+      {4, 9, 33}, {60, 1, 8, 8, 30, 12, 7, 5, 44}, {17, 2}, {3, 3, 50, 21, 9, 10}};
+  std::vector<sg::generate::generation_request> requests;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    sg::generate::generation_request r{.prompt = prompts[i], .max_new_tokens = 5};
+    if (i % 2 == 1) r.sampling = {.temperature = 0.9, .top_p = 0.9, .seed = 11 + i};
+    requests.push_back(r);
+  }
+  return requests;
+}
+
+template <class MakeBackend, class Config>
+std::vector<std::vector<std::int64_t>> generated_tokens(MakeBackend make_backend, const sg::program& generation,
+                                                        const Config& config) {
+  const sg::generate::kv_cache_size size{
+      .shape = {.layers = config.layers, .local_kv_heads = 4, .head_dim = 8, .dtype_bytes = 8,
+                .max_positions = 16, .block_tokens = 4},
+      .blocks = 6};
+  const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 4};
+  std::vector<std::vector<std::int64_t>> tokens;
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    sg::generate::scheduler s(size, {.vocab_size = config.vocab, .max_batched_tokens = 8, .max_sequences = 4});
+    for (const auto& r : generation_requests()) s.submit(r);
+    auto bind_rank = [&](std::int64_t rows, std::int64_t tokens_per_row) {
+      sg::model_sizes sizes = config.sizes(rows, tokens_per_row);
+      return sg::bind(generation, sg::set_kv_cache_sizes(sizes, cache), comm, make_backend(),
+                      sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights(5, 0.3));
+    };
+    const auto results = sg::generate::run_generation(s, bind_rank, {.max_blocks = cache.max_blocks});
+    CHECK(s.preemption_count() > 0);
+    for (const auto& r : results) {
+      CHECK(r.reason == sg::generate::finish_reason::max_new_tokens);
+      tokens.push_back(r.generated);
+    }
+  });
+  return tokens;
+}
+
+}  // namespace
+
+TEST_CASE("cuda backend: generation gives the cpu backend's greedy and seeded tokens", "[cuda][gpu]") {
+  SECTION("GPT-2") {
+    const auto want = generated_tokens(cpu_backend, gpt2_generation, gpt2_tiny);
+    CHECK(generated_tokens(gpu_backend, gpt2_generation, gpt2_tiny) == want);
+  }
+  SECTION("LLaMA, grouped-query") {
+    const auto want = generated_tokens(cpu_backend, llama_generation, llama_tiny);
+    CHECK(generated_tokens(gpu_backend, llama_generation, llama_tiny) == want);
+  }
 }
