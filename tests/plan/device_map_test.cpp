@@ -1,0 +1,68 @@
+// plan::infer_device_map equals HF Accelerate's infer_auto_device_map (and get_balanced_memory) on
+// every golden case of tests/golden/device_maps/device_maps.json (made by make_device_maps.py):
+// GPT-2 and LLaMA, tied and untied, f32/bf16/f64, budgets that spill to further GPUs, the CPU and
+// the disk. Also: --max-memory parsing, the printed map, and the refusal of the disk.
+#include <map>
+#include <string>
+
+#include <shardgraph/io/hf_config.hpp>
+#include <shardgraph/plan/device_map.hpp>
+
+#include "catch.hpp"
+
+namespace {
+
+namespace sg = shardgraph;
+using sg::plan::device;
+
+const std::string golden_dir = SHARDGRAPH_GOLDEN_DIR;
+
+sg::dtype dtype_named(const std::string& name) {
+  if (name == "f32") return sg::dtype::f32;
+  if (name == "bf16") return sg::dtype::bf16;
+  if (name == "f64") return sg::dtype::f64;
+  FAIL("unknown dtype " << name);
+  return sg::dtype::f32;
+}
+
+std::map<std::string, std::string> as_text(const sg::plan::accelerate_map& map) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, on] : map) out[name] = on.text();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("device maps equal Accelerate's on every golden case", "[plan][device_map][golden]") {
+  const sg::io::json::value golden = sg::io::read_json_file(golden_dir + "/device_maps/device_maps.json");
+  const auto& cases = golden.at("cases").as_array();
+  REQUIRE(cases.size() >= 400);
+  std::map<std::string, sg::plan::hf_module_tree> models;
+  int spilled = 0, on_disk = 0, balanced_differs = 0;
+  std::map<std::string, std::string> previous_sequential;
+  for (const auto& c : cases) {
+    const std::string model = c.at("model").as_string(), dtype = c.at("dtype").as_string();
+    const std::string key = model + "/" + dtype;
+    if (!models.contains(key))
+      models.emplace(key, sg::plan::hf_module_tree_of(golden_dir + "/" + c.at("config").as_string(), dtype_named(dtype)));
+    const sg::plan::hf_module_tree& tree = models.at(key);
+    INFO(model << " " << dtype << " " << c.at("strategy").as_string() << " " << c.at("max_memory").as_string());
+    CHECK(sg::plan::compute_module_sizes(tree.tree).total() == c.at("model_bytes").as_int());
+    const auto strategy = sg::plan::parse_placement_strategy(c.at("strategy").as_string());
+    const auto map =
+        sg::plan::infer_device_map(tree, sg::plan::parse_max_memory(c.at("max_memory").as_string()), strategy);
+    std::map<std::string, std::string> expected;
+    for (const auto& [name, on] : c.at("map").as_object()) expected[name] = on.as_string();
+    CHECK(as_text(map.map) == expected);
+    spilled += expected.size() > 1;
+    on_disk += std::any_of(expected.begin(), expected.end(), [](const auto& kv) { return kv.second == "disk"; });
+    if (strategy == sg::plan::placement_strategy::sequential)
+      previous_sequential = expected;
+    else
+      balanced_differs += previous_sequential != expected;
+  }
+  // The cases reach every branch: maps over several devices, the disk, balanced differing.
+  CHECK(spilled >= 100);
+  CHECK(on_disk >= 20);
+  CHECK(balanced_differs >= 20);
+}
