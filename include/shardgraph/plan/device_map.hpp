@@ -132,21 +132,31 @@ inline std::vector<int> whole_modules(const module_tree& t) {
 
 }  // namespace detail
 
-// Places `model` on the devices of `budget` as Accelerate's infer_auto_device_map does with
-// no_split_module_classes = the model's decoder layer class (after get_balanced_memory for balanced).
-inline device_map infer_device_map(const hf_module_tree& model, const max_memory& budget, placement_strategy s) {
-  if (budget.budgets.empty())
-    fail("device map", "the budget names no device", "give --max-memory, e.g. cuda:0=20GiB,cpu=64GiB");
+// A map written by hand (module name or prefix -> device, "" for the whole model), as
+// from_pretrained(device_map={...}) takes one: described as infer_device_map describes its own.
+// Throws when a module holding tensors has no device.
+inline device_map explicit_device_map(const hf_module_tree& model, accelerate_map map, const max_memory& budget,
+                                      placement_strategy s = placement_strategy::sequential) {
   const module_sizes sizes = compute_module_sizes(model.tree);
-  device_map m{.strategy = s, .type = model.type, .budget = budget, .filled = budget, .map = {}, .modules = {}};
-  if (s == placement_strategy::balanced) m.filled = balanced_max_memory(model.tree, sizes, budget);
-  m.map = accelerate_device_map(model.tree, sizes, m.filled);
+  device_map m{.strategy = s, .type = model.type, .budget = budget, .filled = budget, .map = std::move(map), .modules = {}};
   for (int i : detail::whole_modules(model.tree)) {
     const std::string& name = model.tree[i].name;
     placed_module p{.name = name, .on = m.of(name), .bytes = sizes.of(name)};
     if (name == "lm_head" && !model.tied_head.empty()) p.tied_to = model.tied_head;
     m.modules.push_back(p);
   }
+  return m;
+}
+
+// Places `model` on the devices of `budget` as Accelerate's infer_auto_device_map does with
+// no_split_module_classes = the model's decoder layer class (after get_balanced_memory for balanced).
+inline device_map infer_device_map(const hf_module_tree& model, const max_memory& budget, placement_strategy s) {
+  if (budget.budgets.empty())
+    fail("device map", "the budget names no device", "give --max-memory, e.g. cuda:0=20GiB,cpu=64GiB");
+  const module_sizes sizes = compute_module_sizes(model.tree);
+  const max_memory filled = s == placement_strategy::balanced ? balanced_max_memory(model.tree, sizes, budget) : budget;
+  device_map m = explicit_device_map(model, accelerate_device_map(model.tree, sizes, filled), budget, s);
+  m.filled = filled;
   return m;
 }
 
