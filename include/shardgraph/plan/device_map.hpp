@@ -8,13 +8,16 @@
 //                                           plan::placement_strategy::balanced);
 //   std::cout << map.report();
 //
-//   device map (balanced, bf16), budget cuda:0=2147483648,cpu=68719476736
+//   device map (balanced, bf16), budget cuda:0=2147483648,cpu=68719476736     (TinyLlama-1.1B)
 //     model.embed_tokens  cuda:0  131072000 bytes (125.00 MiB)
-//     model.layers.0      cuda:0  88080384 bytes (84.00 MiB)
+//     model.layers.0      cuda:0  88088576 bytes (84.01 MiB)
 //     ...
+//     model.layers.21     cpu     88088576 bytes (84.01 MiB)
+//     model.norm          cpu     4096 bytes (0.00 MiB)
+//     model.rotary_emb    cpu     128 bytes (0.00 MiB)
 //     lm_head             cpu     131072000 bytes (125.00 MiB)
-//   cuda:0: 19 modules, 1720713216 bytes (1.60 GiB) of 2147483648 bytes (2.00 GiB)
-//   cpu: 8 modules, ...
+//   cuda:0: 22 modules, 1980932096 bytes (1.84 GiB) of 2147483648 bytes (2.00 GiB)
+//   cpu: 4 modules, 219164800 bytes (209.01 MiB) of 68719476736 bytes (64.00 GiB)
 //
 // One line per module the placement keeps whole (each decoder layer, the embeddings, the final
 // norm, lm_head); a tied lm_head reads "tied to <embedding>". Modules Accelerate would put on

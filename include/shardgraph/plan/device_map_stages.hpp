@@ -5,11 +5,11 @@
 // cuda backend on GPU i, cpu on the cpu backend; activations cross between stages as a pipeline's do.
 //
 //   const auto stages = plan::device_map_stages_of(map, model);
-//   options.stage_layers = stages.stage_layers();          // pipeline_options: {14, 8}
+//   options.stage_layers = stages.stage_layers();          // pipeline_options: {21, 1}
 //   std::cout << stages.report();
 //
-//   stage 0: cuda:0 (cuda backend, GPU 0): embedding + layers 0-13 (14)
-//   stage 1: cpu (cpu backend): layers 14-21 (8) + head
+//   stage 0: cuda:0 (cuda backend, GPU 0): embedding + layers 0-20 (21)      (the map of device_map.hpp)
+//   stage 1: cpu (cpu backend): layer 21 (1) + head
 //
 // Accelerate fills the devices in order, so its layers come in runs, one per device; what the
 // pipeline runs elsewhere than the map says is listed in `moves`, and allowed only when the
