@@ -157,6 +157,24 @@ TEST_CASE("--max-memory reads devices as Accelerate's max_memory does", "[plan][
   const std::vector<std::int64_t> gpus(3, std::int64_t{80} << 30);
   CHECK(sg::plan::max_memory_from_limits(limits, gpus, std::int64_t{64} << 30).text() ==
         "cuda:0=42949672960,cuda:1=42949672960,cpu=68719476736");
+  CHECK(error_of([&] { (void)sg::plan::max_memory_from_limits({.gpus = 4}, gpus, 0); }) ==
+        "shardgraph: SHARDGRAPH_GPUS: 4 GPUs asked for, 3 visible. ask for at most the visible GPUs");
+}
+
+TEST_CASE("a measured budget on one GPU keeps 10 % free under balanced, as Accelerate's default", "[plan][device_map]") {
+  const auto model = golden_model("device_maps/gpt2_124m.json");
+  const std::vector<std::int64_t> one_gpu{std::int64_t{1} << 30};
+  const auto measured = sg::plan::max_memory_from_limits({}, one_gpu, std::int64_t{8} << 30);
+  CHECK(measured.measured);
+  const auto balanced = sg::plan::infer_device_map(model, measured, sg::plan::placement_strategy::balanced);
+  CHECK(balanced.filled.of(device::cuda(0)) == static_cast<std::int64_t>(0.9 * static_cast<double>(one_gpu[0])));
+  CHECK(balanced.filled.of(device::cpu()) == measured.of(device::cpu()));
+  const auto sequential = sg::plan::infer_device_map(model, measured, sg::plan::placement_strategy::sequential);
+  CHECK(sequential.filled.of(device::cuda(0)) == one_gpu[0]);
+  const auto capped = sg::plan::max_memory_from_limits(sg::launch::parse_gpu_memory("1GiB"), one_gpu, 0);
+  CHECK_FALSE(capped.measured);
+  CHECK(sg::plan::infer_device_map(model, capped, sg::plan::placement_strategy::balanced).filled.of(device::cuda(0)) ==
+        one_gpu[0]);
 }
 
 TEST_CASE("the printed map has one line per layer and the bytes per device", "[plan][device_map]") {

@@ -14,11 +14,13 @@
 //     along (lm_head with the embedding), counting its bytes with it.
 //   - After the GPUs and the CPU comes the disk, which holds whatever is left.
 //   - balanced: every GPU but the last is capped at model bytes / GPUs plus 1.25 times the larger
-//     of the first no-split layer's bytes and the mean bytes of the leaf modules.
+//     of the first no-split layer's bytes and the mean bytes of the leaf modules; a lone GPU whose
+//     budget was measured, not given (max_memory::measured), keeps 10 % free.
 //   - clean: where every module under a name went to one device, the name stands for them all.
 //
 // Accelerate's fallback_allocation, offload_buffers and low_zero are left at their defaults (off).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -229,6 +231,10 @@ inline max_memory balanced_max_memory(const module_tree& t, const module_sizes& 
   for (device_budget& b : budget.budgets)
     if (b.on.is_cuda() && b.bytes > 0) gpus.push_back(&b);
   if (gpus.empty()) return budget;
+  if (gpus.size() == 1 && budget.measured) {  // "90% is a good compromise" (the rest for activations)
+    gpus.front()->bytes = static_cast<std::int64_t>(std::floor(static_cast<double>(gpus.front()->bytes) * 0.9));
+    return budget;
+  }
   std::int64_t per_gpu = s.total() / static_cast<std::int64_t>(gpus.size());
   // The first module of each no-split class met, in compute_module_sizes' order.
   std::map<std::string, std::int64_t> no_split_bytes;

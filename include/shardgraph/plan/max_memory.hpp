@@ -50,6 +50,9 @@ struct device_budget {
 
 struct max_memory {
   std::vector<device_budget> budgets;  // GPUs by index, then the CPU; each device once
+  // The budgets are what the devices have free, not the user's (Accelerate's max_memory=None): a
+  // balanced placement on one GPU then keeps 10 % of it free, as get_balanced_memory does.
+  bool measured = false;
 
   // The budget of `d`; 0 when d has none.
   std::int64_t of(device d) const {
@@ -144,16 +147,18 @@ inline max_memory parse_max_memory(std::string_view text, const device_totals& t
   return m;
 }
 
-// The budget SHARDGRAPH_GPUS and SHARDGRAPH_GPU_MEMORY (launch/device_limits.hpp) imply: the first
-// `limits.gpus` GPUs (all of `gpu_total_bytes` when 0), each capped as limits say (else its total),
-// then the CPU with `cpu_bytes` (none when 0).
+// The budget SHARDGRAPH_GPUS and SHARDGRAPH_GPU_MEMORY (launch/device_limits.hpp) imply, where no
+// --max-memory is given: the first `limits.gpus` GPUs (all of `gpu_total_bytes` when 0), each
+// capped as limits say (else all of it), then the CPU with `cpu_bytes` (none when 0). Accelerate
+// takes each GPU's free memory and the host's available memory: pass those. Without a cap the
+// budget is `measured`.
 inline max_memory max_memory_from_limits(const launch::device_limits& limits,
                                          std::span<const std::int64_t> gpu_total_bytes, std::int64_t cpu_bytes) {
   const std::size_t gpus = limits.gpus > 0 ? static_cast<std::size_t>(limits.gpus) : gpu_total_bytes.size();
   if (gpus > gpu_total_bytes.size())
     fail("SHARDGRAPH_GPUS", std::to_string(gpus) + " GPUs asked for, " + std::to_string(gpu_total_bytes.size()) + " visible",
          "ask for at most the visible GPUs");
-  max_memory m;
+  max_memory m{.budgets = {}, .measured = limits.memory_bytes == 0 && limits.memory_fraction == 0};
   for (std::size_t i = 0; i < gpus; ++i) {
     const std::int64_t cap = limits.memory_cap(gpu_total_bytes[i]);
     m.budgets.push_back({device::cuda(static_cast<int>(i)), cap > 0 ? cap : gpu_total_bytes[i]});
