@@ -99,6 +99,10 @@ TEST_CASE("a tied head runs on the last stage with a copy of the table", "[plan]
   CHECK(stages.stage_layers() == std::vector<std::int64_t>{1, 1});
   REQUIRE(stages.moves.size() == 1);
   CHECK(stages.moves[0].find("lm_head (tied to model.embed_tokens) runs on cpu") == 0);
+  stages.check_gpus(1);
+  CHECK(error_of([&] { stages.check_gpus(0); }) ==
+        "shardgraph: device map: stage 0 runs on cuda:0, but 0 GPUs are visible. give --max-memory the cpu alone "
+        "(cpu=64GiB)");
   CHECK(stages.report().find("stage 0: cuda:0 (cuda backend, GPU 0): embedding + layer 0 (1)\n"
                              "stage 1: cpu (cpu backend): layer 1 (1) + head\n") == 0);
   // The copy must fit the CPU's budget: the CPU holds a layer, the norm and the rotary buffers.
@@ -141,6 +145,7 @@ TEST_CASE("--max-memory reads devices as Accelerate's max_memory does", "[plan][
   REQUIRE(m.budgets.size() == 3);
   CHECK(m.text() == "cuda:0=2097152,cuda:1=1073741824,cpu=3000000000");  // Accelerate's order: GPUs, then cpu
   CHECK(sg::plan::parse_max_memory("cuda=1GiB").text() == "cuda:0=1073741824");
+  CHECK(sg::plan::parse_max_memory(" cuda:0 = 1GiB, cpu=2 GiB ").text() == "cuda:0=1073741824,cpu=2147483648");
   const sg::plan::device_totals totals{.gpu_bytes = {1000, 2000}, .cpu_bytes = 5000};
   CHECK(sg::plan::parse_max_memory("cuda:1=50%,cpu=10%", totals).text() == "cuda:1=1000,cpu=500");
   const auto refused = [](const char* text) {

@@ -57,6 +57,16 @@ struct device_map_stages {
     return pipeline::partition_layers(total, static_cast<int>(stages.size()), counts);
   }
 
+  // Throws unless every GPU a stage runs on is among the `visible` ones (cuda:0 .. visible-1).
+  void check_gpus(int visible) const {
+    for (std::size_t j = 0; j < stages.size(); ++j)
+      if (stages[j].on.is_cuda() && stages[j].on.index >= visible)
+        fail("device map", "stage " + std::to_string(j) + " runs on " + stages[j].on.text() + ", but " +
+                               std::to_string(visible) + (visible == 1 ? " GPU is" : " GPUs are") + " visible",
+             visible == 0 ? std::string("give --max-memory the cpu alone (cpu=64GiB)")
+                          : "give --max-memory only the visible GPUs (cuda:0 to cuda:" + std::to_string(visible - 1) + ")");
+  }
+
   // One line per stage, then one per move.
   std::string report() const {
     std::string t;

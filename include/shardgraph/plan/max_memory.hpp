@@ -114,6 +114,12 @@ inline std::int64_t resolve_amount(const memory_amount& amount, device d, const 
   return std::max<std::int64_t>(1, amount.of(whole));
 }
 
+inline std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
 inline void sort_budgets(max_memory& m) {
   std::sort(m.budgets.begin(), m.budgets.end(),
             [](const device_budget& a, const device_budget& b) { return a.on < b.on; });
@@ -121,7 +127,8 @@ inline void sort_budgets(max_memory& m) {
 
 }  // namespace detail
 
-// Parses "device=size,device=size,...": each device once, each size positive. A share ("80%") is
+// Parses "device=size,device=size,..." (spaces around the parts allowed): each device once, each
+// size positive. A share ("80%") is
 // taken of `totals` and refused where the total is not given.
 inline max_memory parse_max_memory(std::string_view text, const device_totals& totals = {}) {
   using namespace detail;
@@ -130,17 +137,18 @@ inline max_memory parse_max_memory(std::string_view text, const device_totals& t
     fail(max_memory_where, "no device is given", "name each device and its budget, e.g. " + std::string(max_memory_example));
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
+    const std::string_view item = trimmed(text.substr(0, comma));
     text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
     const std::size_t equals = item.find('=');
     if (equals == std::string_view::npos)
       fail(max_memory_where, "'" + std::string(item) + "' has no '='",
            "write device=size, e.g. " + std::string(max_memory_example));
-    const device d = parse_device(item.substr(0, equals));
+    const device d = parse_device(trimmed(item.substr(0, equals)));
     if (m.has(d))
       fail(max_memory_where, d.text() + " is given twice", "give each device one budget");
     const std::string where = std::string(max_memory_where) + ": " + d.text();
-    const memory_amount amount = parse_memory_amount(item.substr(equals + 1), where, "a share of its memory (80%)");
+    const memory_amount amount =
+        parse_memory_amount(trimmed(item.substr(equals + 1)), where, "a share of its memory (80%)");
     m.budgets.push_back({d, resolve_amount(amount, d, totals)});
   }
   sort_budgets(m);
