@@ -44,18 +44,21 @@ TEST_CASE("device maps equal Accelerate's on every golden case", "[plan][device_
     const std::string model = c.at("model").as_string(), dtype = c.at("dtype").as_string();
     const std::string key = model + "/" + dtype;
     if (!models.contains(key))
-      models.emplace(key, sg::plan::hf_module_tree_of(golden_dir + "/" + c.at("config").as_string(), dtype_named(dtype)));
+      models.emplace(key, sg::plan::hf_module_tree_of(golden_dir + "/" + c.at("config").as_string(),
+                                                      dtype_named(dtype)));
     const sg::plan::hf_module_tree& tree = models.at(key);
-    INFO(model << " " << dtype << " " << c.at("strategy").as_string() << " " << c.at("max_memory").as_string());
+    INFO(model << " " << dtype << " " << c.at("strategy").as_string() << " "
+               << c.at("max_memory").as_string());
     CHECK(sg::plan::compute_module_sizes(tree.tree).total() == c.at("model_bytes").as_int());
     const auto strategy = sg::plan::parse_placement_strategy(c.at("strategy").as_string());
-    const auto map =
-        sg::plan::infer_device_map(tree, sg::plan::parse_max_memory(c.at("max_memory").as_string()), strategy);
+    const auto map = sg::plan::infer_device_map(
+        tree, sg::plan::parse_max_memory(c.at("max_memory").as_string()), strategy);
     std::map<std::string, std::string> expected;
     for (const auto& [name, on] : c.at("map").as_object()) expected[name] = on.as_string();
     CHECK(as_text(map.map) == expected);
     spilled += expected.size() > 1;
-    on_disk += std::any_of(expected.begin(), expected.end(), [](const auto& kv) { return kv.second == "disk"; });
+    on_disk +=
+        std::any_of(expected.begin(), expected.end(), [](const auto& kv) { return kv.second == "disk"; });
     if (strategy == sg::plan::placement_strategy::sequential)
       previous_sequential = expected;
     else

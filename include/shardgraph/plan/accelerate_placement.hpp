@@ -95,13 +95,13 @@ struct with_ties {
 };
 
 // get_module_size_with_ties.
-inline with_ties module_size_with_ties(const module_tree& t, const module_sizes& s, const std::vector<std::string>& tied,
-                                       std::int64_t module_bytes, const std::deque<int>& queue) {
+inline with_ties module_size_with_ties(const module_tree& t, const module_sizes& s,
+                                       const std::vector<std::string>& tied, std::int64_t module_bytes,
+                                       const std::deque<int>& queue) {
   with_ties w{module_bytes, {}};
   for (const std::string& p : tied) {
-    const auto holder = std::find_if(queue.begin(), queue.end(), [&](int i) {
-      return p == t[i].name || p.starts_with(t[i].name + ".");
-    });
+    const auto holder = std::find_if(queue.begin(), queue.end(),
+                                     [&](int i) { return p == t[i].name || p.starts_with(t[i].name + "."); });
     if (holder == queue.end())
       fail("infer_device_map", "the module holding '" + p + "' (tied) was placed before its tie",
            "tie parameters only to modules registered after the first one");
@@ -156,7 +156,10 @@ inline void clean_device_map(accelerate_map& map, const std::string& module_name
     std::erase_if(map, [&](const auto& kv) { return kv.first.starts_with(prefix); });
     map.emplace_back(module_name, *values.begin());
   }
-  const std::size_t depth = module_name.empty() ? 1 : static_cast<std::size_t>(std::count(module_name.begin(), module_name.end(), '.')) + 2;
+  const std::size_t depth =
+      module_name.empty()
+          ? 1
+          : static_cast<std::size_t>(std::count(module_name.begin(), module_name.end(), '.')) + 2;
   std::set<std::string> children;
   for (const auto& [k, d] : map) {
     if (!k.starts_with(prefix) || k.size() <= module_name.size()) continue;
@@ -171,7 +174,8 @@ inline void clean_device_map(accelerate_map& map, const std::string& module_name
 }  // namespace detail
 
 // infer_auto_device_map(model, max_memory, no_split_module_classes = t.no_split), cleaned.
-inline accelerate_map accelerate_device_map(const module_tree& t, const module_sizes& s, const max_memory& budget) {
+inline accelerate_map accelerate_device_map(const module_tree& t, const module_sizes& s,
+                                            const max_memory& budget) {
   using namespace detail;
   std::vector<device> devices;
   for (const device_budget& b : budget.budgets) devices.push_back(b.on);
@@ -189,7 +193,8 @@ inline accelerate_map accelerate_device_map(const module_tree& t, const module_s
     const int module = queue.front();
     queue.pop_front();
     const std::string& name = t[module].name;
-    std::erase_if(largest.names, [&](const std::string& n) { return n == name || n.starts_with(name + "."); });
+    std::erase_if(largest.names,
+                  [&](const std::string& n) { return n == name || n.starts_with(name + "."); });
     if (largest.names.empty()) largest = max_layer_size(t, s, queue, true);
     const std::int64_t module_bytes = s.of(name);
     const std::vector<std::string> tied = tied_outside(tied_groups, name);
@@ -208,7 +213,8 @@ inline accelerate_map accelerate_device_map(const module_tree& t, const module_s
       }
       continue;
     }
-    if (!tied.empty() && used[on] + module_bytes <= room && split_a_tied_module(t, module, w.modules, queue)) {
+    if (!tied.empty() && used[on] + module_bytes <= room &&
+        split_a_tied_module(t, module, w.modules, queue)) {
       largest = max_layer_size(t, s, queue, true);
       continue;
     }
@@ -232,7 +238,8 @@ inline max_memory balanced_max_memory(const module_tree& t, const module_sizes& 
     if (b.on.is_cuda() && b.bytes > 0) gpus.push_back(&b);
   if (gpus.empty()) return budget;
   if (gpus.size() == 1 && budget.measured) {  // "90% is a good compromise" (the rest for activations)
-    gpus.front()->bytes = static_cast<std::int64_t>(std::floor(static_cast<double>(gpus.front()->bytes) * 0.9));
+    gpus.front()->bytes =
+        static_cast<std::int64_t>(std::floor(static_cast<double>(gpus.front()->bytes) * 0.9));
     return budget;
   }
   std::int64_t per_gpu = s.total() / static_cast<std::int64_t>(gpus.size());
@@ -242,7 +249,8 @@ inline max_memory balanced_max_memory(const module_tree& t, const module_sizes& 
     const int i = name.empty() ? -1 : t.find(name);
     if (i < 0) continue;
     const std::string& c = t[i].class_name;
-    if (std::find(t.no_split.begin(), t.no_split.end(), c) != t.no_split.end()) no_split_bytes.emplace(c, s.of(name));
+    if (std::find(t.no_split.begin(), t.no_split.end(), c) != t.no_split.end())
+      no_split_bytes.emplace(c, s.of(name));
   }
   std::int64_t buffer = 0;
   for (const auto& [c, b] : no_split_bytes) buffer = std::max(buffer, b);
@@ -250,7 +258,8 @@ inline max_memory balanced_max_memory(const module_tree& t, const module_sizes& 
   const auto leaves = [](const std::vector<std::string>& names) {
     std::map<std::string, int> children;
     for (const std::string& n : names)
-      if (const std::size_t dot = n.rfind('.'); !n.empty() && dot != std::string::npos) ++children[n.substr(0, dot)];
+      if (const std::size_t dot = n.rfind('.'); !n.empty() && dot != std::string::npos)
+        ++children[n.substr(0, dot)];
     std::vector<std::string> out;
     for (const std::string& n : names)
       if (!n.empty() && !children.contains(n)) out.push_back(n);
@@ -264,8 +273,8 @@ inline max_memory balanced_max_memory(const module_tree& t, const module_sizes& 
   const std::vector<std::string> final_modules = leaves(modules);
   std::int64_t sum = 0;
   for (const std::string& n : final_modules) sum += s.of(n);
-  const auto mean = static_cast<std::int64_t>(static_cast<double>(sum) /
-                                              static_cast<double>(std::max<std::size_t>(final_modules.size(), 1)));
+  const auto mean = static_cast<std::int64_t>(
+      static_cast<double>(sum) / static_cast<double>(std::max<std::size_t>(final_modules.size(), 1)));
   per_gpu += static_cast<std::int64_t>(1.25 * static_cast<double>(std::max(buffer, mean)));
   for (std::size_t g = 0; g + 1 < gpus.size(); ++g) gpus[g]->bytes = std::min(per_gpu, gpus[g]->bytes);
   return budget;

@@ -50,7 +50,8 @@ inline std::string_view placement_strategy_name(placement_strategy s) {
 inline placement_strategy parse_placement_strategy(std::string_view text) {
   if (text == "sequential") return placement_strategy::sequential;
   if (text == "balanced" || text == "auto") return placement_strategy::balanced;
-  fail("device map", "'" + std::string(text) + "' is not a placement strategy", "use auto, balanced or sequential");
+  fail("device map", "'" + std::string(text) + "' is not a placement strategy",
+       "use auto, balanced or sequential");
 }
 
 struct placed_module {
@@ -73,7 +74,8 @@ struct device_map {
     const std::pair<std::string, device>* best = nullptr;
     for (const auto& entry : map) {
       const std::string& k = entry.first;
-      if ((k.empty() || module == k || module.starts_with(k + ".")) && (!best || k.size() > best->first.size()))
+      if ((k.empty() || module == k || module.starts_with(k + ".")) &&
+          (!best || k.size() > best->first.size()))
         best = &entry;
     }
     if (!best) fail("device map", "no device is given for '" + module + "'", "place the whole model");
@@ -88,7 +90,8 @@ struct device_map {
       if (at == out.end()) at = out.insert(out.end(), {m.on, 0});
       at->bytes += m.bytes;
     }
-    std::sort(out.begin(), out.end(), [](const device_budget& a, const device_budget& b) { return a.on < b.on; });
+    std::sort(out.begin(), out.end(),
+              [](const device_budget& a, const device_budget& b) { return a.on < b.on; });
     return out;
   }
 
@@ -99,8 +102,9 @@ struct device_map {
     for (const placed_module& m : modules)
       if (m.on == device::disk()) names += (names.empty() ? "" : ", ") + m.name, missing += m.bytes;
     if (names.empty()) return;
-    fail("device map", names + " (" + bytes_text(static_cast<std::size_t>(missing)) + ") do not fit " + budget.text() +
-                           ": Accelerate would put them on disk, and shardgraph runs no layer from disk",
+    fail("device map",
+         names + " (" + bytes_text(static_cast<std::size_t>(missing)) + ") do not fit " + budget.text() +
+             ": Accelerate would put them on disk, and shardgraph runs no layer from disk",
          "give the devices at least " + bytes_text(static_cast<std::size_t>(missing)) +
              " more, e.g. a larger cpu= budget in --max-memory");
   }
@@ -138,10 +142,16 @@ inline std::vector<int> whole_modules(const module_tree& t) {
 // A map written by hand (module name or prefix -> device, "" for the whole model), as
 // from_pretrained(device_map={...}) takes one: described as infer_device_map describes its own.
 // Throws when a module holding tensors has no device.
-inline device_map explicit_device_map(const hf_module_tree& model, accelerate_map map, const max_memory& budget,
+inline device_map explicit_device_map(const hf_module_tree& model, accelerate_map map,
+                                      const max_memory& budget,
                                       placement_strategy s = placement_strategy::sequential) {
   const module_sizes sizes = compute_module_sizes(model.tree);
-  device_map m{.strategy = s, .type = model.type, .budget = budget, .filled = budget, .map = std::move(map), .modules = {}};
+  device_map m{.strategy = s,
+               .type = model.type,
+               .budget = budget,
+               .filled = budget,
+               .map = std::move(map),
+               .modules = {}};
   for (int i : detail::whole_modules(model.tree)) {
     const std::string& name = model.tree[i].name;
     placed_module p{.name = name, .on = m.of(name), .bytes = sizes.of(name)};
@@ -153,11 +163,13 @@ inline device_map explicit_device_map(const hf_module_tree& model, accelerate_ma
 
 // Places `model` on the devices of `budget` as Accelerate's infer_auto_device_map does with
 // no_split_module_classes = the model's decoder layer class (after get_balanced_memory for balanced).
-inline device_map infer_device_map(const hf_module_tree& model, const max_memory& budget, placement_strategy s) {
+inline device_map infer_device_map(const hf_module_tree& model, const max_memory& budget,
+                                   placement_strategy s) {
   if (budget.budgets.empty())
     fail("device map", "the budget names no device", "give --max-memory, e.g. cuda:0=20GiB,cpu=64GiB");
   const module_sizes sizes = compute_module_sizes(model.tree);
-  const max_memory filled = s == placement_strategy::balanced ? balanced_max_memory(model.tree, sizes, budget) : budget;
+  const max_memory filled =
+      s == placement_strategy::balanced ? balanced_max_memory(model.tree, sizes, budget) : budget;
   device_map m = explicit_device_map(model, accelerate_device_map(model.tree, sizes, filled), budget, s);
   m.filled = filled;
   return m;
@@ -170,12 +182,14 @@ inline std::string device_map::report() const {
                   std::string(dtype_name(type)) + "), budget " + budget.text() + "\n";
   for (const placed_module& m : modules) {
     const std::string on = m.on.text();
-    t += "  " + m.name + std::string(width + 2 - m.name.size(), ' ') + on + std::string(8 - std::min<std::size_t>(on.size(), 7), ' ');
+    t += "  " + m.name + std::string(width + 2 - m.name.size(), ' ') + on +
+         std::string(8 - std::min<std::size_t>(on.size(), 7), ' ');
     t += m.tied_to.empty() ? bytes_text(static_cast<std::size_t>(m.bytes)) : "tied to " + m.tied_to;
     t += '\n';
   }
   for (const device_budget& b : bytes_per_device()) {
-    const auto count = std::count_if(modules.begin(), modules.end(), [&](const placed_module& m) { return m.on == b.on; });
+    const auto count =
+        std::count_if(modules.begin(), modules.end(), [&](const placed_module& m) { return m.on == b.on; });
     t += b.on.text() + ": " + std::to_string(count) + (count == 1 ? " module, " : " modules, ") +
          bytes_text(static_cast<std::size_t>(b.bytes));
     t += b.on == device::disk() ? " (refused: shardgraph runs no layer from disk)\n"

@@ -61,10 +61,12 @@ struct device_map_stages {
   void check_gpus(int visible) const {
     for (std::size_t j = 0; j < stages.size(); ++j)
       if (stages[j].on.is_cuda() && stages[j].on.index >= visible)
-        fail("device map", "stage " + std::to_string(j) + " runs on " + stages[j].on.text() + ", but " +
-                               std::to_string(visible) + (visible == 1 ? " GPU is" : " GPUs are") + " visible",
+        fail("device map",
+             "stage " + std::to_string(j) + " runs on " + stages[j].on.text() + ", but " +
+                 std::to_string(visible) + (visible == 1 ? " GPU is" : " GPUs are") + " visible",
              visible == 0 ? std::string("give --max-memory the cpu alone (cpu=64GiB)")
-                          : "give --max-memory only the visible GPUs (cuda:0 to cuda:" + std::to_string(visible - 1) + ")");
+                          : "give --max-memory only the visible GPUs (cuda:0 to cuda:" +
+                                std::to_string(visible - 1) + ")");
   }
 
   // One line per stage, then one per move.
@@ -72,8 +74,9 @@ struct device_map_stages {
     std::string t;
     for (std::size_t j = 0; j < stages.size(); ++j) {
       const device_stage& s = stages[j];
-      t += "stage " + std::to_string(j) + ": " + s.on.text() +
-           (s.on.is_cuda() ? " (cuda backend, GPU " + std::to_string(s.on.index) + "): " : " (cpu backend): ");
+      t +=
+          "stage " + std::to_string(j) + ": " + s.on.text() +
+          (s.on.is_cuda() ? " (cuda backend, GPU " + std::to_string(s.on.index) + "): " : " (cpu backend): ");
       if (j == 0) t += "embedding + ";
       const std::int64_t last = s.first_layer + s.layers - 1;
       t += s.layers == 1 ? "layer " + std::to_string(s.first_layer)
@@ -90,8 +93,11 @@ struct device_map_stages {
 namespace detail {
 
 inline const placed_module& placed(const device_map& map, const std::string& name) {
-  const auto it = std::find_if(map.modules.begin(), map.modules.end(), [&](const placed_module& m) { return m.name == name; });
-  if (it == map.modules.end()) fail("device map", "'" + name + "' is not a module of the map", "describe the map with the model it places");
+  const auto it = std::find_if(map.modules.begin(), map.modules.end(),
+                               [&](const placed_module& m) { return m.name == name; });
+  if (it == map.modules.end())
+    fail("device map", "'" + name + "' is not a module of the map",
+         "describe the map with the model it places");
   return *it;
 }
 
@@ -106,13 +112,15 @@ inline std::vector<device_stage> layer_runs(const device_map& map, const hf_modu
     }
     for (const device_stage& r : runs)
       if (r.on == on)
-        fail("device map", on.text() + " holds layers " + std::to_string(r.first_layer) + "-" +
-                               std::to_string(r.first_layer + r.layers - 1) + " and layer " + std::to_string(i) +
-                               ", with other devices between: a device runs one pipeline stage",
+        fail("device map",
+             on.text() + " holds layers " + std::to_string(r.first_layer) + "-" +
+                 std::to_string(r.first_layer + r.layers - 1) + " and layer " + std::to_string(i) +
+                 ", with other devices between: a device runs one pipeline stage",
              "place each device's layers together, in layer order, as Accelerate does");
     runs.push_back({on, static_cast<std::int64_t>(i), 1});
   }
-  if (runs.empty()) fail("device map", "the model has no decoder layer", "give a model with at least one layer");
+  if (runs.empty())
+    fail("device map", "the model has no decoder layer", "give a model with at least one layer");
   return runs;
 }
 
@@ -126,9 +134,10 @@ struct move_ledger {
     auto at = std::find_if(used.begin(), used.end(), [&](const device_budget& b) { return b.on == to; });
     const std::int64_t before = at == used.end() ? 0 : at->bytes, budget = map.budget.of(to);
     if (before + bytes > budget)
-      fail("device map", module + " (" + bytes_text(static_cast<std::size_t>(bytes)) + ") is on " + from.text() + ", but " +
-                             why + ", and " + to.text() + " holds " + bytes_text(static_cast<std::size_t>(before)) +
-                             " of its " + bytes_text(static_cast<std::size_t>(budget)),
+      fail("device map",
+           module + " (" + bytes_text(static_cast<std::size_t>(bytes)) + ") is on " + from.text() + ", but " +
+               why + ", and " + to.text() + " holds " + bytes_text(static_cast<std::size_t>(before)) +
+               " of its " + bytes_text(static_cast<std::size_t>(budget)),
            "give " + to.text() + " at least " + bytes_text(static_cast<std::size_t>(before + bytes)) +
                " in --max-memory, or " + from.text() + " room for the layers next to it");
     if (at == used.end()) at = used.insert(used.end(), {to, 0});
@@ -147,8 +156,10 @@ inline device_map_stages device_map_stages_of(const device_map& map, const hf_mo
   for (const std::string& name : model.embedding) {
     const placed_module& m = detail::placed(map, name);
     if (m.on == first) continue;
-    ledger.move(name, m.on, first, m.bytes, "the embedding runs on the first stage, with layer 0 on " + first.text());
-    out.moves.push_back(name + " runs on " + first.text() + " (the map says " + m.on.text() + "): the first stage holds the embedding");
+    ledger.move(name, m.on, first, m.bytes,
+                "the embedding runs on the first stage, with layer 0 on " + first.text());
+    out.moves.push_back(name + " runs on " + first.text() + " (the map says " + m.on.text() +
+                        "): the first stage holds the embedding");
   }
   for (const std::string& name : model.head) {
     const placed_module& m = detail::placed(map, name);
@@ -162,8 +173,10 @@ inline device_map_stages device_map_stages_of(const device_map& map, const hf_mo
       continue;
     }
     if (m.on == last) continue;
-    ledger.move(name, m.on, last, m.bytes, "the head runs on the last stage, with the last layer on " + last.text());
-    out.moves.push_back(name + " runs on " + last.text() + " (the map says " + m.on.text() + "): the last stage holds the head");
+    ledger.move(name, m.on, last, m.bytes,
+                "the head runs on the last stage, with the last layer on " + last.text());
+    out.moves.push_back(name + " runs on " + last.text() + " (the map says " + m.on.text() +
+                        "): the last stage holds the head");
   }
   return out;
 }

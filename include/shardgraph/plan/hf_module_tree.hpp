@@ -70,8 +70,8 @@ struct tree_builder {
 };
 
 // lm_head (vocab, model): its own table, or the one of `embedding` (tied) when that is not empty.
-inline void add_lm_head(hf_module_tree& m, const tree_builder& b, const std::string& embedding, std::int64_t vocab,
-                        std::int64_t model) {
+inline void add_lm_head(hf_module_tree& m, const tree_builder& b, const std::string& embedding,
+                        std::int64_t vocab, std::int64_t model) {
   if (embedding.empty()) {
     b.weighted(0, "lm_head", "Linear", vocab, model, 0);
     return;
@@ -81,7 +81,8 @@ inline void add_lm_head(hf_module_tree& m, const tree_builder& b, const std::str
 }
 
 inline void add_gpt2_block(const tree_builder& b, int h, std::int64_t i, const models::gpt2_config& c) {
-  const std::int64_t d = c.model, ffn = c.ffn > 0 ? c.ffn : checked_multiply(4, d, "hf_module_tree: 4 * n_embd");
+  const std::int64_t d = c.model,
+                     ffn = c.ffn > 0 ? c.ffn : checked_multiply(4, d, "hf_module_tree: 4 * n_embd");
   const int block = b.leaf(h, std::to_string(i), "GPT2Block");
   b.weighted(block, "ln_1", "LayerNorm", 1, d, d);
   const int attn = b.leaf(block, "attn", "GPT2Attention");
@@ -140,7 +141,8 @@ inline hf_module_tree gpt2_module_tree(const models::gpt2_config& c, bool tied, 
 }
 
 // LlamaForCausalLM for `c` (its vocab) with o's biases and tied head.
-inline hf_module_tree llama_module_tree(const models::llama_config& c, const models::llama_options& o, dtype type) {
+inline hf_module_tree llama_module_tree(const models::llama_config& c, const models::llama_options& o,
+                                        dtype type) {
   hf_module_tree m{.family = "llama", .type = type};
   const detail::tree_builder b(m, "LlamaForCausalLM", "LlamaDecoderLayer");
   const int model = b.leaf(0, "model", "LlamaModel");
@@ -176,7 +178,8 @@ inline hf_module_tree hf_module_tree_of(const std::string& config_path, dtype ty
     const models::llama_options options = io::hf_llama_options(config_path, config);
     return llama_module_tree(io::hf_llama_config(config_path, options), options, type);
   }
-  fail(config_path, "model_type is not \"gpt2\" or \"llama\"", "give the config.json of a GPT-2 or LLaMA model");
+  fail(config_path, "model_type is not \"gpt2\" or \"llama\"",
+       "give the config.json of a GPT-2 or LLaMA model");
 }
 
 }  // namespace shardgraph::plan

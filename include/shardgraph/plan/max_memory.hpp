@@ -66,7 +66,8 @@ struct max_memory {
   // "cuda:0=21474836480,cpu=68719476736": the --max-memory spelling, in bytes.
   std::string text() const {
     std::string t;
-    for (const device_budget& b : budgets) t += (t.empty() ? "" : ",") + b.on.text() + "=" + std::to_string(b.bytes);
+    for (const device_budget& b : budgets)
+      t += (t.empty() ? "" : ",") + b.on.text() + "=" + std::to_string(b.bytes);
     return t;
   }
 };
@@ -134,7 +135,8 @@ inline max_memory parse_max_memory(std::string_view text, const device_totals& t
   using namespace detail;
   max_memory m;
   if (text.empty())
-    fail(max_memory_where, "no device is given", "name each device and its budget, e.g. " + std::string(max_memory_example));
+    fail(max_memory_where, "no device is given",
+         "name each device and its budget, e.g. " + std::string(max_memory_example));
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
     const std::string_view item = trimmed(text.substr(0, comma));
@@ -144,8 +146,7 @@ inline max_memory parse_max_memory(std::string_view text, const device_totals& t
       fail(max_memory_where, "'" + std::string(item) + "' has no '='",
            "write device=size, e.g. " + std::string(max_memory_example));
     const device d = parse_device(trimmed(item.substr(0, equals)));
-    if (m.has(d))
-      fail(max_memory_where, d.text() + " is given twice", "give each device one budget");
+    if (m.has(d)) fail(max_memory_where, d.text() + " is given twice", "give each device one budget");
     const std::string where = std::string(max_memory_where) + ": " + d.text();
     const memory_amount amount =
         parse_memory_amount(trimmed(item.substr(equals + 1)), where, "a share of its memory (80%)");
@@ -161,10 +162,12 @@ inline max_memory parse_max_memory(std::string_view text, const device_totals& t
 // takes each GPU's free memory and the host's available memory: pass those. Without a cap the
 // budget is `measured`.
 inline max_memory max_memory_from_limits(const launch::device_limits& limits,
-                                         std::span<const std::int64_t> gpu_total_bytes, std::int64_t cpu_bytes) {
+                                         std::span<const std::int64_t> gpu_total_bytes,
+                                         std::int64_t cpu_bytes) {
   const std::size_t gpus = limits.gpus > 0 ? static_cast<std::size_t>(limits.gpus) : gpu_total_bytes.size();
   if (gpus > gpu_total_bytes.size())
-    fail("SHARDGRAPH_GPUS", std::to_string(gpus) + " GPUs asked for, " + std::to_string(gpu_total_bytes.size()) + " visible",
+    fail("SHARDGRAPH_GPUS",
+         std::to_string(gpus) + " GPUs asked for, " + std::to_string(gpu_total_bytes.size()) + " visible",
          "ask for at most the visible GPUs");
   max_memory m{.budgets = {}, .measured = limits.memory_bytes == 0 && limits.memory_fraction == 0};
   for (std::size_t i = 0; i < gpus; ++i) {

@@ -27,8 +27,8 @@ struct module_entry {
   std::string name{};        // the full dotted name; the root's is ""
   std::string class_name{};  // "GPT2Block"; "Parameter" or "Buffer" for a tensor
   bool tensor = false;
-  std::int64_t bytes = 0;        // a tensor's own bytes
-  std::string same_tensor_as{};  // a tied parameter: the name of the one it shares its tensor with
+  std::int64_t bytes = 0;         // a tensor's own bytes
+  std::string same_tensor_as{};   // a tied parameter: the name of the one it shares its tensor with
   std::vector<int> parameters{};  // direct parameters, direct child modules, direct buffers: indices
   std::vector<int> children{};    // into module_tree::entries, in registration order
   std::vector<int> buffers{};
@@ -43,7 +43,8 @@ struct module_tree {
     return add(parent, local, {.class_name = class_name}, &module_entry::children);
   }
   int add_parameter(int module, const std::string& local, std::int64_t bytes) {
-    return add(module, local, {.class_name = "Parameter", .tensor = true, .bytes = bytes}, &module_entry::parameters);
+    return add(module, local, {.class_name = "Parameter", .tensor = true, .bytes = bytes},
+               &module_entry::parameters);
   }
   // A parameter holding the same tensor as the parameter named `shared` (registered before it).
   int add_tied_parameter(int module, const std::string& local, const std::string& shared) {
@@ -52,7 +53,8 @@ struct module_tree {
     return i;
   }
   int add_buffer(int module, const std::string& local, std::int64_t bytes) {
-    return add(module, local, {.class_name = "Buffer", .tensor = true, .bytes = bytes}, &module_entry::buffers);
+    return add(module, local, {.class_name = "Buffer", .tensor = true, .bytes = bytes},
+               &module_entry::buffers);
   }
 
   const module_entry& operator[](int i) const { return entries[static_cast<std::size_t>(i)]; }
@@ -92,7 +94,7 @@ struct module_tree {
  private:
   std::unordered_map<std::string, int> by_name{{"", 0}};
 
-  int add(int parent, const std::string& local, module_entry e, std::vector<int> module_entry::* list) {
+  int add(int parent, const std::string& local, module_entry e, std::vector<int> module_entry::*list) {
     const module_entry& p = (*this)[parent];
     e.name = p.name.empty() ? local : p.name + "." + local;
     if (by_name.contains(e.name))
