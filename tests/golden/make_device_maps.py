@@ -99,7 +99,10 @@ def place(model, budget, strategy, dtype):
         warnings.simplefilter("ignore")
         device_map = infer_auto_device_map(model, max_memory=copy.deepcopy(max_memory),
                                            no_split_module_classes=no_split, dtype=dtype)
-    return {name: device_text(d) for name, d in device_map.items()}
+    # clean_device_map regroups names through a set, whose order changes from run to run: sort
+    # the names in model order so that the file is the same on every run.
+    order = {name: i for i, (name, _) in enumerate(model.named_modules())}
+    return {name: device_text(device_map[name]) for name in sorted(device_map, key=lambda n: order[n])}
 
 
 def main():
