@@ -254,7 +254,7 @@ inline max_memory balanced_max_memory(const module_tree& t, const module_sizes& 
   }
   std::int64_t buffer = 0;
   for (const auto& [c, b] : no_split_bytes) buffer = std::max(buffer, b);
-  // get_module_leaves twice: the tensors, then the modules that hold tensors directly.
+  // get_module_leaves twice: the tensors, then the innermost modules holding them.
   const auto leaves = [](const std::vector<std::string>& names) {
     std::map<std::string, int> children;
     for (const std::string& n : names)
