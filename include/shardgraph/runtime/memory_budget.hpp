@@ -23,23 +23,11 @@
 #include <string>
 #include <string_view>
 
+#include "shardgraph/core/bytes_text.hpp"
 #include "shardgraph/core/checked_math.hpp"
 #include "shardgraph/core/error.hpp"
 
 namespace shardgraph {
-
-// "214748364800 bytes (200.00 GiB)"
-inline std::string bytes_text(std::size_t bytes) {
-  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
-  char unit[48];
-  if (mib >= 1024.0 * 1024.0)
-    std::snprintf(unit, sizeof unit, "%.2f TiB", mib / (1024.0 * 1024.0));
-  else if (mib >= 1024.0)
-    std::snprintf(unit, sizeof unit, "%.2f GiB", mib / 1024.0);
-  else
-    std::snprintf(unit, sizeof unit, "%.2f MiB", mib);
-  return std::to_string(bytes) + " bytes (" + unit + ")";
-}
 
 class memory_budget {
  public:
