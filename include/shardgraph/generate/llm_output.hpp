@@ -33,8 +33,12 @@ struct generation_stats {
   std::int64_t preemptions = 0;
   double bind_seconds = 0;
 
-  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prefill_tokens / prefill_seconds : 0; }
-  double decode_tokens_per_second() const { return decode_seconds > 0 ? decode_tokens / decode_seconds : 0; }
+  double prefill_tokens_per_second() const {
+    return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0;
+  }
+  double decode_tokens_per_second() const {
+    return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0;
+  }
 
   // Adds a replica that ran beside this one.
   void add_replica(const generation_stats& r) {
