@@ -51,6 +51,31 @@ std::vector<std::vector<gen::token_id>> ids_of(const std::vector<gen::llm_output
 
 const std::vector<std::string> layouts{"tp=1", "tp=2", "dp=2", "dp=2,tp=2"};
 
+// Greedy decoding without a cache: the argmax of a full forward's last position (the checkpoint's
+// one-rank program), `new_tokens` times.
+std::vector<gen::token_id> greedy_by_full_forwards(const sg::io::hf_model& m, std::vector<gen::token_id> tokens,
+                                                   std::int64_t new_tokens) {
+  std::vector<gen::token_id> generated;
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    for (std::int64_t n = 0; n < new_tokens; ++n) {
+      const auto seq = static_cast<std::int64_t>(tokens.size());
+      auto rank = sg::bind(m.single, m.sizes(1, seq), comm, sg::cpu::backend{}, sg::mesh_shape{},
+                           m.weights(std::make_shared<std::atomic<std::uint64_t>>(0)));
+      sg::tensor_map inputs;
+      inputs.emplace("input_ids", sg::host_tensor::from<std::int64_t>({1, seq}, tokens));
+      inputs.emplace("targets", sg::host_tensor::from<std::int64_t>({1, seq}, tokens));
+      const sg::host_tensor logits = rank.forward(inputs).at("logits");
+      const std::int64_t columns = logits.shape()[2];
+      gen::token_id best = 0;
+      for (gen::token_id v = 1; v < m.vocab; ++v)
+        if (logits.at((seq - 1) * columns + v) > logits.at((seq - 1) * columns + best)) best = v;
+      generated.push_back(best);
+      tokens.push_back(best);
+    }
+  });
+  return generated;
+}
+
 }  // namespace
 
 TEST_CASE("llm gives the same greedy ids on every layout", "[generate][threads]") {
@@ -73,6 +98,9 @@ TEST_CASE("llm gives the same greedy ids on every layout", "[generate][threads]"
       CHECK(one[i].prompt_tokens == static_cast<std::int64_t>(std::get<1>(golden_prompts()[i]).size()));
     }
     for (const std::string& mesh : layouts) CHECK(ids_of(by_layout.at(mesh)) == ids_of(one));
+    const cpu_llm reference = open_golden(model, "tp=1");
+    for (std::size_t i = 0; i < one.size(); ++i)
+      CHECK(one[i].ids == greedy_by_full_forwards(reference.model(), std::get<1>(golden_prompts()[i]), 8));
     // Predicted tokens 11, 17, 10, 14 over two replicas: 0, 1, 0, 1 (replica_assignment.hpp).
     std::vector<int> replicas;
     for (const gen::llm_output& o : by_layout.at("dp=2")) replicas.push_back(o.replica);
@@ -211,6 +239,7 @@ TEST_CASE("llm sizes the KV cache as the generation program holds it", "[generat
     cpu_llm llm = open_golden("llama", mesh);
     const gen::kv_cache_size& size = llm.kv_cache();
     CHECK(size.shape.local_kv_heads == (tp == 24 ? 1 : 12 / tp));
+    CHECK(size.shape.head_dim == 4);
     sg::model_sizes sizes = llm.model().sizes(1, 1);
     sg::set_kv_cache_sizes(sizes, {.blocks = size.blocks, .block_tokens = 16, .max_blocks = 2});
     CHECK(sg::kv_cache_bytes_per_block(llm.model().generation, sizes, sg::mesh_shape::parse(mesh + ",dp=1,pp=1")) ==
@@ -218,5 +247,15 @@ TEST_CASE("llm sizes the KV cache as the generation program holds it", "[generat
     CHECK_THAT(size.describe(), ContainsSubstring("blocks of 16 tokens"));
     // 1MiB holds far more; the pool stops at max_sequences (4) sequences of 32 positions.
     CHECK(size.blocks == 4 * 2);
+  }
+  // GPT-2 (12 heads of 2 over 2 layers) and a LLaMA whose head_dim is not model / heads.
+  for (const std::string model : {"gpt2", "llama_tied_bias_headdim"}) {
+    CAPTURE(model);
+    cpu_llm llm = open_golden(model, "tp=2");
+    const gen::kv_cache_size& size = llm.kv_cache();
+    sg::model_sizes sizes = llm.model().sizes(1, 1);
+    sg::set_kv_cache_sizes(sizes, {.blocks = size.blocks, .block_tokens = 16, .max_blocks = 2});
+    CHECK(sg::kv_cache_bytes_per_block(llm.model().generation, sizes, sg::mesh_shape::parse("tp=2,dp=1,pp=1")) ==
+          size.shape.bytes_per_block());
   }
 }
