@@ -70,7 +70,8 @@ std::vector<gen::token_id> parse_ids(const std::string& v) {
 
 void read_prompts_file(const std::string& path, std::vector<gen::llm_prompt>& prompts) {
   std::ifstream in(path);
-  if (!in) sg::fail("generate --prompts-file " + path, "cannot be read", "give a text file, one prompt per line");
+  if (!in)
+    sg::fail("generate --prompts-file " + path, "cannot be read", "give a text file, one prompt per line");
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) prompts.emplace_back(line);
 }
@@ -114,10 +115,12 @@ std::string joined_ids(const std::vector<gen::token_id>& ids) {
 }
 
 int generate(const options& o) {
-  gen::llm<sg::cpu::backend, sg::threads::world> model(o.directory, o.llm, sg::text::open_tokenizer_codec(o.directory));
+  gen::llm<sg::cpu::backend, sg::threads::world> model(o.directory, o.llm,
+                                                       sg::text::open_tokenizer_codec(o.directory));
   std::printf("%s: %s checkpoint, vocabulary %lld, %s on %s, tokenizer: %s\n", o.directory.c_str(),
               model.model().family.c_str(), static_cast<long long>(model.model().vocab), o.type.c_str(),
-              o.llm.mesh.to_string().c_str(), model.has_tokenizer() ? "tokenizer.json" : "none (token ids only)");
+              o.llm.mesh.to_string().c_str(),
+              model.has_tokenizer() ? "tokenizer.json" : "none (token ids only)");
   std::printf("%s\n", model.kv_cache().describe().c_str());
   const bool stream = o.prompts.size() == 1;
   const auto on_token = [&](std::int64_t, gen::token_id id, std::string_view piece) {
@@ -136,16 +139,19 @@ int generate(const options& o) {
       std::fprintf(stderr, "[%zu] %s\n", i, outputs[i].error.c_str());
       failed = true;
     } else if (!stream) {
-      std::printf("[%zu] %s\n", i, model.has_tokenizer() ? outputs[i].text.c_str() : joined_ids(outputs[i].ids).c_str());
+      std::printf("[%zu] %s\n", i,
+                  model.has_tokenizer() ? outputs[i].text.c_str() : joined_ids(outputs[i].ids).c_str());
     }
   }
   if (o.print_ids)
     for (const gen::llm_output& out : outputs) std::printf("ids: %s\n", joined_ids(out.ids).c_str());
   const gen::generation_stats& s = model.last_stats();
-  std::printf("prefill: %lld tokens, %.1f tokens/s; decode: %lld tokens, %.1f tokens/s (%lld steps, %lld preemptions)\n",
-              static_cast<long long>(s.prefill_tokens), s.prefill_tokens_per_second(),
-              static_cast<long long>(s.decode_tokens), s.decode_tokens_per_second(),
-              static_cast<long long>(s.steps), static_cast<long long>(s.preemptions));
+  std::printf(
+      "prefill: %lld tokens, %.1f tokens/s; decode: %lld tokens, %.1f tokens/s (%lld steps, %lld "
+      "preemptions)\n",
+      static_cast<long long>(s.prefill_tokens), s.prefill_tokens_per_second(),
+      static_cast<long long>(s.decode_tokens), s.decode_tokens_per_second(), static_cast<long long>(s.steps),
+      static_cast<long long>(s.preemptions));
   return failed ? 1 : 0;
 }
 

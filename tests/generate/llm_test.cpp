@@ -53,7 +53,8 @@ const std::vector<std::string> layouts{"tp=1", "tp=2", "dp=2", "dp=2,tp=2"};
 
 // Greedy decoding without a cache: the argmax of a full forward's last position (the checkpoint's
 // one-rank program), `new_tokens` times.
-std::vector<gen::token_id> greedy_by_full_forwards(const sg::io::hf_model& m, std::vector<gen::token_id> tokens,
+std::vector<gen::token_id> greedy_by_full_forwards(const sg::io::hf_model& m,
+                                                   std::vector<gen::token_id> tokens,
                                                    std::int64_t new_tokens) {
   std::vector<gen::token_id> generated;
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
@@ -143,7 +144,8 @@ TEST_CASE("llm streams each request's tokens in order on the calling thread", "[
                                     });
   CHECK_FALSE(other_thread);
   REQUIRE(streamed.size() == outputs.size());
-  for (std::size_t i = 0; i < outputs.size(); ++i) CHECK(streamed.at(static_cast<std::int64_t>(i)) == outputs[i].ids);
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    CHECK(streamed.at(static_cast<std::int64_t>(i)) == outputs[i].ids);
 }
 
 TEST_CASE("llm stops at the checkpoint's eos unless told to ignore it", "[generate][threads]") {
@@ -165,10 +167,10 @@ TEST_CASE("llm stops at the checkpoint's eos unless told to ignore it", "[genera
 TEST_CASE("llm fails a bad request alone", "[generate][threads]") {
   cpu_llm llm = open_golden("gpt2", "tp=2");
   std::vector<gen::llm_prompt> prompts = golden_prompts();
-  prompts.push_back(std::vector<gen::token_id>(40, 5));        // 4: longer than the 32 positions
-  prompts.push_back(std::vector<gen::token_id>{4, 61, 7});     // 5: 61 is outside the vocabulary
-  prompts.push_back(std::vector<gen::token_id>{4, 9});         // 6: max_new_tokens 0
-  prompts.push_back(std::string("a text prompt"));            // 7: no tokenizer.json
+  prompts.push_back(std::vector<gen::token_id>(40, 5));     // 4: longer than the 32 positions
+  prompts.push_back(std::vector<gen::token_id>{4, 61, 7});  // 5: 61 is outside the vocabulary
+  prompts.push_back(std::vector<gen::token_id>{4, 9});      // 6: max_new_tokens 0
+  prompts.push_back(std::string("a text prompt"));          // 7: no tokenizer.json
   std::vector<gen::generation_params> params(prompts.size(), {.max_new_tokens = 5, .ignore_eos = true});
   params[6].max_new_tokens = 0;
   const auto outputs = llm.generate(prompts, params, {});
@@ -181,7 +183,8 @@ TEST_CASE("llm fails a bad request alone", "[generate][threads]") {
     CHECK(outputs[i].ids.empty());
   }
   CHECK_THAT(outputs[4].error, ContainsSubstring("request 4: the prompt's 40 tokens leave no room"));
-  CHECK_THAT(outputs[5].error, ContainsSubstring("request 5: prompt token 1 is 61, outside the vocabulary [0, 61)"));
+  CHECK_THAT(outputs[5].error,
+             ContainsSubstring("request 5: prompt token 1 is 61, outside the vocabulary [0, 61)"));
   CHECK_THAT(outputs[6].error, ContainsSubstring("request 6: max_new_tokens is 0, not positive"));
   CHECK_THAT(outputs[7].error, ContainsSubstring("request 7: a text prompt, but"));
   CHECK_THAT(outputs[7].error, ContainsSubstring("has no tokenizer"));
@@ -193,36 +196,44 @@ TEST_CASE("llm generates from text through the checkpoint's tokenizer.json", "[g
       std::filesystem::temp_directory_path() /
       ("shardgraph_llm_test_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   sg::examples::random_hf_model spec;
-  spec.family = "gpt2", spec.vocab = 701, spec.model = 16, spec.layers = 1, spec.heads = 2, spec.positions = 64;
+  spec.family = "gpt2", spec.vocab = 701, spec.model = 16, spec.layers = 1, spec.heads = 2,
+  spec.positions = 64;
   spec.kv_heads = 2, spec.ffn = 64, spec.threads = 1;
   sg::examples::write_random_hf_checkpoint(dir.string(), spec);
   std::filesystem::copy_file(std::string(SHARDGRAPH_SOURCE_DIR) + "/tests/text/tokenizers/gpt2.json",
                              dir / "tokenizer.json");
   const auto codec = sg::text::open_tokenizer_codec(dir.string());
   REQUIRE(codec != nullptr);
-  cpu_llm llm(dir.string(), {.mesh = sg::mesh_shape::parse("tp=2"), .type = sg::dtype::f64,
-                             .kv_memory = gen::parse_kv_memory("1MiB")}, codec);
+  cpu_llm llm(dir.string(),
+              {.mesh = sg::mesh_shape::parse("tp=2"),
+               .type = sg::dtype::f64,
+               .kv_memory = gen::parse_kv_memory("1MiB")},
+              codec);
   const std::vector<gen::llm_prompt> prompts{std::string("Hello world, how are you?"),
                                              std::string("caf\xc3\xa9 12345")};
   std::map<std::int64_t, std::string> pieces;
-  const auto outputs = llm.generate(prompts, {.max_new_tokens = 12, .ignore_eos = true},
-                                    [&](std::int64_t r, gen::token_id, std::string_view piece) { pieces[r] += piece; });
+  const auto outputs =
+      llm.generate(prompts, {.max_new_tokens = 12, .ignore_eos = true},
+                   [&](std::int64_t r, gen::token_id, std::string_view piece) { pieces[r] += piece; });
   std::filesystem::remove_all(dir);
   const auto& tok = dynamic_cast<const sg::text::tokenizer_codec&>(*codec).text_tokenizer();
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     CAPTURE(i);
     REQUIRE(outputs[i].error.empty());
     CHECK(outputs[i].ids.size() == 12);
-    CHECK(outputs[i].prompt_tokens == static_cast<std::int64_t>(tok.encode(std::get<std::string>(prompts[i])).size()));
+    CHECK(outputs[i].prompt_tokens ==
+          static_cast<std::int64_t>(tok.encode(std::get<std::string>(prompts[i])).size()));
     const std::vector<std::int32_t> ids(outputs[i].ids.begin(), outputs[i].ids.end());
     CHECK(outputs[i].text == tok.decode(ids, {.skip_special_tokens = true}));
     CHECK_FALSE(outputs[i].text.empty());
-    CHECK(outputs[i].text.starts_with(pieces[static_cast<std::int64_t>(i)]));  // up to the last whole character
+    CHECK(
+        outputs[i].text.starts_with(pieces[static_cast<std::int64_t>(i)]));  // up to the last whole character
   }
 }
 
 TEST_CASE("requests go to the replica with the fewest predicted tokens", "[generate]") {
-  CHECK(gen::assign_to_replicas(std::vector<std::int64_t>{10, 40, 10, 10}, 2) == std::vector<int>{0, 1, 0, 0});
+  CHECK(gen::assign_to_replicas(std::vector<std::int64_t>{10, 40, 10, 10}, 2) ==
+        std::vector<int>{0, 1, 0, 0});
   CHECK(gen::assign_to_replicas(std::vector<std::int64_t>{5, 5, 5}, 3) == std::vector<int>{0, 1, 2});
   CHECK(gen::assign_to_replicas(std::vector<std::int64_t>{7, 7}, 1) == std::vector<int>{0, 0});
   CHECK_THROWS_WITH(gen::assign_to_replicas(std::vector<std::int64_t>{1}, 0),
@@ -242,7 +253,8 @@ TEST_CASE("llm sizes the KV cache as the generation program holds it", "[generat
     CHECK(size.shape.head_dim == 4);
     sg::model_sizes sizes = llm.model().sizes(1, 1);
     sg::set_kv_cache_sizes(sizes, {.blocks = size.blocks, .block_tokens = 16, .max_blocks = 2});
-    CHECK(sg::kv_cache_bytes_per_block(llm.model().generation, sizes, sg::mesh_shape::parse(mesh + ",dp=1,pp=1")) ==
+    CHECK(sg::kv_cache_bytes_per_block(llm.model().generation, sizes,
+                                       sg::mesh_shape::parse(mesh + ",dp=1,pp=1")) ==
           size.shape.bytes_per_block());
     CHECK_THAT(size.describe(), ContainsSubstring("blocks of 16 tokens"));
     // 1MiB holds far more; the pool stops at max_sequences (4) sequences of 32 positions.
@@ -255,7 +267,8 @@ TEST_CASE("llm sizes the KV cache as the generation program holds it", "[generat
     const gen::kv_cache_size& size = llm.kv_cache();
     sg::model_sizes sizes = llm.model().sizes(1, 1);
     sg::set_kv_cache_sizes(sizes, {.blocks = size.blocks, .block_tokens = 16, .max_blocks = 2});
-    CHECK(sg::kv_cache_bytes_per_block(llm.model().generation, sizes, sg::mesh_shape::parse("tp=2,dp=1,pp=1")) ==
+    CHECK(sg::kv_cache_bytes_per_block(llm.model().generation, sizes,
+                                       sg::mesh_shape::parse("tp=2,dp=1,pp=1")) ==
           size.shape.bytes_per_block());
   }
 }

@@ -72,7 +72,8 @@ class llm {
   using backend_factory = std::function<Backend()>;
 
   // Opens `directory` (open_hf_model) over options.mesh and sizes each rank's KV cache.
-  llm(std::string directory, llm_options options, std::shared_ptr<const token_codec> codec = nullptr,
+  llm(
+      std::string directory, llm_options options, std::shared_ptr<const token_codec> codec = nullptr,
       backend_factory make_backend = [] { return Backend{}; })
       : directory_(std::move(directory)),
         options_(std::move(options)),
@@ -94,17 +95,20 @@ class llm {
   const token_codec* codec() const { return codec_.get(); }
   const generation_stats& last_stats() const { return stats_; }
 
-  std::vector<llm_output> generate(const std::vector<llm_prompt>& prompts, const generation_params& params = {},
+  std::vector<llm_output> generate(const std::vector<llm_prompt>& prompts,
+                                   const generation_params& params = {},
                                    const token_callback& on_token = {}) {
     return generate(prompts, std::vector<generation_params>(prompts.size(), params), on_token);
   }
 
   // One generation_params per prompt. Returns one output per prompt, in the prompts' order.
-  std::vector<llm_output> generate(const std::vector<llm_prompt>& prompts, const std::vector<generation_params>& params,
+  std::vector<llm_output> generate(const std::vector<llm_prompt>& prompts,
+                                   const std::vector<generation_params>& params,
                                    const token_callback& on_token) {
     if (params.size() != prompts.size())
-      fail("llm::generate", std::to_string(params.size()) + " generation_params for " +
-                                std::to_string(prompts.size()) + " prompts",
+      fail("llm::generate",
+           std::to_string(params.size()) + " generation_params for " + std::to_string(prompts.size()) +
+               " prompts",
            "give one generation_params for all prompts, or one per prompt");
     std::vector<llm_output> outputs(prompts.size());
     std::vector<std::optional<generation_request>> requests;
@@ -117,7 +121,8 @@ class llm {
     }
     const std::vector<int> replica_of = assign_to_replicas(predicted, options_.mesh.size("dp"));
     std::vector<std::vector<std::int64_t>> members(static_cast<std::size_t>(options_.mesh.size("dp")));
-    for (std::size_t k = 0; k < valid.size(); ++k) members[static_cast<std::size_t>(replica_of[k])].push_back(valid[k]);
+    for (std::size_t k = 0; k < valid.size(); ++k)
+      members[static_cast<std::size_t>(replica_of[k])].push_back(valid[k]);
     run_replicas(members, requests, outputs, on_token);
     if (codec_)
       for (llm_output& out : outputs) out.text = codec_->decode(out.ids);
@@ -136,8 +141,9 @@ class llm {
   template <class Comm>
   auto bind_rank(Comm& comm, std::int64_t batch, std::int64_t seq) const {
     model_sizes sizes = model_.sizes(batch, seq);
-    return shardgraph::bind(model_.generation, set_kv_cache_sizes(sizes, cache_layout()), comm, make_backend_(),
-                replica_mesh(), model_.weights(std::make_shared<std::atomic<std::uint64_t>>(0)));
+    return shardgraph::bind(model_.generation, set_kv_cache_sizes(sizes, cache_layout()), comm,
+                            make_backend_(), replica_mesh(),
+                            model_.weights(std::make_shared<std::atomic<std::uint64_t>>(0)));
   }
 
   mesh_shape replica_mesh() const {
@@ -164,8 +170,9 @@ class llm {
     std::int64_t free_bytes = 0;
     if constexpr (requires(const Backend& b) { b.free_bytes(); })
       if (options_.kv_memory.bytes <= 0)
-        free_bytes = static_cast<std::int64_t>(std::min<std::size_t>(make_backend_().free_bytes(), std::numeric_limits<std::int64_t>::max()) /
-                                               static_cast<std::size_t>(options_.mesh.size("dp") * tp * pp));
+        free_bytes = static_cast<std::int64_t>(
+            std::min<std::size_t>(make_backend_().free_bytes(), std::numeric_limits<std::int64_t>::max()) /
+            static_cast<std::size_t>(options_.mesh.size("dp") * tp * pp));
     kv_cache_size size = size_kv_cache(shape, options_.kv_memory, free_bytes);
     size.blocks = std::min(size.blocks, options_.max_sequences * shape.blocks_for(shape.max_positions));
     return size;
@@ -180,14 +187,17 @@ class llm {
       if (const auto* text = std::get_if<std::string>(&prompt)) {
         if (!codec_)
           fail("request " + std::to_string(index), "a text prompt, but " + directory_ + " has no tokenizer",
-               "give the prompt as token ids (--prompt-ids), or put the checkpoint's tokenizer.json beside it");
+               "give the prompt as token ids (--prompt-ids), or put the checkpoint's tokenizer.json beside "
+               "it");
         ids = codec_->encode(*text);
       } else {
         ids = std::get<std::vector<token_id>>(prompt);
       }
       out.prompt_tokens = static_cast<std::int64_t>(ids.size());
-      generation_request r{.prompt = std::move(ids), .max_new_tokens = p.max_new_tokens,
-                           .stop_tokens = p.stop_tokens, .sampling = p.sampling};
+      generation_request r{.prompt = std::move(ids),
+                           .max_new_tokens = p.max_new_tokens,
+                           .stop_tokens = p.stop_tokens,
+                           .sampling = p.sampling};
       if (!p.ignore_eos)
         for (const std::int64_t eos : model_.eos_tokens)
           if (eos >= 0 && eos < model_.vocab) r.stop_tokens.push_back(eos);
@@ -203,8 +213,8 @@ class llm {
   // Runs each replica with requests on its own thread, streams their tokens on this one, and
   // fills `outputs` from their results.
   void run_replicas(const std::vector<std::vector<std::int64_t>>& members,
-                    const std::vector<std::optional<generation_request>>& requests, std::vector<llm_output>& outputs,
-                    const token_callback& on_token) {
+                    const std::vector<std::optional<generation_request>>& requests,
+                    std::vector<llm_output>& outputs, const token_callback& on_token) {
     std::vector<replica_run> runs(members.size());
     token_funnel funnel;
     std::vector<std::thread> threads;

@@ -36,9 +36,9 @@ struct llm_options {
 // One request's limits and sampling (vLLM's SamplingParams).
 struct generation_params {
   std::int64_t max_new_tokens = 16;
-  sampling_params sampling{};            // greedy by default; temperature, top_k, top_p, penalty, seed
-  std::vector<token_id> stop_tokens{};   // besides the checkpoint's eos tokens
-  bool ignore_eos = false;               // true: do not stop at the eos tokens of the checkpoint
+  sampling_params sampling{};           // greedy by default; temperature, top_k, top_p, penalty, seed
+  std::vector<token_id> stop_tokens{};  // besides the checkpoint's eos tokens
+  bool ignore_eos = false;              // true: do not stop at the eos tokens of the checkpoint
 };
 
 // A prompt: text (encoded with the checkpoint's tokenizer.json) or token ids.

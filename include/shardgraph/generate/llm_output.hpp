@@ -11,12 +11,12 @@
 namespace shardgraph::generate {
 
 struct llm_output {
-  std::string text{};               // the generated ids decoded (empty without a tokenizer)
-  std::vector<token_id> ids{};      // the generated ids, without the prompt
-  std::int64_t prompt_tokens = 0;   // the prompt's ids (a text prompt's after encoding)
+  std::string text{};              // the generated ids decoded (empty without a tokenizer)
+  std::vector<token_id> ids{};     // the generated ids, without the prompt
+  std::int64_t prompt_tokens = 0;  // the prompt's ids (a text prompt's after encoding)
   finish_reason reason = finish_reason::failed;
-  std::string error{};              // the shardgraph: message of a request that failed
-  int replica = -1;                 // the dp replica that served it (-1: failed before assignment)
+  std::string error{};  // the shardgraph: message of a request that failed
+  int replica = -1;     // the dp replica that served it (-1: failed before assignment)
 };
 
 // Counted on the first rank of each replica. A step holding a prefill chunk is a prefill step:
@@ -26,7 +26,7 @@ struct llm_output {
 struct generation_stats {
   std::int64_t prefill_tokens = 0;  // fed by prefill chunks (prompts, and recomputes after preemption)
   double prefill_seconds = 0;
-  std::int64_t decode_tokens = 0;   // fed by decode-only steps: one per sequence per step
+  std::int64_t decode_tokens = 0;  // fed by decode-only steps: one per sequence per step
   double decode_seconds = 0;
   std::int64_t generated_tokens = 0;
   std::int64_t steps = 0;

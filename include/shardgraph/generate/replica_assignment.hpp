@@ -23,7 +23,8 @@ namespace shardgraph::generate {
 // The replica of each request. predicted_tokens: one per request, >= 0.
 inline std::vector<int> assign_to_replicas(std::span<const std::int64_t> predicted_tokens, int replicas) {
   if (replicas < 1)
-    fail("assign_to_replicas", std::to_string(replicas) + " replicas", "give the mesh's dp size (at least 1)");
+    fail("assign_to_replicas", std::to_string(replicas) + " replicas",
+         "give the mesh's dp size (at least 1)");
   std::vector<std::int64_t> load(static_cast<std::size_t>(replicas), 0);
   std::vector<int> replica_of;
   replica_of.reserve(predicted_tokens.size());
