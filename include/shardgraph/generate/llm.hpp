@@ -125,7 +125,7 @@ class llm {
       members[static_cast<std::size_t>(replica_of[k])].push_back(valid[k]);
     run_replicas(members, requests, outputs, on_token);
     if (codec_)
-      for (llm_output& out : outputs) out.text = codec_->decode(out.ids);
+      for (llm_output& out : outputs) decode_text(out);
     return outputs;
   }
 
@@ -210,6 +210,28 @@ class llm {
     }
   }
 
+  // The output's text; an id the tokenizer does not know (a vocabulary padded past the
+  // tokenizer's) leaves it empty, with the reason in `error`, the ids kept.
+  void decode_text(llm_output& out) const {
+    try {
+      out.text = codec_->decode(out.ids);
+    } catch (const error& e) {
+      out.error = e.what();
+    }
+  }
+
+  // The text piece of a request's next token: none without a stream (no tokenizer), and none
+  // from an id the tokenizer does not know on.
+  static std::string next_piece(std::unique_ptr<token_stream>& stream, token_id token) {
+    if (!stream) return {};
+    try {
+      return stream->step(token);
+    } catch (const error&) {
+      stream.reset();
+      return {};
+    }
+  }
+
   // Runs each replica with requests on its own thread, streams their tokens on this one, and
   // fills `outputs` from their results.
   void run_replicas(const std::vector<std::vector<std::int64_t>>& members,
@@ -228,13 +250,13 @@ class llm {
         funnel.producer_done();
       });
     std::vector<std::unique_ptr<token_stream>> streams(outputs.size());
+    if (codec_ && on_token)
+      for (auto& stream : streams) stream = codec_->stream();
     std::exception_ptr callback_failure;
     funnel.drain(static_cast<int>(threads.size()), [&](const sampled_token& t) {
       if (!on_token || callback_failure) return;
       try {
-        auto& stream = streams[static_cast<std::size_t>(t.request)];
-        if (codec_ && !stream) stream = codec_->stream();
-        on_token(t.request, t.token, stream ? stream->step(t.token) : std::string{});
+        on_token(t.request, t.token, next_piece(streams[static_cast<std::size_t>(t.request)], t.token));
       } catch (...) {
         callback_failure = std::current_exception();  // stop calling it; the ranks finish their work
       }

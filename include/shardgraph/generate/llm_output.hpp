@@ -15,8 +15,10 @@ struct llm_output {
   std::vector<token_id> ids{};     // the generated ids, without the prompt
   std::int64_t prompt_tokens = 0;  // the prompt's ids (a text prompt's after encoding)
   finish_reason reason = finish_reason::failed;
-  std::string error{};  // the shardgraph: message of a request that failed
-  int replica = -1;     // the dp replica that served it (-1: failed before assignment)
+  // The shardgraph: message of a request that failed (reason failed), or of a text that could not
+  // be decoded (an id past the tokenizer's vocabulary: text empty, ids and reason kept).
+  std::string error{};
+  int replica = -1;  // the dp replica that served it (-1: failed before assignment)
 };
 
 // Counted on the first rank of each replica. A step holding a prefill chunk is a prefill step:
