@@ -87,7 +87,13 @@ TEST_CASE("llm gives the same greedy ids on every layout", "[generate][threads]"
       CAPTURE(mesh);
       cpu_llm llm = open_golden(model, mesh);
       by_layout[mesh] = llm.generate(golden_prompts(), {.max_new_tokens = 8, .ignore_eos = true});
-      CHECK(llm.last_stats().generated_tokens == 4 * 8);
+      const gen::generation_stats& stats = llm.last_stats();
+      CHECK(stats.generated_tokens == 4 * 8);
+      CHECK(stats.prefill_tokens == 3 + 9 + 2 + 6);  // the prompts, once each: nothing was preempted
+      CHECK(stats.preemptions == 0);
+      CHECK(stats.decode_tokens > 0);
+      CHECK(stats.decode_tokens <= 4 * 7);  // the decodes beside a prefill chunk count as prefill
+      CHECK(stats.decode_tokens_per_second() > 0);
     }
     const auto& one = by_layout.at("tp=1");
     for (std::size_t i = 0; i < one.size(); ++i) {
@@ -165,6 +171,10 @@ TEST_CASE("llm stops at the checkpoint's eos unless told to ignore it", "[genera
 }
 
 TEST_CASE("llm fails a bad request alone", "[generate][threads]") {
+  // A budget too small for one sequence of the 32 positions fails at once, saying what is needed.
+  CHECK_THROWS_WITH(
+      cpu_llm(golden + "/gpt2", {.type = sg::dtype::f64, .kv_memory = gen::parse_kv_memory("1KiB")}),
+      ContainsSubstring("needs 2 blocks, 24576 bytes (0.02 MiB) per rank"));
   cpu_llm llm = open_golden("gpt2", "tp=2");
   std::vector<gen::llm_prompt> prompts = golden_prompts();
   prompts.push_back(std::vector<gen::token_id>(40, 5));     // 4: longer than the 32 positions
