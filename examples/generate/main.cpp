@@ -16,8 +16,8 @@
 //   --max-new-tokens  tokens to generate per prompt (default 32)
 //   --temperature ... sampling (default greedy); --seed seeds every prompt's draws alike
 //   --ignore-eos      go on past the checkpoint's eos token
-//   --kv-memory       each rank's KV cache budget: bytes (256MiB, 4GiB) or a share of the free
-//                     memory (90%, the default)
+//   --kv-memory       the KV cache of each rank: bytes (256MiB, 4GiB), or a share of the free
+//                     memory divided among the caches of the process (50%, the default)
 //
 // Output: the checkpoint line and the kv cache line; with one prompt, its text streamed as the
 // tokens come (its ids, without a tokenizer); with several, each prompt's text at the end as

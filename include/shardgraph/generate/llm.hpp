@@ -155,9 +155,14 @@ class llm {
             .max_blocks = cache_.shape.blocks_for(cache_.shape.max_positions)};
   }
 
+  // The caches a rank holds at once: one per binding run_generation keeps. Once bindings share
+  // one cache, this is 1.
+  std::int64_t caches_per_rank() const { return options_.max_bindings; }
+
   // Per rank: the kv heads tp leaves it (a grouped-query model with fewer kv heads than tp ranks
   // keeps one), the layers of the largest pp stage. A share of free memory is divided among the
-  // process's ranks; the pool is capped at max_sequences sequences of the model's positions.
+  // caches of the process: each rank's bindings hold a whole cache each (runner.hpp), up to
+  // max_bindings. The pool is capped at max_sequences sequences of the model's positions.
   kv_cache_size size_cache() const {
     const io::hf_attention_sizes& a = model_.attention;
     const std::int64_t tp = options_.mesh.size("tp"), pp = options_.mesh.size("pp");
@@ -172,7 +177,7 @@ class llm {
       if (options_.kv_memory.bytes <= 0)
         free_bytes = static_cast<std::int64_t>(
             std::min<std::size_t>(make_backend_().free_bytes(), std::numeric_limits<std::int64_t>::max()) /
-            static_cast<std::size_t>(options_.mesh.size("dp") * tp * pp));
+            static_cast<std::size_t>(options_.mesh.size("dp") * tp * pp * caches_per_rank()));
     kv_cache_size size = size_kv_cache(shape, options_.kv_memory, free_bytes);
     size.blocks = std::min(size.blocks, options_.max_sequences * shape.blocks_for(shape.max_positions));
     return size;
