@@ -14,8 +14,9 @@
 //   outputs[0].text, outputs[0].ids, outputs[0].reason, outputs[1].error
 //
 // Backend: the compute backend of every rank (cpu::backend; a GPU backend for one GPU), made by
-// the factory given (default: Backend{}). World: runs a function on N ranks with a communicator
-// each and joins them (threads::world): World(ranks).run(fn).
+// the factory given (default: Backend{}), which is called on the rank threads at each bind and
+// once when the llm opens (free_bytes(), for a budget given as a share). World: runs a function on N ranks
+// with a communicator each and joins them (threads::world): World(ranks).run(fn).
 //
 // The mesh's dp replicas run at once, each a World of tp x pp ranks with its own scheduler and
 // cache; assign_to_replicas (replica_assignment.hpp) gives each its requests. Every rank of a
