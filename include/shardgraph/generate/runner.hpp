@@ -50,6 +50,10 @@ struct runner_options {
   std::int64_t max_bindings = 8;
   // Called with each step before it runs (to print it with step_text.hpp, or to count its kinds).
   std::function<void(const scheduled_step&)> on_step{};
+  // Called with each sampled token as soon as its step has run, in the step's order (streaming).
+  // A request's tokens come in order and once each: a recompute after preemption samples nothing
+  // that was sampled before.
+  std::function<void(request_id, token_id)> on_token{};
 };
 
 namespace detail {
@@ -159,8 +163,11 @@ std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank,
       }
     }
     std::vector<token_id> next;  // in the step's order, as complete() takes them
-    for (const scheduled_sequence& q : step.sequences)
-      if (q.samples) next.push_back(sampled.at(q.id));
+    for (const scheduled_sequence& q : step.sequences) {
+      if (!q.samples) continue;
+      next.push_back(sampled.at(q.id));
+      if (options.on_token) options.on_token(q.id, next.back());
+    }
     s.complete(next);
     for (generation_result& r : s.take_finished()) results.push_back(std::move(r));
   }

@@ -6,6 +6,9 @@
 //
 //   sg::io::hf_model m = sg::io::open_hf_model("gpt2-dir", {.type = sg::dtype::bf16, .vocab_multiple = tp});
 //   auto rank = sg::bind(m.program, m.sizes(batch, seq), comm, backend, mesh, m.weights(bytes_read));
+//
+// m.generation is the same model compiled with inference{.kv_cache = true} (the prefill and decode
+// program of generate/runner.hpp); m.attention holds what sizes its KV cache per token.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -19,6 +22,7 @@
 #include "shardgraph/core/model_sizes.hpp"
 #include "shardgraph/core/weight_source.hpp"
 #include "shardgraph/io/hf_config.hpp"
+#include "shardgraph/io/hf_eos_tokens.hpp"
 #include "shardgraph/io/hf_expected_tensors.hpp"
 #include "shardgraph/io/hf_rope.hpp"
 #include "shardgraph/io/hf_weights.hpp"
@@ -41,6 +45,14 @@ struct hf_model_options {
   bool allow_unused_tensors = false;
 };
 
+// What one token's keys and values take in the whole model (before tp shards the kv heads).
+struct hf_attention_sizes {
+  std::int64_t layers = 0;
+  std::int64_t kv_heads = 0;  // LLaMA's num_key_value_heads; GPT-2's n_head
+  std::int64_t head_dim = 0;
+  std::int64_t dtype_bytes = 0;  // of hf_model_options::type
+};
+
 struct hf_model {
   std::string family;      // "gpt2" or "llama"
   std::int64_t vocab = 0;  // the checkpoint's; the model's is padded to a multiple of vocab_multiple
@@ -48,6 +60,9 @@ struct hf_model {
   std::int64_t positions = 0;  // GPT-2: n_positions; LLaMA: max_position_embeddings (0 if absent)
   program layout;              // inference over hf_mesh: dp, tp and pp as the mesh gives them
   program single;              // the same model on one rank (no parallel axes)
+  program generation;          // layout's model with a paged KV cache: inference{.kv_cache = true}
+  hf_attention_sizes attention;
+  std::vector<std::int64_t> eos_tokens;  // hf_eos_tokens: where generation stops by default
   std::function<model_sizes(std::int64_t batch, std::int64_t seq)> sizes;
   std::function<weight_source(std::shared_ptr<std::atomic<std::uint64_t>> bytes_read)> weights;
 };
@@ -105,6 +120,7 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
   auto checkpoint = safetensors_checkpoint::open(directory);
   hf_model m;
   m.family = type->as_string();
+  m.eos_tokens = hf_eos_tokens(directory);
   if (m.family == "gpt2") {
     const models::gpt2_options opts = hf_gpt2_options(config, {.type = o.type});
     models::gpt2_config c = hf_gpt2_config(config_path, opts);
@@ -117,6 +133,8 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
     m.positions = c.positions;
     c.padded_vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
     m.layout = compile_graph(models::gpt2<hf_mesh>(opts), inference{});
+    m.generation = compile_graph(models::gpt2<hf_mesh>(opts), inference{.kv_cache = true});
+    m.attention = {c.layers, c.heads, c.model / c.heads, static_cast<std::int64_t>(dtype_size(o.type))};
     models::gpt2_options one_rank = opts;
     one_rank.data_axis = one_rank.tensor_axis = "";
     m.single = compile_graph(models::gpt2<hf_mesh>(one_rank));
@@ -143,6 +161,9 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
       m.positions = p->as_int();
     c.padded_vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
     m.layout = compile_graph(models::llama<hf_mesh>(opts), inference{});
+    m.generation = compile_graph(models::llama<hf_mesh>(opts), inference{.kv_cache = true});
+    m.attention = {c.layers, c.kv_heads, c.head_dim > 0 ? c.head_dim : c.model / c.heads,
+                   static_cast<std::int64_t>(dtype_size(o.type))};
     models::llama_options one_rank = opts;
     one_rank.data_axis = one_rank.tensor_axis = "";
     m.single = compile_graph(models::llama<hf_mesh>(one_rank));
