@@ -48,6 +48,9 @@ struct hf_model {
   std::int64_t positions = 0;  // GPT-2: n_positions; LLaMA: max_position_embeddings (0 if absent)
   program layout;              // inference over hf_mesh: dp, tp and pp as the mesh gives them
   program single;              // the same model on one rank (no parallel axes)
+  // inference{.kv_cache = true} over hf_mesh: prefill and decode steps that write and read a paged
+  // KV cache (runtime/kv_cache.hpp), the program generate::run_generation drives
+  program generation;
   std::function<model_sizes(std::int64_t batch, std::int64_t seq)> sizes;
   std::function<weight_source(std::shared_ptr<std::atomic<std::uint64_t>> bytes_read)> weights;
 };
@@ -117,6 +120,7 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
     m.positions = c.positions;
     c.padded_vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
     m.layout = compile_graph(models::gpt2<hf_mesh>(opts), inference{});
+    m.generation = compile_graph(models::gpt2<hf_mesh>(opts), inference{.kv_cache = true});
     models::gpt2_options one_rank = opts;
     one_rank.data_axis = one_rank.tensor_axis = "";
     m.single = compile_graph(models::gpt2<hf_mesh>(one_rank));
@@ -143,6 +147,7 @@ inline hf_model open_hf_model(const std::string& directory, const hf_model_optio
       m.positions = p->as_int();
     c.padded_vocab = m.padded_vocab = detail::round_up(c.vocab, o.vocab_multiple);
     m.layout = compile_graph(models::llama<hf_mesh>(opts), inference{});
+    m.generation = compile_graph(models::llama<hf_mesh>(opts), inference{.kv_cache = true});
     models::llama_options one_rank = opts;
     one_rank.data_axis = one_rank.tensor_axis = "";
     m.single = compile_graph(models::llama<hf_mesh>(one_rank));
