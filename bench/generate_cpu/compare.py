@@ -39,10 +39,18 @@ def checkpoint(name, work):
     return folder
 
 
-def json_lines(command):
+def json_lines(command, model):
+    """The JSON lines `command` prints, each echoed with its model as it comes."""
     print("$ " + " ".join(command), file=sys.stderr, flush=True)
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    lines = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
+        for line in process.stdout:
+            if line.startswith("{"):
+                lines.append(json.loads(line))
+                print(json.dumps({"model": model, **lines[-1]}), flush=True)
+    if process.returncode != 0:
+        raise SystemExit(f"{command[0]} failed with exit status {process.returncode}")
+    return lines
 
 
 def table(rows):
@@ -73,10 +81,8 @@ def main():
     rows = []
     for name in args.models.split(","):
         folder = str(checkpoint(name, args.work))
-        ours = json_lines([args.binary, folder, "--layouts", "1,tp2"] + common)
-        theirs = json_lines([sys.executable, str(peer), folder, "--threads", "1,2"] + common)
-        for line in ours + theirs:
-            print(json.dumps({"model": name, **line}), flush=True)
+        ours = json_lines([args.binary, folder, "--layouts", "1,tp2"] + common, name)
+        theirs = json_lines([sys.executable, str(peer), folder, "--threads", "1,2"] + common, name)
         for sg in ours:
             hf = next(h for h in theirs if h["threads"] == sg["ranks"] and h["batch"] == sg["batch"])
             rows.append((name, sg, hf))
