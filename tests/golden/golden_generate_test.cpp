@@ -3,7 +3,7 @@
 // their generation program (inference{.kv_cache = true}) driven by run_generation in f64, every
 // prompt of generate.json submitted at once (continuous batching: prompts prefilled in chunks of
 // at most 16 tokens a step beside the others' decodes), the model's eos as the stop token. On one
-// rank, tp = 2, and dp = 2 replicas.
+// rank, tp = 2, pp = 2, dp = 2 replicas, and their products.
 //
 // dp in generation is independent replicas sharing the requests (vLLM's data parallelism): each
 // replica is a tp x pp group with its own scheduler and cache, serving requests i with
@@ -60,8 +60,9 @@ golden_generation read_golden(const std::string& dir) {
 struct layout {
   int dp = 1, tp = 1, pp = 1;
 };
-// pp = 2 joins as {.pp = 2} once the generation program runs over a pp axis.
-const std::vector<layout> layouts{{}, {.tp = 2}, {.dp = 2}, {.dp = 2, .tp = 2}};
+// pp = 2 puts one of the models' two layers on each stage (the embedding with the first, the head
+// with the last), each stage holding its layer's cache.
+const std::vector<layout> layouts{{}, {.tp = 2}, {.pp = 2}, {.dp = 2}, {.dp = 2, .tp = 2}, {.tp = 2, .pp = 2}};
 
 constexpr std::int64_t block_tokens = 16;
 constexpr std::int64_t blocks = 16;  // per replica: 256 tokens, room for every prompt at once
@@ -86,6 +87,7 @@ struct rank_run {
   std::vector<gen::generation_result> results;
   std::int64_t blocks_held_after = -1;  // 0: every block back in the pool
   std::int64_t mixed_steps = 0;         // steps that ran a prefill chunk beside decodes
+  std::int64_t cache_bytes = 0;         // the KV cache one binding holds on this rank
 };
 
 // One rank of replica `replica` (its tp x pp group in `comm`): serves prompts i % dp == replica.
@@ -106,8 +108,10 @@ rank_run serve_replica(const std::string& dir, const golden_generation& golden, 
     }
   auto bind_rank = [&](std::int64_t batch, std::int64_t seq) {
     sg::model_sizes sizes = m.sizes(batch, seq);
-    return sg::bind(m.generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{}, mesh,
-                    m.weights(nullptr));
+    auto rank = sg::bind(m.generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{}, mesh,
+                         m.weights(nullptr));
+    run.cache_bytes = rank.memory().kv_cache;
+    return rank;
   };
   auto count_mixed = [&](const gen::scheduled_step& step) {
     bool prefills = false, decodes = false;
@@ -119,9 +123,13 @@ rank_run serve_replica(const std::string& dir, const golden_generation& golden, 
   return run;
 }
 
-// Every request's result, in the order of the prompts, run on layout `l`; every rank of a replica
-// must give the same.
-std::vector<gen::generation_result> run_layout(const std::string& dir, const golden_generation& golden,
+struct layout_run {
+  std::vector<gen::generation_result> results;  // every request's, in the order of the prompts
+  std::vector<std::int64_t> cache_bytes;        // per rank
+};
+
+// The requests run on layout `l`; every rank of a replica must give the same results.
+layout_run run_layout(const std::string& dir, const golden_generation& golden,
                                                const layout& l) {
   const int group = l.tp * l.pp;
   std::vector<rank_run> runs(static_cast<std::size_t>(l.dp * group));
@@ -130,28 +138,34 @@ std::vector<gen::generation_result> run_layout(const std::string& dir, const gol
     sg::threads::communicator comm = world.split(replica, world.rank() % group);
     runs[static_cast<std::size_t>(world.rank())] = serve_replica(dir, golden, l, replica, comm);
   });
-  std::vector<gen::generation_result> results(golden.prompts.size());
+  layout_run out{std::vector<gen::generation_result>(golden.prompts.size()), {}};
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const rank_run& run = runs[r];
+    out.cache_bytes.push_back(run.cache_bytes);
     CAPTURE(r);
     REQUIRE(run.results.size() == run.served.size());
     CHECK(run.blocks_held_after == 0);
     CHECK(run.mixed_steps > 0);  // the prompts ran together, not one after another
     for (std::size_t k = 0; k < run.served.size(); ++k) {
-      if (r % static_cast<std::size_t>(group) == 0) results[run.served[k]] = run.results[k];
+      if (r % static_cast<std::size_t>(group) == 0) out.results[run.served[k]] = run.results[k];
       else CHECK(run.results[k].generated == runs[r - r % static_cast<std::size_t>(group)].results[k].generated);
     }
   }
-  return results;
+  return out;
 }
 
 void check_against_hf(const std::string& model) {
   const std::string dir = golden_dir + "/" + model;
   const golden_generation golden = read_golden(dir);
   REQUIRE(golden.prompts.size() >= 4);
+  std::int64_t one_rank_cache = 0;
   for (const layout& l : layouts) {
     CAPTURE(model, l.dp, l.tp, l.pp);
-    const std::vector<gen::generation_result> results = run_layout(dir, golden, l);
+    const layout_run run = run_layout(dir, golden, l);
+    if (one_rank_cache == 0) one_rank_cache = run.cache_bytes.at(0);  // layouts[0] is one rank
+    for (std::int64_t bytes : run.cache_bytes)  // tp shards each layer's cache, pp splits the layers
+      CHECK(bytes * l.tp * l.pp == one_rank_cache);
+    const std::vector<gen::generation_result>& results = run.results;
     for (std::size_t i = 0; i < golden.prompts.size(); ++i) {
       CAPTURE(i, golden.prompts[i].prompt.size(), results[i].error);
       CHECK(results[i].generated == golden.prompts[i].generated);
