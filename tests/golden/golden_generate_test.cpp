@@ -23,6 +23,7 @@
 #include <shardgraph/threads.hpp>
 
 #include "catch.hpp"
+#include "support/cpu_threads_rank_program.hpp"
 
 namespace sg = shardgraph;
 namespace gen = shardgraph::generate;
