@@ -76,10 +76,12 @@ run_times generate_once(const options& o, std::int64_t batch, int tp) {
   sg::threads::world(tp).run([&](sg::threads::communicator& comm) {
     const sg::io::hf_model m = sg::io::open_hf_model(o.dir, {.type = sg::dtype::f32, .vocab_multiple = tp});
     const gen::kv_cache_size size = planned_cache(o, m, batch, tp);
-    const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = size.shape.block_tokens,
+    const sg::kv_cache_shape cache{.blocks = size.blocks,
+                                   .block_tokens = size.shape.block_tokens,
                                    .max_blocks = size.shape.blocks_for(o.prompt + o.new_tokens)};
     const sg::mesh_shape mesh{{"dp", 1}, {"tp", tp}, {"pp", 1}};
-    gen::scheduler s(size, {.vocab_size = m.vocab, .max_batched_tokens = batch * o.prompt, .max_sequences = batch});
+    gen::scheduler s(size,
+                     {.vocab_size = m.vocab, .max_batched_tokens = batch * o.prompt, .max_sequences = batch});
     for (std::int64_t b = 0; b < batch; ++b) {
       std::vector<gen::token_id> prompt;
       for (std::int64_t t = 0; t < o.prompt; ++t) prompt.push_back((b * 7919 + t * 2654435761LL) % m.vocab);
@@ -97,13 +99,15 @@ run_times generate_once(const options& o, std::int64_t batch, int tp) {
     };
     auto on_step = [&](const gen::scheduled_step& step) {
       if (step_starts.empty() && step.tokens != batch * o.prompt)
-        sg::fail("generate_cpu", "the first step feeds " + std::to_string(step.tokens) + " tokens, not every prompt",
+        sg::fail("generate_cpu",
+                 "the first step feeds " + std::to_string(step.tokens) + " tokens, not every prompt",
                  "report this: the scheduler's options should admit every prompt at once");
       step_starts.push_back(clock_type::now());
       bind_in_step.push_back(0);
     };
     const auto start = clock_type::now();
-    const auto results = gen::run_generation(s, bind_rank, {.max_blocks = cache.max_blocks, .on_step = on_step});
+    const auto results =
+        gen::run_generation(s, bind_rank, {.max_blocks = cache.max_blocks, .on_step = on_step});
     const auto end = clock_type::now();
     if (comm.rank() != 0) return;
     step_starts.push_back(end);
@@ -131,18 +135,21 @@ double median_of(std::vector<run_times> runs, double run_times::*field) {
 void bench(const options& o, std::int64_t batch, int tp) {
   std::vector<run_times> runs;
   for (int r = 0; r < o.repeat; ++r) runs.push_back(generate_once(o, batch, tp));
-  const double prefill = median_of(runs, &run_times::prefill_s), decode = median_of(runs, &run_times::decode_s);
+  const double prefill = median_of(runs, &run_times::prefill_s),
+               decode = median_of(runs, &run_times::decode_s);
   const double bind = median_of(runs, &run_times::bind_s), total = median_of(runs, &run_times::total_s);
   std::string ids;
   for (gen::token_id id : runs[0].first_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-  std::printf("{\"bench\": \"generate_cpu\", \"dtype\": \"f32\", \"ranks\": %d, \"tp\": %d, \"batch\": %lld, "
-              "\"prompt\": %lld, \"new_tokens\": %lld, \"repeat\": %d, \"prefill_s\": %.4f, \"decode_s\": %.4f, "
-              "\"bind_s\": %.4f, \"total_s\": %.4f, \"prefill_tokens_per_s\": %.1f, \"decode_tokens_per_s\": %.1f, "
-              "\"end_to_end_tokens_per_s\": %.1f, \"first_ids\": [%s]}\n",
-              tp, tp, static_cast<long long>(batch), static_cast<long long>(o.prompt),
-              static_cast<long long>(o.new_tokens), o.repeat, prefill, decode, bind, total,
-              static_cast<double>(batch * o.prompt) / prefill, static_cast<double>(batch * (o.new_tokens - 1)) / decode,
-              static_cast<double>(batch * o.new_tokens) / total, ids.c_str());
+  std::printf(
+      "{\"bench\": \"generate_cpu\", \"dtype\": \"f32\", \"ranks\": %d, \"tp\": %d, \"batch\": %lld, "
+      "\"prompt\": %lld, \"new_tokens\": %lld, \"repeat\": %d, \"prefill_s\": %.4f, \"decode_s\": %.4f, "
+      "\"bind_s\": %.4f, \"total_s\": %.4f, \"prefill_tokens_per_s\": %.1f, \"decode_tokens_per_s\": %.1f, "
+      "\"end_to_end_tokens_per_s\": %.1f, \"first_ids\": [%s]}\n",
+      tp, tp, static_cast<long long>(batch), static_cast<long long>(o.prompt),
+      static_cast<long long>(o.new_tokens), o.repeat, prefill, decode, bind, total,
+      static_cast<double>(batch * o.prompt) / prefill,
+      static_cast<double>(batch * (o.new_tokens - 1)) / decode,
+      static_cast<double>(batch * o.new_tokens) / total, ids.c_str());
   std::fflush(stdout);
 }
 
@@ -152,7 +159,8 @@ std::vector<T> number_list(const std::string& text, const char* flag) {
   std::stringstream list(text);
   for (std::string item; std::getline(list, item, ',');) {
     const std::string digits = item.rfind("tp", 0) == 0 ? item.substr(2) : item;
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || std::stoll(digits) < 1)
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoll(digits) < 1)
       sg::fail(std::string("generate_cpu ") + flag, "'" + item + "' is not a positive number",
                "give a comma-separated list such as 1,8 (--layouts: 1,tp2)");
     values.push_back(static_cast<T>(std::stoll(digits)));
@@ -163,18 +171,26 @@ std::vector<T> number_list(const std::string& text, const char* flag) {
 options parse(int argc, char** argv) {
   options o;
   if (argc < 2 || std::string_view(argv[1]).starts_with("--"))
-    sg::fail("generate_cpu", "no checkpoint directory", "run: generate_cpu DIR [--batch 1,8] ... (see main.cpp)");
+    sg::fail("generate_cpu", "no checkpoint directory",
+             "run: generate_cpu DIR [--batch 1,8] ... (see main.cpp)");
   o.dir = argv[1];
   for (int i = 2; i < argc; i += 2) {
     const std::string_view flag = argv[i];
     if (i + 1 >= argc) sg::fail("generate_cpu", std::string(flag) + " has no value", "give it one");
     const std::string value = argv[i + 1];
-    if (flag == "--batch") o.batches = number_list<std::int64_t>(value, "--batch");
-    else if (flag == "--prompt") o.prompt = number_list<std::int64_t>(value, "--prompt").at(0);
-    else if (flag == "--new-tokens") o.new_tokens = number_list<std::int64_t>(value, "--new-tokens").at(0);
-    else if (flag == "--layouts") o.tps = number_list<int>(value, "--layouts");
-    else if (flag == "--repeat") o.repeat = number_list<int>(value, "--repeat").at(0);
-    else sg::fail("generate_cpu", "unknown option " + std::string(flag), "see the comment at the top of bench/generate_cpu/main.cpp");
+    if (flag == "--batch")
+      o.batches = number_list<std::int64_t>(value, "--batch");
+    else if (flag == "--prompt")
+      o.prompt = number_list<std::int64_t>(value, "--prompt").at(0);
+    else if (flag == "--new-tokens")
+      o.new_tokens = number_list<std::int64_t>(value, "--new-tokens").at(0);
+    else if (flag == "--layouts")
+      o.tps = number_list<int>(value, "--layouts");
+    else if (flag == "--repeat")
+      o.repeat = number_list<int>(value, "--repeat").at(0);
+    else
+      sg::fail("generate_cpu", "unknown option " + std::string(flag),
+               "see the comment at the top of bench/generate_cpu/main.cpp");
   }
   return o;
 }

@@ -63,7 +63,8 @@ struct layout {
 };
 // pp = 2 puts one of the models' two layers on each stage (the embedding with the first, the head
 // with the last), each stage holding its layer's cache.
-const std::vector<layout> layouts{{}, {.tp = 2}, {.pp = 2}, {.dp = 2}, {.dp = 2, .tp = 2}, {.tp = 2, .pp = 2}};
+const std::vector<layout> layouts{{},        {.tp = 2},          {.pp = 2},
+                                  {.dp = 2}, {.dp = 2, .tp = 2}, {.tp = 2, .pp = 2}};
 
 constexpr std::int64_t block_tokens = 16;
 constexpr std::int64_t blocks = 16;  // per replica: 256 tokens, room for every prompt at once
@@ -74,11 +75,14 @@ gen::kv_cache_size scheduler_cache(const std::string& dir, const sg::io::hf_mode
   const sg::io::json::value config = sg::io::read_json_file(dir + "/config.json");
   const bool gpt2 = m.family == "gpt2";
   const std::int64_t kv_heads = config.at(gpt2 ? "n_head" : "num_key_value_heads").as_int();
-  const std::int64_t head_dim = gpt2 ? config.at("n_embd").as_int() / config.at("n_head").as_int()
-                                     : config.at("head_dim").as_int();
+  const std::int64_t head_dim =
+      gpt2 ? config.at("n_embd").as_int() / config.at("n_head").as_int() : config.at("head_dim").as_int();
   return {.shape = {.layers = config.at(gpt2 ? "n_layer" : "num_hidden_layers").as_int(),
-                    .local_kv_heads = kv_heads / tp, .head_dim = head_dim, .dtype_bytes = 8,
-                    .max_positions = m.positions, .block_tokens = block_tokens},
+                    .local_kv_heads = kv_heads / tp,
+                    .head_dim = head_dim,
+                    .dtype_bytes = 8,
+                    .max_positions = m.positions,
+                    .block_tokens = block_tokens},
           .blocks = blocks};
 }
 
@@ -97,13 +101,14 @@ rank_run serve_replica(const std::string& dir, const golden_generation& golden, 
   const sg::io::hf_model m = sg::io::open_hf_model(dir, {.type = sg::dtype::f64, .vocab_multiple = l.tp});
   const sg::mesh_shape mesh{{"dp", 1}, {"tp", l.tp}, {"pp", l.pp}};
   const gen::kv_cache_size size = scheduler_cache(dir, m, l.tp);
-  const sg::kv_cache_shape cache{.blocks = blocks, .block_tokens = block_tokens,
-                                 .max_blocks = size.shape.blocks_for(m.positions)};
+  const sg::kv_cache_shape cache{
+      .blocks = blocks, .block_tokens = block_tokens, .max_blocks = size.shape.blocks_for(m.positions)};
   gen::scheduler s(size, {.vocab_size = m.vocab, .max_batched_tokens = 16, .max_sequences = 8});
   rank_run run;
   for (std::size_t i = 0; i < golden.prompts.size(); ++i)
     if (static_cast<int>(i % static_cast<std::size_t>(l.dp)) == replica) {
-      s.submit({.prompt = golden.prompts[i].prompt, .max_new_tokens = golden.max_new_tokens,
+      s.submit({.prompt = golden.prompts[i].prompt,
+                .max_new_tokens = golden.max_new_tokens,
                 .stop_tokens = {golden.eos}});
       run.served.push_back(i);
     }
@@ -130,8 +135,7 @@ struct layout_run {
 };
 
 // The requests run on layout `l`; every rank of a replica must give the same results.
-layout_run run_layout(const std::string& dir, const golden_generation& golden,
-                                               const layout& l) {
+layout_run run_layout(const std::string& dir, const golden_generation& golden, const layout& l) {
   const int group = l.tp * l.pp;
   std::vector<rank_run> runs(static_cast<std::size_t>(l.dp * group));
   sg::threads::world(l.dp * group).run([&](sg::threads::communicator& world) {
@@ -148,8 +152,10 @@ layout_run run_layout(const std::string& dir, const golden_generation& golden,
     CHECK(run.blocks_held_after == 0);
     CHECK(run.mixed_steps > 0);  // the prompts ran together, not one after another
     for (std::size_t k = 0; k < run.served.size(); ++k) {
-      if (r % static_cast<std::size_t>(group) == 0) out.results[run.served[k]] = run.results[k];
-      else CHECK(run.results[k].generated == runs[r - r % static_cast<std::size_t>(group)].results[k].generated);
+      if (r % static_cast<std::size_t>(group) == 0)
+        out.results[run.served[k]] = run.results[k];
+      else
+        CHECK(run.results[k].generated == runs[r - r % static_cast<std::size_t>(group)].results[k].generated);
     }
   }
   return out;
