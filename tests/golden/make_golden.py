@@ -13,7 +13,8 @@ quarter of the targets are the ignore index -100, so the loss's divisor is teste
 
     python3 tests/golden/make_golden.py --out tests/golden
 
-The vision models (ViT, LLaVA) are made by multimodal_golden.py, called from here.
+The vision models (ViT, LLaVA) are made by multimodal_golden.py, and the greedy generation
+cases by generate_golden.py, both called from here.
 """
 import argparse
 import copy
@@ -26,6 +27,7 @@ import torch.nn.functional as F
 import transformers
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
+from generate_golden import make_generate
 from multimodal_golden import make_llava, make_vit
 
 SEED = 1234
@@ -409,6 +411,7 @@ def main():
     written += [path for name in ROPE_CASES for path in make_rope(name, args.out)] + make_rope_tables(args.out)
     written += make_vit(args.out, 41, randomize, save) + make_llava(args.out, 42, randomize, save)
     written += make_attention_masks(args.out)
+    written += make_generate(args.out, randomize, save)
     total = 0
     for path in written:
         size = path.stat().st_size

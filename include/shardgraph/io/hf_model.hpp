@@ -60,8 +60,10 @@ struct hf_model {
   std::int64_t positions = 0;  // GPT-2: n_positions; LLaMA: max_position_embeddings (0 if absent)
   program layout;              // inference over hf_mesh: dp, tp and pp as the mesh gives them
   program single;              // the same model on one rank (no parallel axes)
-  program generation;          // layout's model with a paged KV cache: inference{.kv_cache = true}
-  hf_attention_sizes attention;
+  // inference{.kv_cache = true} over hf_mesh: prefill and decode steps that write and read a paged
+  // KV cache (runtime/kv_cache.hpp), the program generate::run_generation drives
+  program generation;
+  hf_attention_sizes attention;          // what sizes a rank's cache (kv heads, head_dim, layers)
   std::vector<std::int64_t> eos_tokens;  // hf_eos_tokens: where generation stops by default
   std::function<model_sizes(std::int64_t batch, std::int64_t seq)> sizes;
   std::function<weight_source(std::shared_ptr<std::atomic<std::uint64_t>> bytes_read)> weights;
