@@ -24,9 +24,9 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
+#include <shardgraph/generate/hf_cache_shape.hpp>
 #include <shardgraph/generate/runner.hpp>
 #include <shardgraph/io/hf_model.hpp>
-#include <shardgraph/io/json.hpp>
 #include <shardgraph/runtime/executor.hpp>
 #include <shardgraph/runtime/kv_cache.hpp>
 #include <shardgraph/threads.hpp>
@@ -57,16 +57,7 @@ double seconds_between(clock_type::time_point a, clock_type::time_point b) {
 // One rank's cache as the scheduler plans it, in f32, for `tokens` tokens of each of `batch`
 // sequences in blocks of 16.
 gen::kv_cache_size planned_cache(const options& o, const sg::io::hf_model& m, std::int64_t batch, int tp) {
-  const sg::io::json::value config = sg::io::read_json_file(o.dir + "/config.json");
-  const bool gpt2 = m.family == "gpt2";
-  const std::int64_t heads = config.at(gpt2 ? "n_head" : "num_attention_heads").as_int();
-  const std::int64_t kv_heads = gpt2 ? heads : config.at("num_key_value_heads").as_int();
-  const std::int64_t hidden = config.at(gpt2 ? "n_embd" : "hidden_size").as_int();
-  gen::kv_cache_shape shape{.layers = config.at(gpt2 ? "n_layer" : "num_hidden_layers").as_int(),
-                            .local_kv_heads = std::max<std::int64_t>(1, kv_heads / tp),
-                            .head_dim = hidden / heads,
-                            .dtype_bytes = 4,
-                            .max_positions = m.positions};
+  const gen::kv_cache_shape shape = gen::hf_cache_shape(m, sg::mesh_shape{{"dp", 1}, {"tp", tp}, {"pp", 1}}, 16);
   return {.shape = shape, .blocks = batch * shape.blocks_for(o.prompt + o.new_tokens)};
 }
 

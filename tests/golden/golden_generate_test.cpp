@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
+#include <shardgraph/generate/hf_cache_shape.hpp>
 #include <shardgraph/generate/runner.hpp>
 #include <shardgraph/io/hf_model.hpp>
 #include <shardgraph/io/json.hpp>
@@ -71,19 +72,9 @@ constexpr std::int64_t blocks = 16;  // per replica: 256 tokens, room for every 
 
 // One replica's cache as the scheduler plans it: `blocks` blocks of `block_tokens` tokens, each
 // holding the keys and values of the rank's kv heads (tp shards them) in every layer, in f64.
-gen::kv_cache_size scheduler_cache(const std::string& dir, const sg::io::hf_model& m, int tp) {
-  const sg::io::json::value config = sg::io::read_json_file(dir + "/config.json");
-  const bool gpt2 = m.family == "gpt2";
-  const std::int64_t kv_heads = config.at(gpt2 ? "n_head" : "num_key_value_heads").as_int();
-  const std::int64_t head_dim =
-      gpt2 ? config.at("n_embd").as_int() / config.at("n_head").as_int() : config.at("head_dim").as_int();
-  return {.shape = {.layers = config.at(gpt2 ? "n_layer" : "num_hidden_layers").as_int(),
-                    .local_kv_heads = kv_heads / tp,
-                    .head_dim = head_dim,
-                    .dtype_bytes = 8,
-                    .max_positions = m.positions,
-                    .block_tokens = block_tokens},
-          .blocks = blocks};
+gen::kv_cache_size scheduler_cache(const sg::io::hf_model& m, const layout& l) {
+  const sg::mesh_shape mesh{{"dp", 1}, {"tp", l.tp}, {"pp", l.pp}};
+  return {.shape = gen::hf_cache_shape(m, mesh, block_tokens), .blocks = blocks};
 }
 
 // What one rank saw: its replica's results, in the order of the prompts it served.
@@ -100,7 +91,7 @@ rank_run serve_replica(const std::string& dir, const golden_generation& golden, 
                        sg::threads::communicator& comm) {
   const sg::io::hf_model m = sg::io::open_hf_model(dir, {.type = sg::dtype::f64, .vocab_multiple = l.tp});
   const sg::mesh_shape mesh{{"dp", 1}, {"tp", l.tp}, {"pp", l.pp}};
-  const gen::kv_cache_size size = scheduler_cache(dir, m, l.tp);
+  const gen::kv_cache_size size = scheduler_cache(m, l);
   const sg::kv_cache_shape cache{
       .blocks = blocks, .block_tokens = block_tokens, .max_blocks = size.shape.blocks_for(m.positions)};
   gen::scheduler s(size, {.vocab_size = m.vocab, .max_batched_tokens = 16, .max_sequences = 8});

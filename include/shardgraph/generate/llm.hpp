@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/generate/hf_cache_shape.hpp"
 #include "shardgraph/generate/kv_cache_size.hpp"
 #include "shardgraph/generate/llm_options.hpp"
 #include "shardgraph/generate/llm_output.hpp"
@@ -160,19 +161,13 @@ class llm {
   // one cache, this is 1.
   std::int64_t caches_per_rank() const { return options_.max_bindings; }
 
-  // Per rank: the kv heads tp leaves it (a grouped-query model with fewer kv heads than tp ranks
-  // keeps one), the layers of the largest pp stage. A share of free memory is divided among the
-  // caches of the process: each rank's bindings hold a whole cache each (runner.hpp), up to
-  // max_bindings. The pool is capped at max_sequences sequences of the model's positions.
+  // Per rank (hf_cache_shape): the kv heads tp leaves it, the layers of the largest pp stage. A
+  // share of free memory is divided among the caches of the process: each rank's bindings hold a
+  // whole cache each (runner.hpp), up to max_bindings. The pool is capped at max_sequences
+  // sequences of the model's positions.
   kv_cache_size size_cache() const {
-    const io::hf_attention_sizes& a = model_.attention;
     const std::int64_t tp = options_.mesh.size("tp"), pp = options_.mesh.size("pp");
-    const kv_cache_shape shape{.layers = (a.layers + pp - 1) / pp,
-                               .local_kv_heads = a.kv_heads >= tp ? a.kv_heads / tp : 1,
-                               .head_dim = a.head_dim,
-                               .dtype_bytes = a.dtype_bytes,
-                               .max_positions = model_.positions,
-                               .block_tokens = options_.block_tokens};
+    const kv_cache_shape shape = hf_cache_shape(model_, options_.mesh, options_.block_tokens);
     std::int64_t free_bytes = 0;
     if constexpr (requires(const Backend& b) { b.free_bytes(); })
       if (options_.kv_memory.bytes <= 0)
