@@ -3,7 +3,9 @@
 // on dp=2 x tp=2, with the vision tower replicated and with it on tp: the logits, the projected
 // image features, the loss and every parameter gradient, with the checkpoint and config read by
 // shardgraph's own readers. The training graph needs more nodes than the default capacity:
-// llava() builds with llava_graph_capacity.
+// llava() builds with llava_graph_capacity. Generation (generate/image_generation.hpp): each
+// prefill and decode step's logits equal the full forward's last position, and greedy ids equal
+// HF's generate() (tests/golden/llava/generate.safetensors).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include <shardgraph/cpu.hpp>
+#include <shardgraph/generate/image_generation.hpp>
 #include <shardgraph/io/hf_llava.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
@@ -277,4 +280,236 @@ TEST_CASE("LLaVA logits, image features, loss and gradients equal HF transformer
                                            inputs, {{"dp", 1}, {"tp", 2}, {"vision_tp", 2}});
   test_support::check_same(own_axis.outputs, one.outputs);
   test_support::check_same(own_axis.gradients, one.gradients);
+}
+
+namespace {
+
+// The generation programs (prefill: the model; decode: its language model) and the forward
+// program of the full sequence, compiled at run time.
+struct llava_generation_programs {
+  sg::models::llava_options options;
+  sg::basic_program<sg::models::llava_graph_capacity> prefill, forward;
+  sg::program decode;
+};
+
+const llava_generation_programs& generation_programs(bool tower_on_tp_axis) {
+  static const auto make = [](const sg::models::llava_options& o) {
+    return llava_generation_programs{
+        .options = o,
+        .prefill = sg::compile_graph(sg::models::llava<Mesh>(o), sg::inference{.kv_cache = true}),
+        .forward = sg::compile_graph(sg::models::llava<Mesh>(o)),
+        .decode = sg::compile_graph(sg::models::llama<Mesh>(sg::models::llava_language_model(o)),
+                                    sg::inference{.kv_cache = true})};
+  };
+  static const llava_generation_programs replicated = make(tower_replicated), on_tp = make(tower_on_tp);
+  return tower_on_tp_axis ? on_tp : replicated;
+}
+
+struct image_generation_run {
+  std::vector<std::vector<std::int64_t>> generated;  // rank 0's, per row
+  double worst = 0;  // the largest relative difference of a step's logits from the full forward's
+};
+
+// Greedy generation of `new_tokens` from golden `inputs` on dp = 1 x tp ranks; every step's
+// last-position logits checked against the forward of the whole sequence so far.
+image_generation_run generate_from_image(const llava_generation_programs& p, const sg::tensor_map& inputs,
+                                         std::int64_t new_tokens, int tp) {
+  sg::models::llava_config config = sg::io::hf_llava_config(llava_dir + "/config.json", p.options);
+  config.text.padded_vocab = (config.text.vocab + tp - 1) / tp * tp;
+  const sg::mesh_shape mesh{{"dp", 1}, {"tp", tp}};
+  const sg::weight_source weights =
+      sg::io::hf_llava_weights(sg::io::safetensors_checkpoint::open(llava_dir), p.options, config.text.vocab);
+  const sg::host_tensor& prompt = inputs.at("input_ids");
+  const std::int64_t batch = prompt.shape()[0], length = prompt.shape()[1], vocab = config.text.vocab;
+  std::vector<image_generation_run> runs(static_cast<std::size_t>(tp));
+  sg::threads::world(tp).run([&](sg::threads::communicator& comm) {
+    image_generation_run& run = runs[static_cast<std::size_t>(comm.rank())];
+    std::vector<std::vector<double>> step_logits;  // per step, every row's last position
+    auto bind_rank = [&](sg::generate::image_generation_step step, const sg::model_sizes& sizes) {
+      const sg::program_view& program =
+          step == sg::generate::image_generation_step::prefill ? sg::program_view(p.prefill) : p.decode;
+      return sg::bind(program, sizes, comm, sg::cpu::backend{}, mesh, weights);
+    };
+    const sg::generate::image_generation_options options{
+        .max_new_tokens = new_tokens,
+        .max_positions = 32,
+        .block_tokens = 4,  // the prompt's 12 tokens and the new ones over several blocks
+        .on_logits = [&](std::int64_t, const sg::host_tensor& logits) {
+          step_logits.emplace_back();
+          for (std::int64_t b = 0; b < batch; ++b)
+            for (double x : sg::generate::detail::last_position_logits(logits, b, vocab))
+              step_logits.back().push_back(x);
+        }};
+    for (const sg::generate::generation_result& r :
+         sg::generate::generate_from_image(config, bind_rank, inputs.at("pixel_values"), prompt, options)) {
+      CHECK(r.reason == sg::generate::finish_reason::max_new_tokens);
+      run.generated.push_back(r.generated);
+    }
+    REQUIRE(step_logits.size() == std::size_t(new_tokens));
+    for (std::int64_t step = 0; step < new_tokens; ++step) {
+      std::vector<std::int64_t> ids;  // the prompt and the first `step` new tokens of every row
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const auto* row = reinterpret_cast<const std::int64_t*>(prompt.bytes().data()) + b * length;
+        ids.insert(ids.end(), row, row + length);
+        const auto& more = run.generated[static_cast<std::size_t>(b)];
+        ids.insert(ids.end(), more.begin(), more.begin() + step);
+      }
+      const std::int64_t seq = length + step;
+      auto whole = sg::bind(p.forward, config.sizes(batch, seq), comm, sg::cpu::backend{}, mesh, weights);
+      const sg::host_tensor logits =
+          whole
+              .forward(
+                  {{"pixel_values", inputs.at("pixel_values")},
+                   {"input_ids", sg::host_tensor::from<std::int64_t>({batch, seq}, ids)},
+                   {"targets", sg::host_tensor::from<std::int64_t>(
+                                   {batch, seq}, std::vector<std::int64_t>(std::size_t(batch * seq), 0))}})
+              .at("logits");
+      std::vector<double> expected;
+      for (std::int64_t b = 0; b < batch; ++b)
+        for (double x : sg::generate::detail::last_position_logits(logits, b, vocab)) expected.push_back(x);
+      run.worst =
+          std::max(run.worst, test_support::relative_difference(step_logits[std::size_t(step)], expected));
+    }
+  });
+  for (const image_generation_run& other : runs) REQUIRE(other.generated == runs[0].generated);
+  return runs[0];
+}
+
+std::vector<std::vector<std::int64_t>> rows_of(const sg::io::safetensors_file& f, const std::string& name) {
+  const std::vector<std::int64_t> shape = f.info(name).shape;
+  const std::vector<std::int64_t> values = f.read_as<std::int64_t>(name);
+  std::vector<std::vector<std::int64_t>> rows;
+  for (std::int64_t b = 0; b < shape[0]; ++b)
+    rows.emplace_back(values.begin() + b * shape[1], values.begin() + (b + 1) * shape[1]);
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("LLaVA generates from an image: each step equals the full forward, the ids HF's generate",
+          "[golden][generate][threads]") {
+  const sg::io::safetensors_file golden(llava_dir + "/generate.safetensors");
+  const sg::tensor_map inputs{
+      {"pixel_values", sg::host_tensor::from<double>(golden.info("pixel_values").shape,
+                                                     golden.read_as<double>("pixel_values"))},
+      {"input_ids", sg::host_tensor::from<std::int64_t>(golden.info("input_ids").shape,
+                                                        golden.read_as<std::int64_t>("input_ids"))}};
+  const std::vector<std::vector<std::int64_t>> hf = rows_of(golden, "generated");
+  const auto new_tokens = static_cast<std::int64_t>(hf.at(0).size());
+
+  // The decode program is the language model's: no tower, no image, no join.
+  const llava_generation_programs& programs = generation_programs(false);
+  CHECK(programs.prefill.ok());
+  CHECK(programs.decode.ok());
+  CHECK(programs.prefill.count(sg::op::patchify) == 1);
+  CHECK(programs.prefill.count(sg::op::cached_attention) == 1);  // the decoder's; the tower's 2 stay
+  CHECK(programs.prefill.count(sg::op::attention) == 2);
+  CHECK(programs.decode.count(sg::op::patchify) == 0);
+  CHECK(programs.decode.count(sg::op::concat) == 0);
+  CHECK(programs.decode.count(sg::op::attention) == 0);
+  CHECK(programs.decode.count(sg::op::cached_attention) == 1);
+
+  const image_generation_run one = generate_from_image(programs, inputs, new_tokens, 1);
+  CHECK(one.worst < 1e-9);
+  CHECK(one.generated == hf);
+  for (const bool on_tp : {false, true}) {
+    CAPTURE(on_tp);
+    const image_generation_run two = generate_from_image(generation_programs(on_tp), inputs, new_tokens, 2);
+    CHECK(two.worst < 1e-9);
+    CHECK(two.generated == hf);
+  }
+}
+
+namespace {
+
+// generate_from_image on one rank with the replicated tower; `streamed` gets on_token's tokens.
+std::vector<sg::generate::generation_result> generate_on_one_rank(
+    const sg::tensor_map& inputs, sg::generate::image_generation_options options,
+    std::vector<std::vector<std::int64_t>>& streamed) {
+  const llava_generation_programs& p = generation_programs(false);
+  const sg::models::llava_config config = sg::io::hf_llava_config(llava_dir + "/config.json", p.options);
+  const sg::weight_source weights =
+      sg::io::hf_llava_weights(sg::io::safetensors_checkpoint::open(llava_dir), p.options, config.text.vocab);
+  streamed.assign(static_cast<std::size_t>(inputs.at("input_ids").shape()[0]), {});
+  options.on_token = [&](std::int64_t row, std::int64_t token) {
+    streamed.at(std::size_t(row)).push_back(token);
+  };
+  std::vector<sg::generate::generation_result> results;
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    auto bind_rank = [&](sg::generate::image_generation_step step, const sg::model_sizes& sizes) {
+      const sg::program_view& program =
+          step == sg::generate::image_generation_step::prefill ? sg::program_view(p.prefill) : p.decode;
+      return sg::bind(program, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", 1}, {"tp", 1}},
+                      weights);
+    };
+    results = sg::generate::generate_from_image(config, bind_rank, inputs.at("pixel_values"),
+                                                inputs.at("input_ids"), options);
+  });
+  return results;
+}
+
+}  // namespace
+
+TEST_CASE("generate_from_image finishes each row as a scheduler's request, and refuses bad input",
+          "[golden][generate][threads]") {
+  using sg::generate::finish_reason;
+  const sg::io::safetensors_file golden(llava_dir + "/generate.safetensors");
+  const sg::host_tensor pixels = sg::host_tensor::from<double>(golden.info("pixel_values").shape,
+                                                               golden.read_as<double>("pixel_values"));
+  const std::vector<std::int64_t> ids_shape = golden.info("input_ids").shape;
+  const std::vector<std::int64_t> ids = golden.read_as<std::int64_t>("input_ids");
+  const sg::tensor_map inputs{{"pixel_values", pixels},
+                              {"input_ids", sg::host_tensor::from<std::int64_t>(ids_shape, ids)}};
+  const std::vector<std::vector<std::int64_t>> hf = rows_of(golden, "generated");
+  const auto new_tokens = static_cast<std::int64_t>(hf.at(0).size());
+  std::vector<std::vector<std::int64_t>> streamed;
+
+  // A stop token ends its row there (kept, as HF keeps its eos); the other row goes on to max_new_tokens.
+  const std::int64_t stop = hf.at(1).at(hf.at(1).size() - 2);
+  REQUIRE(std::find(hf.at(0).begin(), hf.at(0).end(), stop) == hf.at(0).end());
+  const auto stopped = generate_on_one_rank(
+      inputs, {.max_new_tokens = new_tokens, .stop_tokens = {stop}, .max_positions = 32}, streamed);
+  REQUIRE(stopped.size() == 2);
+  CHECK((stopped[0].id == 0 && stopped[1].id == 1));
+  CHECK(stopped[0].reason == finish_reason::max_new_tokens);
+  CHECK(stopped[0].generated == hf[0]);
+  CHECK(stopped[1].reason == finish_reason::stop_token);
+  const auto at_stop = std::find(hf[1].begin(), hf[1].end(), stop) + 1;
+  CHECK(stopped[1].generated == std::vector<std::int64_t>(hf[1].begin(), at_stop));
+  CHECK((streamed[0] == stopped[0].generated && streamed[1] == stopped[1].generated));
+
+  // The decoder's positions end both rows: 12 prompt tokens + 6 new in 18 positions.
+  const auto full =
+      generate_on_one_rank(inputs, {.max_new_tokens = new_tokens, .max_positions = 18}, streamed);
+  for (std::size_t b = 0; b < 2; ++b) {
+    CHECK(full.at(b).reason == finish_reason::max_positions);
+    CHECK(full.at(b).generated == std::vector<std::int64_t>(hf[b].begin(), hf[b].begin() + 6));
+  }
+
+  auto refused = [&](const sg::tensor_map& in, sg::generate::image_generation_options o,
+                     const std::string& why) {
+    CAPTURE(why);
+    try {
+      generate_on_one_rank(in, o, streamed);
+      FAIL("no error");
+    } catch (const sg::error& e) {
+      CHECK(std::string(e.what()).find(why) != std::string::npos);
+    }
+  };
+  refused(inputs, {.max_new_tokens = 0, .max_positions = 32}, "request 0: max_new_tokens is 0, not positive");
+  refused(inputs, {.max_new_tokens = 4}, "generate_from_image: max_positions is 0");
+  refused(inputs, {.max_new_tokens = 4, .max_positions = 12},
+          "leave no room for a new token in the model's 12");
+  std::vector<std::int64_t> outside = ids;
+  outside.back() = 61;
+  refused({{"pixel_values", pixels}, {"input_ids", sg::host_tensor::from<std::int64_t>(ids_shape, outside)}},
+          {.max_positions = 32}, "request 1: prompt token 11 is 61, outside the vocabulary [0, 61)");
+  const std::vector<std::int64_t> image_only(ids.begin(), ids.begin() + 4);
+  refused({{"pixel_values", sg::host_tensor::from<double>({1, 3, 8, 8}, std::vector<double>(192, 0.5))},
+           {"input_ids", sg::host_tensor::from<std::int64_t>({1, 4}, image_only)}},
+          {.max_positions = 32}, "leaves no text after the 4 image tokens");
+  refused({{"pixel_values", pixels},
+           {"input_ids", sg::host_tensor::from<std::int64_t>(
+                             {1, 12}, std::vector<std::int64_t>(ids.begin(), ids.begin() + 12))}},
+          {.max_positions = 32}, "one image per prompt row (1)");
 }

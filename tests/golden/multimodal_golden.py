@@ -10,7 +10,8 @@ models, everything is float64, in eval mode, with HF's "eager" attention and no 
   llava  LlavaForConditionalGeneration: a CLIP vision tower (the same images; 3 layers, quick_gelu,
          pre_layrnorm), whose second-to-last layer's patch states (the class token dropped) go
          through the projector (linear, GELU, linear) into a LLaMA decoder, replacing the
-         embeddings of the 4 image tokens that open every sequence.
+         embeddings of the 4 image tokens that open every sequence. generate.safetensors beside
+         it holds HF's greedy generate() from the same images and prompts.
 """
 import torch
 import torch.nn.functional as F
@@ -21,6 +22,8 @@ from transformers import (CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForCo
 IMAGE, PATCH, CHANNELS = 8, 4, 3
 PATCHES = (IMAGE // PATCH) ** 2
 IGNORE_INDEX = -100
+LLAVA_NEW_TOKENS = 16  # 12 prompt tokens + 16 stay within the decoder's 32 positions
+TIE_MARGIN = 1e-4      # a greedy step's two best logits differ by more (float32 rounding in HF's model is ~1e-6)
 
 
 def vit_config():
@@ -127,4 +130,35 @@ def make_llava(out, seed, randomize, save):
     meta = metadata(B=batch, T=seq, patches=PATCHES, image_token=image_token, ignore_index=IGNORE_INDEX,
                     counted=int((targets != IGNORE_INDEX).sum()), unused=",".join(unused))
     print(f"llava: loss {loss.item():.12f}, {sum(p.numel() for p in params.values())} parameters")
-    return write_case("llava", out, model, params, golden, meta, save)
+    written = write_case("llava", out, model, params, golden, meta, save)
+    return written + [make_llava_generate(out / "llava", model, pixels, input_ids, save)]
+
+
+def make_llava_generate(folder, model, pixels, input_ids, save):
+    """<folder>/generate.safetensors: HF's greedy generate (do_sample=False) of LLAVA_NEW_TOKENS
+    tokens from golden.safetensors' images and prompts, row by row (no padding), with no end
+    token (LlamaConfig's eos 2 would end a row early): `generated` (B, LLAVA_NEW_TOKENS), without
+    the prompt. Every step's two best logits differ by more than TIE_MARGIN (metadata `margin`:
+    the smallest difference), so float32 rounding inside HF cannot flip a choice."""
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    rows, margin = [], float("inf")
+    with torch.no_grad():
+        for b in range(input_ids.shape[0]):
+            out = model.generate(input_ids=input_ids[b:b + 1], pixel_values=pixels[b:b + 1],
+                                 attention_mask=torch.ones_like(input_ids[b:b + 1]),
+                                 max_new_tokens=LLAVA_NEW_TOKENS, do_sample=False,
+                                 output_scores=True, return_dict_in_generate=True)
+            generated = out.sequences[0, input_ids.shape[1]:]
+            assert generated.shape[0] == LLAVA_NEW_TOKENS, generated.shape
+            for scores in out.scores:
+                best = torch.topk(scores[0], 2).values
+                margin = min(margin, (best[0] - best[1]).item())
+            rows.append(generated)
+    assert margin > TIE_MARGIN, f"a greedy step is a near tie ({margin}): choose other prompts"
+    meta = metadata(B=input_ids.shape[0], T=input_ids.shape[1], new_tokens=LLAVA_NEW_TOKENS,
+                    margin=f"{margin:.6g}")
+    path = folder / "generate.safetensors"
+    save({"pixel_values": pixels, "input_ids": input_ids, "generated": torch.stack(rows)}, path, meta)
+    print(f"llava generate: {[r.tolist() for r in rows]}, smallest top-2 margin {margin:.3g}")
+    return path
