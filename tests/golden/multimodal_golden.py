@@ -12,6 +12,8 @@ models, everything is float64, in eval mode, with HF's "eager" attention and no 
          through the projector (linear, GELU, linear) into a LLaMA decoder, replacing the
          embeddings of the 4 image tokens that open every sequence. generate.safetensors beside
          it holds HF's greedy generate() from the same images and prompts.
+  clip_image  a small PNG and what CLIPImageProcessorPil (Pillow's bicubic resize, center crop,
+         rescale, normalize) makes of it, for shardgraph's own preprocessing.
 """
 import torch
 import torch.nn.functional as F
@@ -162,3 +164,44 @@ def make_llava_generate(folder, model, pixels, input_ids, save):
     save({"pixel_values": pixels, "input_ids": input_ids, "generated": torch.stack(rows)}, path, meta)
     print(f"llava generate: {[r.tolist() for r in rows]}, smallest top-2 margin {margin:.3g}")
     return path
+
+
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]  # OpenAI CLIP's, as LLaVA's preprocessor_config.json
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+# The preprocessor_config.json written (down: 30 -> 12 rows, bicubic with antialiasing, then a
+# crop of 10) and a second configuration that only the test sets (up: 30 -> 40 rows, crop 36).
+CLIP_RESIZES = {"down": (12, 10), "up": (40, 36)}
+
+
+def make_clip_image(out, seed, save):
+    """<out>/clip_image/: image.png (45 wide, 30 high, RGB: gradients and noise), the
+    preprocessor_config.json of its "down" case, and golden.safetensors: `rgb` (30, 45, 3) I64 (the
+    PNG's pixels) and, per case of CLIP_RESIZES, `pixel_values.<case>` (3, crop, crop) F64 of
+    transformers' CLIPImageProcessorPil (PIL: resize the shortest edge, bicubic; center crop;
+    rescale by 1/255; normalize with CLIP's mean and std; float32)."""
+    import numpy as np
+    from PIL import Image
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    gen = torch.Generator().manual_seed(seed)
+    rows, columns = torch.meshgrid(torch.arange(30.0), torch.arange(45.0), indexing="ij")
+    smooth = torch.stack([rows * 8, columns * 5, (rows + columns) * 3 + 40], dim=-1)
+    noise = torch.randint(-30, 31, (30, 45, 3), generator=gen).double()
+    rgb = (smooth + noise).clamp(0, 255).to(torch.uint8)
+    folder = out / "clip_image"
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(rgb.numpy(), mode="RGB").save(folder / "image.png", format="PNG")
+    image = Image.open(folder / "image.png")
+    assert np.array_equal(np.array(image), rgb.numpy()), "the PNG must hold the pixels exactly"
+    golden = {"rgb": rgb.to(torch.int64)}
+    for case, (edge, crop) in CLIP_RESIZES.items():
+        processor = CLIPImageProcessorPil(size={"shortest_edge": edge}, crop_size={"height": crop, "width": crop},
+                                          image_mean=CLIP_MEAN, image_std=CLIP_STD)
+        pixels = processor(images=image, return_tensors="np")["pixel_values"][0]
+        assert pixels.shape == (3, crop, crop) and pixels.dtype == np.float32, (pixels.shape, pixels.dtype)
+        golden[f"pixel_values.{case}"] = torch.from_numpy(pixels.astype(np.float64))
+        if case == "down":
+            processor.to_json_file(str(folder / "preprocessor_config.json"))
+    import PIL
+    save(golden, folder / "golden.safetensors", {**metadata(), "pillow": PIL.__version__})
+    return [folder / "image.png", folder / "preprocessor_config.json", folder / "golden.safetensors"]
