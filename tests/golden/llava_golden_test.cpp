@@ -4,8 +4,8 @@
 // image features, the loss and every parameter gradient, with the checkpoint and config read by
 // shardgraph's own readers. The training graph needs more nodes than the default capacity:
 // llava() builds with llava_graph_capacity. Generation (generate/image_generation.hpp): each
-// prefill and decode step's logits equal the full forward's last position, and greedy ids equal
-// HF's generate() (tests/golden/llava/generate.safetensors).
+// prefill and decode step's logits equal the full forward's last position (one rank, tp = 2 and
+// dp = 2 x tp = 2), and greedy ids equal HF's generate() (tests/golden/llava/generate.safetensors).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -310,19 +310,19 @@ struct image_generation_run {
   double worst = 0;  // the largest relative difference of a step's logits from the full forward's
 };
 
-// Greedy generation of `new_tokens` from golden `inputs` on dp = 1 x tp ranks; every step's
+// Greedy generation of `new_tokens` from golden `inputs` on dp x tp ranks; every step's
 // last-position logits checked against the forward of the whole sequence so far.
 image_generation_run generate_from_image(const llava_generation_programs& p, const sg::tensor_map& inputs,
-                                         std::int64_t new_tokens, int tp) {
+                                         std::int64_t new_tokens, int dp, int tp) {
   sg::models::llava_config config = sg::io::hf_llava_config(llava_dir + "/config.json", p.options);
   config.text.padded_vocab = (config.text.vocab + tp - 1) / tp * tp;
-  const sg::mesh_shape mesh{{"dp", 1}, {"tp", tp}};
+  const sg::mesh_shape mesh{{"dp", dp}, {"tp", tp}};
   const sg::weight_source weights =
       sg::io::hf_llava_weights(sg::io::safetensors_checkpoint::open(llava_dir), p.options, config.text.vocab);
   const sg::host_tensor& prompt = inputs.at("input_ids");
   const std::int64_t batch = prompt.shape()[0], length = prompt.shape()[1], vocab = config.text.vocab;
-  std::vector<image_generation_run> runs(static_cast<std::size_t>(tp));
-  sg::threads::world(tp).run([&](sg::threads::communicator& comm) {
+  std::vector<image_generation_run> runs(static_cast<std::size_t>(dp * tp));
+  sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
     image_generation_run& run = runs[static_cast<std::size_t>(comm.rank())];
     std::vector<std::vector<double>> step_logits;  // per step, every row's last position
     auto bind_rank = [&](sg::generate::image_generation_step step, const sg::model_sizes& sizes) {
@@ -334,6 +334,7 @@ image_generation_run generate_from_image(const llava_generation_programs& p, con
         .max_new_tokens = new_tokens,
         .max_positions = 32,
         .block_tokens = 4,  // the prompt's 12 tokens and the new ones over several blocks
+        .data_parallel = dp,
         .on_logits = [&](std::int64_t, const sg::host_tensor& logits) {
           step_logits.emplace_back();
           for (std::int64_t b = 0; b < batch; ++b)
@@ -409,15 +410,20 @@ TEST_CASE("LLaVA generates from an image: each step equals the full forward, the
   CHECK(programs.decode.count(sg::op::attention) == 0);
   CHECK(programs.decode.count(sg::op::cached_attention) == 1);
 
-  const image_generation_run one = generate_from_image(programs, inputs, new_tokens, 1);
+  const image_generation_run one = generate_from_image(programs, inputs, new_tokens, 1, 1);
   CHECK(one.worst < 1e-9);
   CHECK(one.generated == hf);
   for (const bool on_tp : {false, true}) {
     CAPTURE(on_tp);
-    const image_generation_run two = generate_from_image(generation_programs(on_tp), inputs, new_tokens, 2);
+    const image_generation_run two =
+        generate_from_image(generation_programs(on_tp), inputs, new_tokens, 1, 2);
     CHECK(two.worst < 1e-9);
     CHECK(two.generated == hf);
   }
+  // dp = 2 x tp = 2: each data-parallel rank holds one row and that row's blocks in its own pool.
+  const image_generation_run four = generate_from_image(generation_programs(true), inputs, new_tokens, 2, 2);
+  CHECK(four.worst < 1e-9);
+  CHECK(four.generated == hf);
 }
 
 namespace {
