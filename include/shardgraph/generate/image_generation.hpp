@@ -11,8 +11,8 @@
 //            tower. Its caches carry the prefill's names and placement; copy_kv_cache hands them over.
 //
 //   auto bind_rank = [&](generate::image_generation_step step, const model_sizes& sizes) {
-//     return bind(step == generate::image_generation_step::prefill ? prefill : decode, sizes, comm,
-//                 cpu::backend{}, mesh, weights);
+//     const program_view& p = step == generate::image_generation_step::prefill ? program_view(prefill) :
+//     decode; return bind(p, sizes, comm, cpu::backend{}, mesh, weights);
 //   };
 //   auto results = generate::generate_from_image(config, bind_rank, pixel_values, prompt_ids,
 //                                                {.max_new_tokens = 16, .max_positions = 4096});
@@ -23,17 +23,21 @@
 // rows share the prompt's length (no padding), max_new_tokens, stop tokens and sampling; a row
 // finishes at its first stop token (kept), at max_new_tokens or at max_positions, as a scheduler's
 // request does, and the others go on. The cache is contiguous: each row owns the blocks of its
-// prompt and new tokens, numbered within its data-parallel rank's pool.
+// prompt and new tokens, numbered within its data-parallel rank's pool. The prefill's binding is
+// dropped once the decode binding holds the cache: the decode steps keep one copy of the weights.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/host_tensor.hpp"
+#include "shardgraph/core/model_sizes.hpp"
 #include "shardgraph/generate/request.hpp"
 #include "shardgraph/generate/runner.hpp"
 #include "shardgraph/generate/sampler.hpp"
@@ -113,6 +117,18 @@ inline std::vector<generation_request> image_requests(const models::llava_config
   return requests;
 }
 
+template <class BindRank>
+using rank_of = std::invoke_result_t<BindRank&, image_generation_step, const model_sizes&>;
+
+// Converts to the rank that bind_rank returns, so that std::optional::emplace holds it unmoved.
+template <class BindRank>
+struct binding {
+  BindRank& bind;
+  image_generation_step step;
+  const model_sizes& sizes;
+  operator rank_of<BindRank>() const { return bind(step, sizes); }
+};
+
 }  // namespace detail
 
 // Runs the requests of `pixel_values` and `prompt_ids` (see above) to the end on this rank.
@@ -166,16 +182,18 @@ std::vector<generation_result> generate_from_image(const models::llava_config& c
     }
   };
 
-  auto prefill = bind_rank(image_generation_step::prefill, prefill_sizes);
+  std::optional<detail::rank_of<BindRank>> prefill;  // dropped once the decode binding holds the cache
+  prefill.emplace(detail::binding<BindRank>{bind_rank, image_generation_step::prefill, prefill_sizes});
   choose(0, prefill
-                .forward(tensor_map{{"pixel_values", pixel_values},
-                                    {"input_ids", prompt_ids},
-                                    {"kv_context", detail::contiguous_kv_context(batch, rows_per_pool,
-                                                                                 cache.max_blocks, prompt)}})
+                ->forward(tensor_map{{"pixel_values", pixel_values},
+                                     {"input_ids", prompt_ids},
+                                     {"kv_context", detail::contiguous_kv_context(batch, rows_per_pool,
+                                                                                  cache.max_blocks, prompt)}})
                 .at("logits"));
   if (running == 0) return results;
   auto decode = bind_rank(image_generation_step::decode, decode_sizes);
-  copy_kv_cache(prefill, decode);
+  copy_kv_cache(*prefill, decode);
+  prefill.reset();
   for (std::int64_t step = 1; running > 0; ++step) {
     std::vector<token_id> last;  // a finished row feeds its last token too: the batch keeps its rows
     for (const generation_request& r : requests) last.push_back(r.prompt.back());
