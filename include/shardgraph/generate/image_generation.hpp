@@ -11,8 +11,9 @@
 //            tower. Its caches carry the prefill's names and placement; copy_kv_cache hands them over.
 //
 //   auto bind_rank = [&](generate::image_generation_step step, const model_sizes& sizes) {
-//     const program_view& p = step == generate::image_generation_step::prefill ? program_view(prefill) :
-//     decode; return bind(p, sizes, comm, cpu::backend{}, mesh, weights);
+//     const bool first = step == generate::image_generation_step::prefill;
+//     return bind(first ? program_view(prefill) : program_view(decode), sizes, comm, cpu::backend{},
+//                 mesh, weights);
 //   };
 //   auto results = generate::generate_from_image(config, bind_rank, pixel_values, prompt_ids,
 //                                                {.max_new_tokens = 16, .max_positions = 4096});
