@@ -195,7 +195,8 @@ std::vector<generation_result> generate_from_image(const models::llava_config& c
   auto decode = bind_rank(image_generation_step::decode, decode_sizes);
   copy_kv_cache(*prefill, decode);
   prefill.reset();
-  for (std::int64_t step = 1; running > 0; ++step) {
+  // choose() counts `running` down; every row has finished by step max_new_tokens - 1.
+  for (std::int64_t step = 1; step < o.max_new_tokens && running > 0; ++step) {
     std::vector<token_id> last;  // a finished row feeds its last token too: the batch keeps its rows
     for (const generation_request& r : requests) last.push_back(r.prompt.back());
     choose(step, decode
