@@ -34,6 +34,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
@@ -79,7 +80,8 @@ inline host_tensor contiguous_kv_context(std::int64_t batch, std::int64_t rows_p
                              {batch}, std::vector<std::int32_t>(std::size_t(batch), std::int32_t(length))));
 }
 
-// Row b of each request as the scheduler would take it; throws for one no run can serve.
+// The rows as a scheduler's requests (row b: request b), checked as it checks them; throws for a
+// row no run can serve, and for inputs or options out of shape.
 inline std::vector<generation_request> image_requests(const models::llava_config& config,
                                                       const host_tensor& pixel_values,
                                                       const host_tensor& prompt_ids,
