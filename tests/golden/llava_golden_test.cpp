@@ -305,13 +305,39 @@ const llava_generation_programs& generation_programs(bool tower_on_tp_axis) {
   return tower_on_tp_axis ? on_tp : replicated;
 }
 
+// One rank's generation: what it generated and each step's last-position logits, its own and
+// those of the full forward (Catch's assertions run on the main thread, after the ranks').
 struct image_generation_run {
-  std::vector<std::vector<std::int64_t>> generated;  // rank 0's, per row
+  std::vector<std::vector<std::int64_t>> generated;  // per row
+  std::vector<sg::generate::finish_reason> reasons;  // per row
+  std::vector<std::vector<double>> steps, forwards;  // per step: every row's logits
   double worst = 0;  // the largest relative difference of a step's logits from the full forward's
 };
 
-// Greedy generation of `new_tokens` from golden `inputs` on dp x tp ranks; every step's
-// last-position logits checked against the forward of the whole sequence so far.
+// The logits (batch, seq, columns) -> every row's last position's first `vocab`, in row order.
+std::vector<double> last_positions(const sg::host_tensor& logits, std::int64_t vocab) {
+  std::vector<double> rows;
+  for (std::int64_t b = 0; b < logits.shape()[0]; ++b)
+    for (double x : sg::generate::detail::last_position_logits(logits, b, vocab)) rows.push_back(x);
+  return rows;
+}
+
+// The prompt and the first `step` new tokens of every row (which has that many), as input_ids.
+sg::host_tensor sequence_at(const sg::host_tensor& prompt,
+                            const std::vector<std::vector<std::int64_t>>& generated, std::int64_t step) {
+  const std::int64_t batch = prompt.shape()[0], length = prompt.shape()[1];
+  std::vector<std::int64_t> ids;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const auto* row = reinterpret_cast<const std::int64_t*>(prompt.bytes().data()) + b * length;
+    ids.insert(ids.end(), row, row + length);
+    const auto& more = generated[static_cast<std::size_t>(b)];
+    ids.insert(ids.end(), more.begin(), more.begin() + step);
+  }
+  return sg::host_tensor::from<std::int64_t>({batch, length + step}, ids);
+}
+
+// Greedy generation of `new_tokens` from golden `inputs` on dp x tp ranks, and at every step the
+// forward of the whole sequence so far. Rank 0's run, its `worst` over every rank.
 image_generation_run generate_from_image(const llava_generation_programs& p, const sg::tensor_map& inputs,
                                          std::int64_t new_tokens, int dp, int tp) {
   sg::models::llava_config config = sg::io::hf_llava_config(llava_dir + "/config.json", p.options);
@@ -320,11 +346,10 @@ image_generation_run generate_from_image(const llava_generation_programs& p, con
   const sg::weight_source weights =
       sg::io::hf_llava_weights(sg::io::safetensors_checkpoint::open(llava_dir), p.options, config.text.vocab);
   const sg::host_tensor& prompt = inputs.at("input_ids");
-  const std::int64_t batch = prompt.shape()[0], length = prompt.shape()[1], vocab = config.text.vocab;
+  const std::int64_t batch = prompt.shape()[0], vocab = config.text.vocab;
   std::vector<image_generation_run> runs(static_cast<std::size_t>(dp * tp));
   sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
     image_generation_run& run = runs[static_cast<std::size_t>(comm.rank())];
-    std::vector<std::vector<double>> step_logits;  // per step, every row's last position
     auto bind_rank = [&](sg::generate::image_generation_step step, const sg::model_sizes& sizes) {
       const sg::program_view& program =
           step == sg::generate::image_generation_step::prefill ? sg::program_view(p.prefill) : p.decode;
@@ -336,44 +361,40 @@ image_generation_run generate_from_image(const llava_generation_programs& p, con
         .block_tokens = 4,  // the prompt's 12 tokens and the new ones over several blocks
         .data_parallel = dp,
         .on_logits = [&](std::int64_t, const sg::host_tensor& logits) {
-          step_logits.emplace_back();
-          for (std::int64_t b = 0; b < batch; ++b)
-            for (double x : sg::generate::detail::last_position_logits(logits, b, vocab))
-              step_logits.back().push_back(x);
+          run.steps.push_back(last_positions(logits, vocab));
         }};
     for (const sg::generate::generation_result& r :
          sg::generate::generate_from_image(config, bind_rank, inputs.at("pixel_values"), prompt, options)) {
-      CHECK(r.reason == sg::generate::finish_reason::max_new_tokens);
+      run.reasons.push_back(r.reason);
       run.generated.push_back(r.generated);
+      if (static_cast<std::int64_t>(r.generated.size()) != new_tokens) return;  // checked below
     }
-    REQUIRE(step_logits.size() == std::size_t(new_tokens));
     for (std::int64_t step = 0; step < new_tokens; ++step) {
-      std::vector<std::int64_t> ids;  // the prompt and the first `step` new tokens of every row
-      for (std::int64_t b = 0; b < batch; ++b) {
-        const auto* row = reinterpret_cast<const std::int64_t*>(prompt.bytes().data()) + b * length;
-        ids.insert(ids.end(), row, row + length);
-        const auto& more = run.generated[static_cast<std::size_t>(b)];
-        ids.insert(ids.end(), more.begin(), more.begin() + step);
-      }
-      const std::int64_t seq = length + step;
-      auto whole = sg::bind(p.forward, config.sizes(batch, seq), comm, sg::cpu::backend{}, mesh, weights);
-      const sg::host_tensor logits =
+      const sg::host_tensor ids = sequence_at(prompt, run.generated, step);
+      auto whole =
+          sg::bind(p.forward, config.sizes(batch, ids.shape()[1]), comm, sg::cpu::backend{}, mesh, weights);
+      const sg::host_tensor targets = sg::host_tensor::from<std::int64_t>(
+          ids.shape(), std::vector<std::int64_t>(static_cast<std::size_t>(ids.numel()), 0));
+      run.forwards.push_back(last_positions(
           whole
               .forward(
-                  {{"pixel_values", inputs.at("pixel_values")},
-                   {"input_ids", sg::host_tensor::from<std::int64_t>({batch, seq}, ids)},
-                   {"targets", sg::host_tensor::from<std::int64_t>(
-                                   {batch, seq}, std::vector<std::int64_t>(std::size_t(batch * seq), 0))}})
-              .at("logits");
-      std::vector<double> expected;
-      for (std::int64_t b = 0; b < batch; ++b)
-        for (double x : sg::generate::detail::last_position_logits(logits, b, vocab)) expected.push_back(x);
-      run.worst =
-          std::max(run.worst, test_support::relative_difference(step_logits[std::size_t(step)], expected));
+                  {{"pixel_values", inputs.at("pixel_values")}, {"input_ids", ids}, {"targets", targets}})
+              .at("logits"),
+          vocab));
     }
   });
-  for (const image_generation_run& other : runs) REQUIRE(other.generated == runs[0].generated);
-  return runs[0];
+  double worst = 0;
+  for (const image_generation_run& run : runs) {
+    REQUIRE(run.generated == runs[0].generated);
+    for (sg::generate::finish_reason r : run.reasons) CHECK(r == sg::generate::finish_reason::max_new_tokens);
+    REQUIRE(run.steps.size() == std::size_t(new_tokens));
+    REQUIRE(run.forwards.size() == std::size_t(new_tokens));
+    for (std::size_t step = 0; step < run.steps.size(); ++step)
+      worst = std::max(worst, test_support::relative_difference(run.steps[step], run.forwards[step]));
+  }
+  image_generation_run first = runs[0];
+  first.worst = worst;
+  return first;
 }
 
 std::vector<std::vector<std::int64_t>> rows_of(const sg::io::safetensors_file& f, const std::string& name) {
@@ -491,6 +512,13 @@ TEST_CASE("generate_from_image finishes each row as a scheduler's request, and r
     CHECK(full.at(b).reason == finish_reason::max_positions);
     CHECK(full.at(b).generated == std::vector<std::int64_t>(hf[b].begin(), hf[b].begin() + 6));
   }
+
+  // The golden prompts are image_prompt's: 4 image tokens (60), then the text.
+  const std::vector<std::int64_t> text(ids.begin() + 4, ids.begin() + 12);
+  CHECK(sg::generate::image_prompt(sg::models::llava_config{}, text, 60) ==
+        std::vector<std::int64_t>(ids.begin(), ids.begin() + 12));
+  CHECK_THROWS_WITH(sg::generate::image_prompt(sg::models::llava_config{}, ids, 60),
+                    sg::testing::ContainsSubstring("image_prompt: the text holds the image token 60"));
 
   auto refused = [&](const sg::tensor_map& in, sg::generate::image_generation_options o,
                      const std::string& why) {

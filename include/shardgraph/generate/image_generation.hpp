@@ -134,6 +134,21 @@ struct binding {
 
 }  // namespace detail
 
+// A prompt row for generate_from_image: config.image_tokens() copies of `image_token` (config.json's
+// image_token_index), then `text` (ids of the tokenizer, without image tokens).
+inline std::vector<token_id> image_prompt(const models::llava_config& config, std::span<const token_id> text,
+                                          token_id image_token) {
+  if (text.empty())
+    fail("image_prompt", "the text is empty",
+         "give at least one text token after the image (a BOS token, say)");
+  if (std::find(text.begin(), text.end(), image_token) != text.end())
+    fail("image_prompt", "the text holds the image token " + std::to_string(image_token),
+         "give the text without image tokens: the image's tokens lead the prompt, and only there");
+  std::vector<token_id> ids(static_cast<std::size_t>(config.image_tokens()), image_token);
+  ids.insert(ids.end(), text.begin(), text.end());
+  return ids;
+}
+
 // Runs the requests of `pixel_values` and `prompt_ids` (see above) to the end on this rank.
 // bind_rank(step, sizes) binds the step's program on this rank (its communicator, backend, mesh
 // and weights) with `sizes`: config's for (batch, prompt) or the decoder's for (batch, 1), and
