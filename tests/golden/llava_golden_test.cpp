@@ -19,6 +19,7 @@
 
 #include <shardgraph/cpu.hpp>
 #include <shardgraph/generate/image_generation.hpp>
+#include <shardgraph/io/clip_image_processor.hpp>
 #include <shardgraph/io/hf_llava.hpp>
 #include <shardgraph/shardgraph.hpp>
 #include <shardgraph/threads.hpp>
@@ -546,4 +547,29 @@ TEST_CASE("generate_from_image finishes each row as a scheduler's request, and r
            {"input_ids", sg::host_tensor::from<std::int64_t>(
                              {1, 12}, std::vector<std::int64_t>(ids.begin(), ids.begin() + 12))}},
           {.max_positions = 32}, "one image per prompt row (1)");
+}
+
+// The whole path from an image file (tests/golden/clip_image/image.png, whose pixels stb decodes
+// to Pillow's: tests/io/image_file_test.cpp): CLIP's preprocessing to the model's 8 x 8, then
+// generation, against CLIPImageProcessorPil and HF's generate (llava/image_file.safetensors).
+TEST_CASE("LLaVA generates from an image file's pixels as HF does", "[golden][generate][io]") {
+  const sg::io::safetensors_file golden(llava_dir + "/image_file.safetensors");
+  const std::string clip_dir = std::string(SHARDGRAPH_GOLDEN_DIR) + "/clip_image";
+  const sg::io::safetensors_file clip(clip_dir + "/golden.safetensors");
+  sg::io::rgb8_image image{.width = 45, .height = 30, .values = {}};
+  for (std::int64_t v : clip.read_as<std::int64_t>("rgb"))
+    image.values.push_back(static_cast<std::uint8_t>(v));
+  sg::io::clip_image_processor processor =
+      sg::io::read_clip_image_processor(clip_dir + "/preprocessor_config.json");
+  processor.shortest_edge = processor.crop_height = processor.crop_width = 8;
+  const sg::host_tensor pixels = sg::io::clip_pixel_values({image}, processor, sg::dtype::f64);
+  CHECK(test_support::relative_difference(values_of(pixels), golden.read_as<double>("pixel_values")) < 1e-5);
+
+  const sg::tensor_map inputs{
+      {"pixel_values", pixels},
+      {"input_ids", sg::host_tensor::from<std::int64_t>(golden.info("input_ids").shape,
+                                                        golden.read_as<std::int64_t>("input_ids"))}};
+  std::vector<std::vector<std::int64_t>> streamed;
+  const auto results = generate_on_one_rank(inputs, {.max_new_tokens = 16, .max_positions = 32}, streamed);
+  CHECK(results.at(0).generated == rows_of(golden, "generated").at(0));
 }

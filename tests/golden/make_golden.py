@@ -407,8 +407,8 @@ def main():
     written = [path for kind in CONFIGS for path in make(kind, args.out)]
     written += [path for name in OPTION_CASES for path in make_option_case(name, args.out)]
     written += [path for name in ROPE_CASES for path in make_rope(name, args.out)] + make_rope_tables(args.out)
+    written += make_clip_image(args.out, 43, save)  # first: LLaVA generates from its image file
     written += make_vit(args.out, 41, randomize, save) + make_llava(args.out, 42, randomize, save)
-    written += make_clip_image(args.out, 43, save)
     written += make_attention_masks(args.out)
     total = 0
     for path in written:
