@@ -7,8 +7,9 @@
 //
 // As PIL's Image.convert("RGB") that HF's processors apply: gray is repeated in R, G and B, an
 // alpha channel is dropped (not blended), a palette is looked up; 16-bit channels keep their
-// high byte. Decoding is Debian's libstb (libstb-dev, tools/install_deps.sh), linked through the
-// CMake target shardgraph_examples_image.
+// high byte. A JPEG's EXIF orientation is not applied (transformers' load_image applies it; a
+// PIL image handed to the processor as it was opened is not turned). Decoding is Debian's libstb
+// (libstb-dev, tools/install_deps.sh), linked through the CMake target shardgraph_examples_image.
 #include <cstdint>
 #include <memory>
 #include <string>
