@@ -7,6 +7,7 @@ packages=(
   cmake g++ make ccache python3 clang-19 libclang-rt-19-dev
   libeigen3-dev librange-v3-dev catch2
   libpcre2-dev
+  libstb-dev
   libtrilinos-kokkos-dev
   libopenmpi-dev openmpi-bin
 )

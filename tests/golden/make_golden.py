@@ -28,7 +28,7 @@ import transformers
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
 from generate_golden import make_generate
-from multimodal_golden import make_llava, make_vit
+from multimodal_golden import make_clip_image, make_llava, make_vit
 
 SEED = 1234
 B, T, V = 4, 16, 61  # V divides no tp in {2, 3, 4}
@@ -409,6 +409,7 @@ def main():
     written = [path for kind in CONFIGS for path in make(kind, args.out)]
     written += [path for name in OPTION_CASES for path in make_option_case(name, args.out)]
     written += [path for name in ROPE_CASES for path in make_rope(name, args.out)] + make_rope_tables(args.out)
+    written += make_clip_image(args.out, 43, save)  # first: LLaVA generates from its image file
     written += make_vit(args.out, 41, randomize, save) + make_llava(args.out, 42, randomize, save)
     written += make_attention_masks(args.out)
     written += make_generate(args.out, randomize, save)

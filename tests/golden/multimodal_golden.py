@@ -10,7 +10,11 @@ models, everything is float64, in eval mode, with HF's "eager" attention and no 
   llava  LlavaForConditionalGeneration: a CLIP vision tower (the same images; 3 layers, quick_gelu,
          pre_layrnorm), whose second-to-last layer's patch states (the class token dropped) go
          through the projector (linear, GELU, linear) into a LLaMA decoder, replacing the
-         embeddings of the 4 image tokens that open every sequence.
+         embeddings of the 4 image tokens that open every sequence. generate.safetensors beside
+         it holds HF's greedy generate() from the same images and prompts, image_file.safetensors
+         the same from clip_image's PNG through the image processor (make_clip_image runs first).
+  clip_image  a small PNG and what CLIPImageProcessorPil (Pillow's bicubic resize, center crop,
+         rescale, normalize) makes of it, for shardgraph's own preprocessing.
 """
 import torch
 import torch.nn.functional as F
@@ -21,6 +25,8 @@ from transformers import (CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForCo
 IMAGE, PATCH, CHANNELS = 8, 4, 3
 PATCHES = (IMAGE // PATCH) ** 2
 IGNORE_INDEX = -100
+LLAVA_NEW_TOKENS = 16  # 12 prompt tokens + 16 stay within the decoder's 32 positions
+TIE_MARGIN = 1e-4      # a greedy step's two best logits differ by more (float32 rounding in HF's model is ~1e-6)
 
 
 def vit_config():
@@ -127,4 +133,107 @@ def make_llava(out, seed, randomize, save):
     meta = metadata(B=batch, T=seq, patches=PATCHES, image_token=image_token, ignore_index=IGNORE_INDEX,
                     counted=int((targets != IGNORE_INDEX).sum()), unused=",".join(unused))
     print(f"llava: loss {loss.item():.12f}, {sum(p.numel() for p in params.values())} parameters")
-    return write_case("llava", out, model, params, golden, meta, save)
+    written = write_case("llava", out, model, params, golden, meta, save)
+    written.append(make_llava_generate(out / "llava", model, pixels, input_ids, save))
+    return written + [make_llava_image_file(out / "llava", model, out / "clip_image" / "image.png", save)]
+
+
+def greedy_generate(model, input_ids, pixels):
+    """HF's greedy generate of LLAVA_NEW_TOKENS tokens for one row (1, T) and its image, with no end
+    token (LlamaConfig's eos 2 would end the row early): the new tokens and the smallest difference
+    of a step's two best logits."""
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    with torch.no_grad():
+        out = model.generate(input_ids=input_ids, pixel_values=pixels, attention_mask=torch.ones_like(input_ids),
+                             max_new_tokens=LLAVA_NEW_TOKENS, do_sample=False,
+                             output_scores=True, return_dict_in_generate=True)
+    generated = out.sequences[0, input_ids.shape[1]:]
+    assert generated.shape[0] == LLAVA_NEW_TOKENS, generated.shape
+    margin = min((lambda best: (best[0] - best[1]).item())(torch.topk(scores[0], 2).values)
+                 for scores in out.scores)
+    assert margin > TIE_MARGIN, f"a greedy step is a near tie ({margin}): choose other prompts"
+    return generated, margin
+
+
+def make_llava_generate(folder, model, pixels, input_ids, save):
+    """<folder>/generate.safetensors: HF's greedy generate (do_sample=False) of LLAVA_NEW_TOKENS
+    tokens from golden.safetensors' images and prompts, row by row (no padding): `generated`
+    (B, LLAVA_NEW_TOKENS), without the prompt. Every step's two best logits differ by more than
+    TIE_MARGIN (metadata `margin`: the smallest difference), so float32 rounding inside HF cannot
+    flip a choice."""
+    rows, margins = zip(*(greedy_generate(model, input_ids[b:b + 1], pixels[b:b + 1])
+                          for b in range(input_ids.shape[0])))
+    margin = min(margins)
+    meta = metadata(B=input_ids.shape[0], T=input_ids.shape[1], new_tokens=LLAVA_NEW_TOKENS,
+                    margin=f"{margin:.6g}")
+    path = folder / "generate.safetensors"
+    save({"pixel_values": pixels, "input_ids": input_ids, "generated": torch.stack(rows)}, path, meta)
+    print(f"llava generate: {[r.tolist() for r in rows]}, smallest top-2 margin {margin:.3g}")
+    return path
+
+
+LLAVA_FILE_TEXT = [1, 17, 33, 5, 48]  # the text after the image tokens
+
+
+def make_llava_image_file(folder, model, image_path, save):
+    """<folder>/image_file.safetensors: the whole path from an image file: clip_image/image.png
+    through CLIPImageProcessorPil (shortest edge 8, crop 8 x 8: the model's image size; CLIP's mean
+    and std) into HF's greedy generate from 4 image tokens and LLAVA_FILE_TEXT: `pixel_values`
+    (1, 3, 8, 8) (HF's float32, as F64), `input_ids` (1, 9), `generated` (1, LLAVA_NEW_TOKENS)."""
+    from PIL import Image
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    processor = CLIPImageProcessorPil(size={"shortest_edge": IMAGE}, crop_size={"height": IMAGE, "width": IMAGE},
+                                      image_mean=CLIP_MEAN, image_std=CLIP_STD)
+    pixels = torch.from_numpy(processor(images=Image.open(image_path), return_tensors="np")["pixel_values"])
+    pixels = pixels.to(torch.float64)
+    image_token = model.config.image_token_index
+    input_ids = torch.tensor([[image_token] * PATCHES + LLAVA_FILE_TEXT], dtype=torch.int64)
+    generated, margin = greedy_generate(model, input_ids, pixels)
+    path = folder / "image_file.safetensors"
+    meta = metadata(new_tokens=LLAVA_NEW_TOKENS, margin=f"{margin:.6g}")
+    save({"pixel_values": pixels, "input_ids": input_ids, "generated": generated.reshape(1, -1)}, path, meta)
+    print(f"llava from {image_path.name}: {generated.tolist()}, smallest top-2 margin {margin:.3g}")
+    return path
+
+
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]  # OpenAI CLIP's, as LLaVA's preprocessor_config.json
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+# The preprocessor_config.json written (down: 30 -> 12 rows, bicubic with antialiasing, then a
+# crop of 10) and a second configuration that only the test sets (up: 30 -> 40 rows, crop 36).
+CLIP_RESIZES = {"down": (12, 10), "up": (40, 36)}
+
+
+def make_clip_image(out, seed, save):
+    """<out>/clip_image/: image.png (45 wide, 30 high, RGB: gradients and noise), the
+    preprocessor_config.json of its "down" case, and golden.safetensors: `rgb` (30, 45, 3) I64 (the
+    PNG's pixels) and, per case of CLIP_RESIZES, `pixel_values.<case>` (3, crop, crop) F64 of
+    transformers' CLIPImageProcessorPil (PIL: resize the shortest edge, bicubic; center crop;
+    rescale by 1/255; normalize with CLIP's mean and std; float32)."""
+    import numpy as np
+    from PIL import Image
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    gen = torch.Generator().manual_seed(seed)
+    rows, columns = torch.meshgrid(torch.arange(30.0), torch.arange(45.0), indexing="ij")
+    smooth = torch.stack([rows * 8, columns * 5, (rows + columns) * 3 + 40], dim=-1)
+    noise = torch.randint(-30, 31, (30, 45, 3), generator=gen).double()
+    rgb = (smooth + noise).clamp(0, 255).to(torch.uint8)
+    folder = out / "clip_image"
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(rgb.numpy(), mode="RGB").save(folder / "image.png", format="PNG")
+    image = Image.open(folder / "image.png")
+    assert np.array_equal(np.array(image), rgb.numpy()), "the PNG must hold the pixels exactly"
+    golden = {"rgb": rgb.to(torch.int64)}
+    for case, (edge, crop) in CLIP_RESIZES.items():
+        processor = CLIPImageProcessorPil(size={"shortest_edge": edge}, crop_size={"height": crop, "width": crop},
+                                          image_mean=CLIP_MEAN, image_std=CLIP_STD)
+        pixels = processor(images=image, return_tensors="np")["pixel_values"][0]
+        assert pixels.shape == (3, crop, crop) and pixels.dtype == np.float32, (pixels.shape, pixels.dtype)
+        golden[f"pixel_values.{case}"] = torch.from_numpy(pixels.astype(np.float64))
+        if case == "down":
+            processor.to_json_file(str(folder / "preprocessor_config.json"))
+    import PIL
+    save(golden, folder / "golden.safetensors", {**metadata(), "pillow": PIL.__version__})
+    return [folder / "image.png", folder / "preprocessor_config.json", folder / "golden.safetensors"]

@@ -145,6 +145,16 @@ constexpr tensor llava_projector(graph_builder& g, tensor x, const llava_options
 }
 }  // namespace detail
 
+// LLaVA's language model alone: models::llama with the decoder's options in the model's type. Its
+// parameters are llava()'s decoder's, by name and placement (embed_tokens, layers, norm,
+// lm_head), and so are the caches of its generation program: that program is LLaVA's decode step,
+// which reads neither the image nor the tower (generate/image_generation.hpp).
+constexpr llama_options llava_language_model(const llava_options& o) {
+  llama_options text = o.text;
+  text.type = o.type;
+  return text;
+}
+
 // The graph capacity llava() builds with unless told otherwise: enough for a tower of a few
 // unrolled layers, forward, backward and collectives.
 inline constexpr std::size_t llava_graph_capacity = 512;

@@ -12,6 +12,8 @@
 //   rope(x) -> rope(x, kv_context), position_embedding(x, t) -> position_embedding(x, t, kv_context):
 //       the chunk's tokens are at the absolute positions [kv_context[b][0] - seq, kv_context[b][0])
 //
+// Positions along another dimension than the step's `seq` (an image's patches in a vision tower,
+// vision_seq) are not the cached tokens': their rope and position_embedding stay as they are.
 // The loss and its targets are left out: a generation program's outputs are the model's other
 // outputs (the logits).
 // A cache block holds kv_block_tokens tokens: rows [0, kv_block_tokens) of a (block, kv head) are
@@ -40,6 +42,15 @@ namespace detail {
 // An attention the cache serves: self-attention, causal, unmasked, inside a repeat block.
 constexpr bool cacheable_attention(const node& n) {
   return n.kind == op::attention && n.input_count == 3 && n.masking.causal && n.region >= 0;
+}
+
+// A rope or position_embedding over the step's tokens: its sequence dimension (x (batch, heads,
+// seq, head_dim), resp. (batch, seq, model)) is `seq`, which kv_context places.
+template <std::size_t Capacity>
+constexpr bool step_positions(const basic_graph<Capacity>& g, const node& n) {
+  if (n.kind == op::rope) return g[n.inputs[0]].shape[2] == dim::seq;
+  if (n.kind == op::position_embedding) return g[n.inputs[0]].shape[1] == dim::seq;
+  return false;
 }
 
 // On each mesh axis, Shard<0> (the batch) where `s` shards it; otherwise Replicate.
@@ -143,7 +154,7 @@ constexpr basic_graph<Capacity> attach_kv_cache(const basic_graph<Capacity>& in)
       n.inputs[4] = context;
       n.required[4] = detail::batch_placement(n.required[0], axes);
       n.input_count = 5;
-    } else if (n.kind == op::rope || n.kind == op::position_embedding) {
+    } else if (detail::step_positions(in, in[i])) {
       n.inputs[n.input_count] = context;
       n.required[n.input_count] = detail::batch_placement(n.required[0], axes);
       ++n.input_count;
