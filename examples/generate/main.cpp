@@ -4,7 +4,7 @@
 //   generate DIR [--prompt "..."]... [--prompts-file F] [--prompt-ids 1,2,3]... [--print-ids]
 //            [--mesh tp=2] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K]
 //            [--repetition-penalty R] [--seed S] [--ignore-eos] [--kv-memory 256MiB]
-//            [--dtype f32|f64|bf16]
+//            [--dtype f32|f64|bf16] [--image FILE]
 //
 //   DIR               a save_pretrained directory (config.json, model.safetensors); its
 //                     tokenizer.json, when present, encodes text prompts and decodes the output
@@ -18,6 +18,8 @@
 //   --ignore-eos      go on past the checkpoint's eos token
 //   --kv-memory       the KV cache of each rank: bytes (256MiB, 4GiB), or a share of the free
 //                     memory divided among the caches of the process (50%, the default)
+//   --image FILE      a LLaVA checkpoint continues the one prompt after this image (PNG, JPEG, ...),
+//                     preprocessed as DIR/preprocessor_config.json says; tp ranks only
 //
 // Output: the checkpoint line and the kv cache line; with one prompt, its text streamed as the
 // tokens come (its ids, without a tokenizer); with several, each prompt's text at the end as
@@ -38,6 +40,10 @@
 #include <shardgraph/text/tokenizer_codec.hpp>
 #include <shardgraph/threads.hpp>
 
+#if SHARDGRAPH_GENERATE_IMAGES
+#include "image_generation_run.hpp"
+#endif
+
 namespace sg = shardgraph;
 namespace gen = shardgraph::generate;
 
@@ -49,6 +55,7 @@ struct options {
   bool print_ids = false;
   gen::llm_options llm{.mesh = sg::mesh_shape::parse("tp=1")};
   gen::generation_params params{.max_new_tokens = 32};
+  std::string image;  // --image: a LLaVA checkpoint's image prompt (image_generation_run.hpp)
 };
 
 sg::dtype parse_dtype(const std::string& t) {
@@ -102,7 +109,9 @@ bool apply(options& o, std::string_view a, const std::string& v) {
     o.params.sampling.repetition_penalty = std::stod(v);
   else if (a == "--seed")
     o.params.sampling.seed = std::stoull(v);
-  // Device placement (--max-memory) and image prompts (--image) are options of their own here.
+  else if (a == "--image")
+    o.image = v;
+  // Device placement (--max-memory) is an option of its own here.
   else
     return false;
   return true;
@@ -114,7 +123,29 @@ std::string joined_ids(const std::vector<gen::token_id>& ids) {
   return text;
 }
 
+void print_ids_line(const std::vector<gen::token_id>& ids) { std::printf("ids: %s\n", joined_ids(ids).c_str()); }
+
+int generate_from_image(const options& o) {
+#if !SHARDGRAPH_GENERATE_IMAGES
+  sg::fail("generate --image", "this build reads no image files: libstb was not found when it was configured",
+           "install libstb-dev (tools/install_deps.sh) and configure the build again");
+#else
+  if (o.prompts.size() != 1) sg::fail("generate --image", "takes one prompt", "give one --prompt or --prompt-ids");
+  const std::vector<gen::token_id> ids =
+      generate_from_image_file({.directory = o.directory,
+                                .image = o.image,
+                                .mesh = o.llm.mesh,
+                                .type = o.llm.type,
+                                .prompt = o.prompts[0],
+                                .params = o.params,
+                                .codec = sg::text::open_tokenizer_codec(o.directory)});
+  if (o.print_ids) print_ids_line(ids);
+  return 0;
+#endif
+}
+
 int generate(const options& o) {
+  if (!o.image.empty()) return generate_from_image(o);
   gen::llm<sg::cpu::backend, sg::threads::world> model(o.directory, o.llm,
                                                        sg::text::open_tokenizer_codec(o.directory));
   std::printf("%s: %s checkpoint, vocabulary %lld, %s on %s, tokenizer: %s\n", o.directory.c_str(),
@@ -144,7 +175,7 @@ int generate(const options& o) {
     }
   }
   if (o.print_ids)
-    for (const gen::llm_output& out : outputs) std::printf("ids: %s\n", joined_ids(out.ids).c_str());
+    for (const gen::llm_output& out : outputs) print_ids_line(out.ids);
   const gen::generation_stats& s = model.last_stats();
   std::printf(
       "prefill: %lld tokens, %.1f tokens/s; decode: %lld tokens, %.1f tokens/s (%lld steps, %lld "
@@ -160,7 +191,7 @@ int usage(const std::string& why) {
                "shardgraph: generate: %s. usage: generate DIR [--prompt TEXT] [--prompts-file F] "
                "[--prompt-ids 1,2,3] [--print-ids] [--mesh tp=2] [--max-new-tokens N] [--temperature T] "
                "[--top-p P] [--top-k K] [--repetition-penalty R] [--seed S] [--ignore-eos] "
-               "[--kv-memory 256MiB] [--dtype f32|f64|bf16]\n",
+               "[--kv-memory 256MiB] [--dtype f32|f64|bf16] [--image FILE]\n",
                why.c_str());
   return 2;
 }
