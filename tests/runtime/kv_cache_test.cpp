@@ -28,7 +28,7 @@ namespace sg = shardgraph;
 
 namespace {
 
-using Mesh = sg::mesh<"dp", "tp">;
+using Mesh = sg::mesh<"dp", "tp", "pp">;
 
 constexpr sg::graph gpt2_model() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f64}); }
 constexpr sg::graph llama_model() { return sg::models::llama<Mesh>({.type = sg::dtype::f64}); }
@@ -101,32 +101,43 @@ struct generation_result {
 
 using test_support::relative_difference;
 
-// Prefill, then `steps` decodes, on dp x tp thread ranks; each step's logits checked against a
-// forward over the whole sequence so far. Rank 0's result.
+// Where a generation runs: dp x tp x pp thread ranks; on a pipeline, the layers per stage
+// (empty: balanced) and the micro-batches each forward's rows are split into.
+struct generation_layout {
+  int dp = 1, tp = 1, pp = 1;
+  std::vector<std::int64_t> stage_layers{};
+  std::int64_t micro_batches = 1;  // each binding is bound for batch / micro_batches rows
+  sg::mesh_shape mesh() const { return {{"dp", dp}, {"tp", tp}, {"pp", pp}}; }
+  int ranks() const { return dp * tp * pp; }
+};
+
+// Prefill, then `steps` decodes, on the layout's thread ranks; each step's logits checked against
+// a forward over the whole sequence so far. Rank 0's result.
 template <class Config>
-generation_result generate(const sg::program& forward, const sg::program& generation, const Config& config, int dp,
-                           int tp) {
-  const sg::mesh_shape mesh{{"dp", dp}, {"tp", tp}};
-  const sg::kv_cache_shape cache{.blocks = pool * dp, .block_tokens = block_tokens, .max_blocks = max_blocks};
-  std::vector<generation_result> results(static_cast<std::size_t>(dp * tp));
-  sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
+generation_result generate(const sg::program& forward, const sg::program& generation, const Config& config,
+                           const generation_layout& layout) {
+  const sg::mesh_shape mesh = layout.mesh();
+  const sg::pipeline_options pipe{.stage_layers = layout.stage_layers};
+  const sg::kv_cache_shape cache{.blocks = pool * layout.dp, .block_tokens = block_tokens, .max_blocks = max_blocks};
+  std::vector<generation_result> results(static_cast<std::size_t>(layout.ranks()));
+  sg::threads::world(layout.ranks()).run([&](sg::threads::communicator& comm) {
     generation_result& r = results[static_cast<std::size_t>(comm.rank())];
     for (std::int64_t b = 0; b < batch; ++b) {
       r.tokens.emplace_back();
       for (std::int64_t t = 0; t < prompt; ++t) r.tokens.back().push_back((7 * b + 11 * t + 3) % config.vocab);
     }
     auto bind_sizes = [&](std::int64_t seq, bool cached) {
-      sg::model_sizes s = config.sizes(batch, seq);
+      sg::model_sizes s = config.sizes(cached ? batch / layout.micro_batches : batch, seq);
       return cached ? sg::set_kv_cache_sizes(s, cache) : s;
     };
     auto weights = sg::random_weights(7, 0.2);
-    auto prefill = sg::bind(generation, bind_sizes(prompt, true), comm, sg::cpu::backend{}, mesh, weights);
-    auto decode = sg::bind(generation, bind_sizes(1, true), comm, sg::cpu::backend{}, mesh, weights);
+    auto prefill = sg::bind(generation, bind_sizes(prompt, true), comm, sg::cpu::backend{}, mesh, weights, pipe);
+    auto decode = sg::bind(generation, bind_sizes(1, true), comm, sg::cpu::backend{}, mesh, weights, pipe);
     sg::host_tensor logits = prefill.forward(step_inputs(r.tokens, 0, true)).at("logits");
     sg::copy_kv_cache(prefill, decode);
     for (std::int64_t step = 0;; ++step) {
       const auto length = static_cast<std::int64_t>(r.tokens[0].size());
-      auto whole = sg::bind(forward, bind_sizes(length, false), comm, sg::cpu::backend{}, mesh, weights);
+      auto whole = sg::bind(forward, bind_sizes(length, false), comm, sg::cpu::backend{}, mesh, weights, pipe);
       const sg::host_tensor reference = whole.forward(step_inputs(r.tokens, 0, false)).at("logits");
       for (std::int64_t b = 0; b < batch; ++b) {
         const std::vector<double> got = last_logits(logits, b, config.vocab), want = last_logits(reference, b, config.vocab);
@@ -145,12 +156,14 @@ generation_result generate(const sg::program& forward, const sg::program& genera
 
 template <class Config>
 void check_generation(const sg::program& forward, const sg::program& generation, const Config& config) {
-  const generation_result one = generate(forward, generation, config, 1, 1);
+  const generation_result one = generate(forward, generation, config, {});
   CHECK(one.worst < 1e-9);
   for (const auto& row : one.tokens) REQUIRE(row.size() == std::size_t(prompt + steps));
-  for (auto [dp, tp] : {std::pair{1, 2}, std::pair{2, 2}}) {
-    CAPTURE(dp, tp);
-    const generation_result sharded = generate(forward, generation, config, dp, tp);
+  const generation_layout layouts[] = {{.tp = 2}, {.dp = 2, .tp = 2}, {.pp = 2, .micro_batches = 2},
+                                       {.tp = 2, .pp = 2, .micro_batches = 2}, {.pp = 2}};
+  for (const generation_layout& layout : layouts) {
+    CAPTURE(layout.dp, layout.tp, layout.pp, layout.micro_batches);
+    const generation_result sharded = generate(forward, generation, config, layout);
     CHECK(sharded.worst < 1e-9);
     CHECK(sharded.tokens == one.tokens);
     CHECK(relative_difference(sharded.last, one.last) < 1e-9);
@@ -172,8 +185,8 @@ TEST_CASE("LLaMA generation with grouped-query attention: prefill and decode equ
 TEST_CASE("LLaMA generation with fewer kv heads than tensor-parallel ranks", "[runtime][threads]") {
   const sg::models::llama_config few_kv_heads{.vocab = 61, .model = 32, .ffn = 64, .heads = 8, .kv_heads = 2,
                                               .layers = 2, .padded_vocab = 64};
-  const generation_result one = generate(llama_forward, llama_generation, few_kv_heads, 1, 1);
-  const generation_result four = generate(llama_forward, llama_generation, few_kv_heads, 1, 4);
+  const generation_result one = generate(llama_forward, llama_generation, few_kv_heads, {});
+  const generation_result four = generate(llama_forward, llama_generation, few_kv_heads, {.tp = 4});
   CHECK(one.worst < 1e-9);
   CHECK(four.worst < 1e-9);
   CHECK(four.tokens == one.tokens);
