@@ -133,6 +133,13 @@ generation_result generate(const sg::program& forward, const sg::program& genera
     auto weights = sg::random_weights(7, 0.2);
     auto prefill = sg::bind(generation, bind_sizes(prompt, true), comm, sg::cpu::backend{}, mesh, weights, pipe);
     auto decode = sg::bind(generation, bind_sizes(1, true), comm, sg::cpu::backend{}, mesh, weights, pipe);
+    // Each stage holds the caches of its own layers only.
+    std::int64_t layers_held = 0;
+    for (auto [first, end] : decode.pipeline_chunks()) layers_held += end - first;
+    if (!decode.pipelined()) layers_held = config.layers;
+    CHECK((layout.pp == 1 || layers_held < config.layers));
+    CHECK(decode.memory().kv_cache ==
+          pool * sg::kv_cache_bytes_per_block(generation, bind_sizes(1, true), mesh, layers_held));
     sg::host_tensor logits = prefill.forward(step_inputs(r.tokens, 0, true)).at("logits");
     sg::copy_kv_cache(prefill, decode);
     for (std::int64_t step = 0;; ++step) {
@@ -178,6 +185,23 @@ TEST_CASE("GPT-2 generation: prefill and decode logits equal the full forward's"
 
 TEST_CASE("LLaMA generation with grouped-query attention: prefill and decode equal the full forward", "[runtime][threads]") {
   check_generation(llama_forward, llama_generation, llama_golden);
+}
+
+// Stages of 1 and 3 layers (and 3 and 1), as a device map that fills one device first runs them.
+TEST_CASE("LLaMA generation on uneven pipeline stages equals one rank's", "[runtime][threads]") {
+  sg::models::llama_config four_layers = llama_golden;
+  four_layers.layers = 4;
+  const generation_result one = generate(llama_forward, llama_generation, four_layers, {});
+  CHECK(one.worst < 1e-9);
+  const generation_layout layouts[] = {{.pp = 2, .stage_layers = {1, 3}, .micro_batches = 2},
+                                       {.tp = 2, .pp = 2, .stage_layers = {3, 1}, .micro_batches = 2}};
+  for (const generation_layout& layout : layouts) {
+    CAPTURE(layout.tp, layout.stage_layers);
+    const generation_result staged = generate(llama_forward, llama_generation, four_layers, layout);
+    CHECK(staged.worst < 1e-9);
+    CHECK(staged.tokens == one.tokens);
+    CHECK(relative_difference(staged.last, one.last) < 1e-9);
+  }
 }
 
 // Two kv heads over tp = 4: each kv head is held by the two ranks whose query heads read it, as
@@ -419,25 +443,26 @@ sg::generate::scheduler runner_scheduler(const sg::generate::kv_cache_size& size
 struct runner_run {
   std::vector<sg::generate::generation_result> results;
   std::int64_t preemptions = 0, partial_chunks = 0, mixed_steps = 0, binds = 0;
+  std::int64_t shared_calls = 0;  // calls of several rows (on a pipeline: several micro-batches)
   std::int64_t blocks_left_held = -1;  // after the run: 0, every block back in the pool
 };
 
 // The scheduler over a pool of `blocks` blocks of 4 tokens and 8 tokens a step, run by
 // run_generation on tp thread ranks. Rank 0's results; every rank must agree.
-runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp,
+runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, const generation_layout& layout,
                         std::int64_t blocks = 6, std::int64_t max_bindings = 8) {
   const sg::generate::kv_cache_size size = runner_cache_size(blocks);
   const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 8};
-  std::vector<runner_run> runs(static_cast<std::size_t>(tp));
-  sg::threads::world(tp).run([&](sg::threads::communicator& comm) {
+  std::vector<runner_run> runs(static_cast<std::size_t>(layout.ranks()));
+  sg::threads::world(layout.ranks()).run([&](sg::threads::communicator& comm) {
     runner_run& run = runs[static_cast<std::size_t>(comm.rank())];
     sg::generate::scheduler s = runner_scheduler(size);
     for (const auto& r : requests) s.submit(r);
-    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
+    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {  // on a pipeline: a micro-batch's rows
       ++run.binds;
-      sg::model_sizes sizes = llama_golden.sizes(rows, seq);
+      sg::model_sizes sizes = llama_golden.sizes(rows / sg::pipeline_micro_batches(rows, layout.pp), seq);
       auto rank = sg::bind(llama_generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{},
-                           sg::mesh_shape{{"dp", 1}, {"tp", tp}}, sg::random_weights(7, 0.2));
+                           layout.mesh(), sg::random_weights(7, 0.2), {.stage_layers = layout.stage_layers});
       // A slot read before it is written would make the logits NaN (0 x NaN under the causal mask too).
       rank.for_each_parameter([&](const std::string&, const sg::node& p, std::int64_t, auto& value, auto*) {
         if (!p.kv_cache) return;
@@ -454,6 +479,9 @@ runner_run run_requests(const std::vector<sg::generate::generation_request>& req
         if (q.prefill && q.first_position == 0 && !q.samples) ++run.partial_chunks;  // a prompt cut in chunks
       }
       run.mixed_steps += decodes && prefills;
+      std::map<std::size_t, int> rows_by_tokens;  // the runner's groups: one call each
+      for (const auto& q : step.sequences) ++rows_by_tokens[q.tokens.size()];
+      for (auto [tokens, rows] : rows_by_tokens) run.shared_calls += rows > 1;
     };
     run.results = sg::generate::run_generation(
         s, bind_rank, {.max_blocks = cache.max_blocks, .max_bindings = max_bindings, .on_step = observe});
@@ -488,12 +516,14 @@ TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill a
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
     for (const auto& r : requests) want.push_back(greedy_without_cache(r.prompt, r.max_new_tokens, comm));
   });
-  for (int tp : {1, 2}) {
-    CAPTURE(tp);
-    const runner_run run = run_requests(requests, tp);
+  const generation_layout layouts[] = {{}, {.tp = 2}, {.pp = 2}};
+  for (const generation_layout& layout : layouts) {
+    CAPTURE(layout.tp, layout.pp);
+    const runner_run run = run_requests(requests, layout);
     CHECK(run.preemptions > 0);
     CHECK(run.partial_chunks > 0);
     CHECK(run.mixed_steps > 0);
+    CHECK(run.shared_calls > 0);
     REQUIRE(run.results.size() == requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
       CAPTURE(i);
@@ -502,7 +532,7 @@ TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill a
     }
   }
   // Two bindings kept: the others are dropped and bound again, the cache moving between them.
-  const runner_run few = run_requests(requests, 1, 6, 2), many = run_requests(requests, 1);
+  const runner_run few = run_requests(requests, {}, 6, 2), many = run_requests(requests, {});
   CHECK(few.binds > many.binds);
   for (std::size_t i = 0; i < requests.size(); ++i) CHECK(few.results[i].generated == want[i]);
 }
@@ -520,16 +550,17 @@ TEST_CASE("run_generation samples with seeds alike on every layout and after pre
                         .sampling = {.temperature = 1.5, .top_k = 40, .top_p = 0.95, .seed = 100 + i}});
     greedy.push_back({.prompt = prompts[i], .max_new_tokens = 6});
   }
-  const runner_run one = run_requests(requests, 1), two = run_requests(requests, 2),
-                   roomy = run_requests(requests, 1, 32);
+  const runner_run one = run_requests(requests, {}), two = run_requests(requests, {.tp = 2}),
+                   staged = run_requests(requests, {.pp = 2}), roomy = run_requests(requests, {}, 32);
   CHECK(one.preemptions > 0);
   CHECK(roomy.preemptions == 0);
-  const runner_run argmax = run_requests(greedy, 1, 32);
+  const runner_run argmax = run_requests(greedy, {}, 32);
   bool sampled_differs = false;  // the sampler, not the argmax, picked the tokens
   for (std::size_t i = 0; i < requests.size(); ++i) {
     CAPTURE(i);
     CHECK(one.results[i].generated.size() == 6);
     CHECK(two.results[i].generated == one.results[i].generated);
+    CHECK(staged.results[i].generated == one.results[i].generated);
     CHECK(roomy.results[i].generated == one.results[i].generated);
     sampled_differs |= one.results[i].generated != argmax.results[i].generated;
   }
