@@ -368,6 +368,39 @@ TEST_CASE("A decode step's rows each stand at their own position", "[runtime][th
   SECTION("LLaMA: rotary positions") { check_rows_at_own_positions(llama_forward, llama_generation, llama_golden); }
 }
 
+TEST_CASE("pipeline_micro_batches: the fewest that divide the rows and fill the stages", "[runtime]") {
+  CHECK(sg::pipeline_micro_batches(4, 2) == 2);
+  CHECK(sg::pipeline_micro_batches(3, 2) == 3);
+  CHECK(sg::pipeline_micro_batches(6, 4) == 6);
+  CHECK(sg::pipeline_micro_batches(8, 4) == 4);
+  CHECK(sg::pipeline_micro_batches(1, 2) == 1);
+  CHECK(sg::pipeline_micro_batches(5, 1) == 1);
+  CHECK_THROWS_WITH(sg::pipeline_micro_batches(0, 2), sg::testing::ContainsSubstring("pipeline_micro_batches: 0 rows on 2 stages"));
+}
+
+TEST_CASE("A pipeline's forward refuses rows it cannot split into micro-batches", "[runtime][threads]") {
+  const sg::mesh_shape mesh{{"pp", 2}};
+  sg::threads::world(2).run([&](sg::threads::communicator& comm) {
+    sg::model_sizes sizes = gpt2_golden.sizes(2, 1);
+    sg::set_kv_cache_sizes(sizes, {.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks});
+    auto rank = sg::bind(gpt2_generation, sizes, comm, sg::cpu::backend{}, mesh, sg::random_weights(7, 0.2));
+    sg::tensor_map inputs = step_inputs({{1}, {2}}, 0, true);
+    inputs.insert_or_assign("input_ids", sg::host_tensor::from<std::int64_t>({3, 1}, std::vector<std::int64_t>{1, 2, 3}));
+    CHECK_THROWS_WITH(rank.forward(inputs), sg::testing::ContainsSubstring(
+                                                "forward: input 'input_ids': 3 rows are not a multiple of the bound batch of 2"));
+    inputs.insert_or_assign("input_ids", sg::host_tensor::from<std::int64_t>({4, 1}, std::vector<std::int64_t>{1, 2, 3, 4}));
+    CHECK_THROWS_WITH(rank.forward(inputs),
+                      sg::testing::ContainsSubstring("input 'input_ids': holds 2 micro-batches of rows, but 'kv_context' holds 1"));
+    // A loss has no rows to join: a forward program's loss comes from one micro-batch.
+    auto whole = sg::bind(gpt2_forward, gpt2_golden.sizes(1, 2), comm, sg::cpu::backend{}, mesh, sg::random_weights(7, 0.2));
+    CHECK_THROWS_WITH(whole.forward(step_inputs({{1, 2}, {3, 4}}, 0, false)),
+                      sg::testing::ContainsSubstring(
+                          "forward: output 'loss': it has no batch dimension to join the outputs of 2 micro-batches over"));
+    CHECK(whole.forward(step_inputs({{1, 2}, {3, 4}}, 0, false), "logits").at("logits").shape() ==
+          std::vector<std::int64_t>{2, 2, 64});
+  });
+}
+
 TEST_CASE("make_kv_context joins block tables and context lengths", "[runtime]") {
   const sg::host_tensor tables = sg::host_tensor::from<std::int32_t>({2, 2}, std::vector<std::int32_t>{4, 1, 0, 3});
   const sg::host_tensor lengths = sg::host_tensor::from<std::int32_t>({2}, std::vector<std::int32_t>{7, 2});
