@@ -51,8 +51,8 @@ inline model_sizes& set_kv_cache_sizes(model_sizes& sizes, const kv_cache_shape&
 // the rank's kv heads, in every layer it holds. `sizes` needs kv_block_tokens (set_kv_cache_sizes);
 // a KV memory budget divided by this gives the blocks a rank can hold. `layers_held`: the block
 // layers of a pipeline stage (rank_program::pipeline_chunks); -1: all of them. Every stage holds
-// the same blocks (a sequence's tokens are cached in every layer), so a pipeline's pool is sized
-// by the stage that fills its budget first.
+// the same blocks (a sequence's tokens are cached in every layer), so a pipeline's pool has the
+// fewest blocks any stage's budget holds.
 inline std::int64_t kv_cache_bytes_per_block(const program_view& p, const model_sizes& sizes, const mesh_shape& mesh,
                                              std::int64_t layers_held = -1) {
   const graph_view& g = p.nodes;
