@@ -44,7 +44,8 @@ inline host_tensor row_range(const host_tensor& t, std::int64_t first, std::int6
 // over the bound batch. Fails, naming the input, when they are not a multiple of it or differ
 // between inputs; 1 where no input is batch-major. The shapes themselves are checked later, per
 // micro-batch, as forward() checks one batch.
-inline std::int64_t micro_batch_count(const graph_view& g, const local_layout& layout, const tensor_map& inputs) {
+inline std::int64_t micro_batch_count(const graph_view& g, const local_layout& layout,
+                                      const tensor_map& inputs) {
   std::int64_t count = 0;
   std::string first_name;
   for (int i = 0; i < g.size(); ++i) {
@@ -59,8 +60,8 @@ inline std::int64_t micro_batch_count(const graph_view& g, const local_layout& l
            "give the bound batch's rows, or k times them to run k micro-batches through the pipeline");
     if (count != 0 && rows / batch != count)
       fail("forward: input '" + name + "'",
-           "holds " + std::to_string(rows / batch) + " micro-batches of rows, but '" + first_name + "' holds " +
-               std::to_string(count),
+           "holds " + std::to_string(rows / batch) + " micro-batches of rows, but '" + first_name +
+               "' holds " + std::to_string(count),
            "give every batch-major input the same rows");
     if (count == 0) first_name = name;
     count = rows / batch;
@@ -92,7 +93,8 @@ inline tensor_map join_micro_batch_rows(const graph_view& g, const std::vector<t
     while (i < g.size() && !(g[i].kind == op::output && g[i].name.view() == name)) ++i;
     if (i == g.size() || !detail::batch_major(g[i]))
       fail("forward: output '" + name + "'",
-           "it has no batch dimension to join the outputs of " + std::to_string(parts.size()) + " micro-batches over",
+           "it has no batch dimension to join the outputs of " + std::to_string(parts.size()) +
+               " micro-batches over",
            "read it from a forward of the bound batch's rows (one micro-batch)");
     std::vector<std::int64_t> shape = first.shape();
     shape[0] *= static_cast<std::int64_t>(parts.size());

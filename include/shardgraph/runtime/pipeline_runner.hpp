@@ -227,14 +227,15 @@ std::vector<double> run_pipeline_step(Stage& stage, Comm& pp, const plan::pipeli
 // stage before it (tag tag_base + j for virtual stage j), its result sent to the next. Tags differ
 // per micro-batch when tag_base steps by the number of virtual stages.
 template <class Stage, class Comm>
-void run_forward_stages(Stage& stage, Comm& pp, const plan::pipeline_stages& stages, const plan::step_index& idx,
-                        int tag_base) {
+void run_forward_stages(Stage& stage, Comm& pp, const plan::pipeline_stages& stages,
+                        const plan::step_index& idx, int tag_base) {
   const int p = stages.schedule.ranks, r = stages.coordinate;
   const int total = stages.schedule.stages();
   for (int j = r; j < total; j += p) {
     const auto [first, end] = stages.chunks[static_cast<std::size_t>(j / p)];
     if (j > 0)
-      transfer_boundary(stage, pp, stage.value_at(idx.forward_begin_node, first), (j - 1) % p, tag_base + j, false);
+      transfer_boundary(stage, pp, stage.value_at(idx.forward_begin_node, first), (j - 1) % p, tag_base + j,
+                        false);
     stage.run_segment(stage_forward_segment(j, total, first, end));
     if (j < total - 1)
       transfer_boundary(stage, pp, stage.value(idx.forward_end_node), (j + 1) % p, tag_base + j + 1, true);
@@ -246,7 +247,8 @@ template <class Stage, class Comm>
 void broadcast_outputs(Stage& stage, Comm& pp, const plan::pipeline_stages& stages, const graph_view& nodes) {
   for (int i = 0; i < nodes.size(); ++i)
     if (nodes[i].kind == op::output)
-      stage.with_span(stage.output_value(i), [&](auto values) { pp.broadcast(values, stages.schedule.ranks - 1); });
+      stage.with_span(stage.output_value(i),
+                      [&](auto values) { pp.broadcast(values, stages.schedule.ranks - 1); });
 }
 
 // One batch through the stages in order (no schedule, no overlap), for evaluation; the outputs are
@@ -270,8 +272,9 @@ void forward_stage_by_stage(Stage& stage, Comm& pp, const plan::pipeline_stages&
 // micro-batch has run, they are sent to every rank in order, so that no stage waits for the last
 // one before its own work is done. Returns each micro-batch's outputs, on every rank.
 template <class Stage, class Comm, class Batch>
-auto forward_micro_batches(Stage& stage, Comm& pp, const plan::pipeline_stages& stages, const plan::step_index& idx,
-                           const graph_view& nodes, std::span<const Batch> micro_batches, std::string_view only) {
+auto forward_micro_batches(Stage& stage, Comm& pp, const plan::pipeline_stages& stages,
+                           const plan::step_index& idx, const graph_view& nodes,
+                           std::span<const Batch> micro_batches, std::string_view only) {
   const int total = stages.schedule.stages();
   std::vector<decltype(stage.outputs(only))> outputs(micro_batches.size());
   stage.select_bank(0);
