@@ -1,9 +1,11 @@
 // Generation programs (inference{.kv_cache = true}): a prompt's prefill then decode steps, each
 // feeding the argmax token, give at every step the logits of the full-sequence forward's last
 // position (f64), for GPT-2 and LLaMA (grouped-query) at the golden models' widths, on one rank,
-// tp = 2 and dp = 2 x tp = 2. The cache is paged: each row's blocks are scattered in the pool.
-// run_generation (generate/runner.hpp) drives a scheduler over these programs: greedy tokens equal
-// repeated full forwards under chunked prefill and preemption.
+// tp = 2, dp = 2 x tp = 2, and on pipeline stages (pp = 2, with tp = 2 or dp = 2, even and uneven
+// stages, a step's rows split into micro-batches). The cache is paged: each row's blocks are
+// scattered in the pool. run_generation (generate/runner.hpp) drives a scheduler over these
+// programs: greedy tokens equal repeated full forwards under chunked prefill and preemption, on one
+// rank, tp = 2 and pp = 2.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -167,7 +169,7 @@ void check_generation(const sg::program& forward, const sg::program& generation,
   CHECK(one.worst < 1e-9);
   for (const auto& row : one.tokens) REQUIRE(row.size() == std::size_t(prompt + steps));
   const generation_layout layouts[] = {{.tp = 2}, {.dp = 2, .tp = 2}, {.pp = 2, .micro_batches = 2},
-                                       {.tp = 2, .pp = 2, .micro_batches = 2}, {.pp = 2}};
+                                       {.tp = 2, .pp = 2, .micro_batches = 2}, {.pp = 2}, {.dp = 2, .pp = 2}};
   for (const generation_layout& layout : layouts) {
     CAPTURE(layout.dp, layout.tp, layout.pp, layout.micro_batches);
     const generation_result sharded = generate(forward, generation, config, layout);
