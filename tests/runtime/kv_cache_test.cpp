@@ -119,7 +119,8 @@ template <class Config>
 generation_result generate(const sg::program& forward, const sg::program& generation, const Config& config,
                            const generation_layout& layout) {
   const sg::mesh_shape mesh = layout.mesh();
-  const sg::pipeline_options pipe{.stage_layers = layout.stage_layers};
+  // micro_batches is the training schedule's: a forward-only program keeps one slot whatever it is.
+  const sg::pipeline_options pipe{.micro_batches = 4, .stage_layers = layout.stage_layers};
   const sg::kv_cache_shape cache{.blocks = pool * layout.dp, .block_tokens = block_tokens, .max_blocks = max_blocks};
   std::vector<generation_result> results(static_cast<std::size_t>(layout.ranks()));
   sg::threads::world(layout.ranks()).run([&](sg::threads::communicator& comm) {
@@ -142,6 +143,7 @@ generation_result generate(const sg::program& forward, const sg::program& genera
     CHECK((layout.pp == 1 || layers_held < config.layers));
     CHECK(decode.memory().kv_cache ==
           pool * sg::kv_cache_bytes_per_block(generation, bind_sizes(1, true), mesh, layers_held));
+    CHECK(decode.memory().micro_batches_in_flight == 1);
     sg::host_tensor logits = prefill.forward(step_inputs(r.tokens, 0, true)).at("logits");
     sg::copy_kv_cache(prefill, decode);
     for (std::int64_t step = 0;; ++step) {

@@ -9,8 +9,10 @@
 //
 // Sizes given to bind are one micro-batch's; trainer::step then takes exactly `micro_batches` of them.
 //
-// Inference (forward() of a pipeline) needs no micro_batches: given k times the bound batch's rows,
-// forward() runs them as k micro-batches through a forward-only pipeline (runtime/micro_batch_rows.hpp).
+// Inference (forward() of a pipeline) needs no micro_batches, and a program without backward keeps
+// one activation slot whatever it says: given k times the bound batch's rows, forward() runs them
+// as k micro-batches, one after another on each stage, through a forward-only pipeline
+// (runtime/micro_batch_rows.hpp).
 // pipeline_micro_batches(rows, stages) is a k for a step of `rows` rows: bind for rows / k.
 #include <algorithm>
 #include <cstdint>
