@@ -1,9 +1,11 @@
 // Generation programs (inference{.kv_cache = true}): a prompt's prefill then decode steps, each
 // feeding the argmax token, give at every step the logits of the full-sequence forward's last
 // position (f64), for GPT-2 and LLaMA (grouped-query) at the golden models' widths, on one rank,
-// tp = 2 and dp = 2 x tp = 2. The cache is paged: each row's blocks are scattered in the pool.
-// run_generation (generate/runner.hpp) drives a scheduler over these programs: greedy tokens equal
-// repeated full forwards under chunked prefill and preemption.
+// tp = 2, dp = 2 x tp = 2, and on pipeline stages (pp = 2, with tp = 2 or dp = 2, even and uneven
+// stages, a step's rows split into micro-batches). The cache is paged: each row's blocks are
+// scattered in the pool. run_generation (generate/runner.hpp) drives a scheduler over these
+// programs: greedy tokens equal repeated full forwards under chunked prefill and preemption, on one
+// rank, tp = 2 and pp = 2.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -28,7 +30,7 @@ namespace sg = shardgraph;
 
 namespace {
 
-using Mesh = sg::mesh<"dp", "tp">;
+using Mesh = sg::mesh<"dp", "tp", "pp">;
 
 constexpr sg::graph gpt2_model() { return sg::models::gpt2<Mesh>({.type = sg::dtype::f64}); }
 constexpr sg::graph llama_model() { return sg::models::llama<Mesh>({.type = sg::dtype::f64}); }
@@ -101,32 +103,52 @@ struct generation_result {
 
 using test_support::relative_difference;
 
-// Prefill, then `steps` decodes, on dp x tp thread ranks; each step's logits checked against a
-// forward over the whole sequence so far. Rank 0's result.
+// Where a generation runs: dp x tp x pp thread ranks; on a pipeline, the layers per stage
+// (empty: balanced) and the micro-batches each forward's rows are split into.
+struct generation_layout {
+  int dp = 1, tp = 1, pp = 1;
+  std::vector<std::int64_t> stage_layers{};
+  std::int64_t micro_batches = 1;  // each binding is bound for batch / micro_batches rows
+  sg::mesh_shape mesh() const { return {{"dp", dp}, {"tp", tp}, {"pp", pp}}; }
+  int ranks() const { return dp * tp * pp; }
+};
+
+// Prefill, then `steps` decodes, on the layout's thread ranks; each step's logits checked against
+// a forward over the whole sequence so far. Rank 0's result.
 template <class Config>
-generation_result generate(const sg::program& forward, const sg::program& generation, const Config& config, int dp,
-                           int tp) {
-  const sg::mesh_shape mesh{{"dp", dp}, {"tp", tp}};
-  const sg::kv_cache_shape cache{.blocks = pool * dp, .block_tokens = block_tokens, .max_blocks = max_blocks};
-  std::vector<generation_result> results(static_cast<std::size_t>(dp * tp));
-  sg::threads::world(dp * tp).run([&](sg::threads::communicator& comm) {
+generation_result generate(const sg::program& forward, const sg::program& generation, const Config& config,
+                           const generation_layout& layout) {
+  const sg::mesh_shape mesh = layout.mesh();
+  // micro_batches is the training schedule's: a forward-only program keeps one slot whatever it is.
+  const sg::pipeline_options pipe{.micro_batches = 4, .stage_layers = layout.stage_layers};
+  const sg::kv_cache_shape cache{.blocks = pool * layout.dp, .block_tokens = block_tokens, .max_blocks = max_blocks};
+  std::vector<generation_result> results(static_cast<std::size_t>(layout.ranks()));
+  sg::threads::world(layout.ranks()).run([&](sg::threads::communicator& comm) {
     generation_result& r = results[static_cast<std::size_t>(comm.rank())];
     for (std::int64_t b = 0; b < batch; ++b) {
       r.tokens.emplace_back();
       for (std::int64_t t = 0; t < prompt; ++t) r.tokens.back().push_back((7 * b + 11 * t + 3) % config.vocab);
     }
     auto bind_sizes = [&](std::int64_t seq, bool cached) {
-      sg::model_sizes s = config.sizes(batch, seq);
+      sg::model_sizes s = config.sizes(cached ? batch / layout.micro_batches : batch, seq);
       return cached ? sg::set_kv_cache_sizes(s, cache) : s;
     };
     auto weights = sg::random_weights(7, 0.2);
-    auto prefill = sg::bind(generation, bind_sizes(prompt, true), comm, sg::cpu::backend{}, mesh, weights);
-    auto decode = sg::bind(generation, bind_sizes(1, true), comm, sg::cpu::backend{}, mesh, weights);
+    auto prefill = sg::bind(generation, bind_sizes(prompt, true), comm, sg::cpu::backend{}, mesh, weights, pipe);
+    auto decode = sg::bind(generation, bind_sizes(1, true), comm, sg::cpu::backend{}, mesh, weights, pipe);
+    // Each stage holds the caches of its own layers only.
+    std::int64_t layers_held = 0;
+    for (auto [first, end] : decode.pipeline_chunks()) layers_held += end - first;
+    if (!decode.pipelined()) layers_held = config.layers;
+    CHECK((layout.pp == 1 || layers_held < config.layers));
+    CHECK(decode.memory().kv_cache ==
+          pool * sg::kv_cache_bytes_per_block(generation, bind_sizes(1, true), mesh, layers_held));
+    CHECK(decode.memory().micro_batches_in_flight == 1);
     sg::host_tensor logits = prefill.forward(step_inputs(r.tokens, 0, true)).at("logits");
     sg::copy_kv_cache(prefill, decode);
     for (std::int64_t step = 0;; ++step) {
       const auto length = static_cast<std::int64_t>(r.tokens[0].size());
-      auto whole = sg::bind(forward, bind_sizes(length, false), comm, sg::cpu::backend{}, mesh, weights);
+      auto whole = sg::bind(forward, bind_sizes(length, false), comm, sg::cpu::backend{}, mesh, weights, pipe);
       const sg::host_tensor reference = whole.forward(step_inputs(r.tokens, 0, false)).at("logits");
       for (std::int64_t b = 0; b < batch; ++b) {
         const std::vector<double> got = last_logits(logits, b, config.vocab), want = last_logits(reference, b, config.vocab);
@@ -145,12 +167,14 @@ generation_result generate(const sg::program& forward, const sg::program& genera
 
 template <class Config>
 void check_generation(const sg::program& forward, const sg::program& generation, const Config& config) {
-  const generation_result one = generate(forward, generation, config, 1, 1);
+  const generation_result one = generate(forward, generation, config, {});
   CHECK(one.worst < 1e-9);
   for (const auto& row : one.tokens) REQUIRE(row.size() == std::size_t(prompt + steps));
-  for (auto [dp, tp] : {std::pair{1, 2}, std::pair{2, 2}}) {
-    CAPTURE(dp, tp);
-    const generation_result sharded = generate(forward, generation, config, dp, tp);
+  const generation_layout layouts[] = {{.tp = 2}, {.dp = 2, .tp = 2}, {.pp = 2, .micro_batches = 2},
+                                       {.tp = 2, .pp = 2, .micro_batches = 2}, {.pp = 2}, {.dp = 2, .pp = 2}};
+  for (const generation_layout& layout : layouts) {
+    CAPTURE(layout.dp, layout.tp, layout.pp, layout.micro_batches);
+    const generation_result sharded = generate(forward, generation, config, layout);
     CHECK(sharded.worst < 1e-9);
     CHECK(sharded.tokens == one.tokens);
     CHECK(relative_difference(sharded.last, one.last) < 1e-9);
@@ -167,13 +191,30 @@ TEST_CASE("LLaMA generation with grouped-query attention: prefill and decode equ
   check_generation(llama_forward, llama_generation, llama_golden);
 }
 
+// Stages of 1 and 3 layers (and 3 and 1), as a device map that fills one device first runs them.
+TEST_CASE("LLaMA generation on uneven pipeline stages equals one rank's", "[runtime][threads]") {
+  sg::models::llama_config four_layers = llama_golden;
+  four_layers.layers = 4;
+  const generation_result one = generate(llama_forward, llama_generation, four_layers, {});
+  CHECK(one.worst < 1e-9);
+  const generation_layout layouts[] = {{.pp = 2, .stage_layers = {1, 3}, .micro_batches = 2},
+                                       {.tp = 2, .pp = 2, .stage_layers = {3, 1}, .micro_batches = 2}};
+  for (const generation_layout& layout : layouts) {
+    CAPTURE(layout.tp, layout.stage_layers);
+    const generation_result staged = generate(llama_forward, llama_generation, four_layers, layout);
+    CHECK(staged.worst < 1e-9);
+    CHECK(staged.tokens == one.tokens);
+    CHECK(relative_difference(staged.last, one.last) < 1e-9);
+  }
+}
+
 // Two kv heads over tp = 4: each kv head is held by the two ranks whose query heads read it, as
 // Megatron-LM replicates them; the cache is replicated with it.
 TEST_CASE("LLaMA generation with fewer kv heads than tensor-parallel ranks", "[runtime][threads]") {
   const sg::models::llama_config few_kv_heads{.vocab = 61, .model = 32, .ffn = 64, .heads = 8, .kv_heads = 2,
                                               .layers = 2, .padded_vocab = 64};
-  const generation_result one = generate(llama_forward, llama_generation, few_kv_heads, 1, 1);
-  const generation_result four = generate(llama_forward, llama_generation, few_kv_heads, 1, 4);
+  const generation_result one = generate(llama_forward, llama_generation, few_kv_heads, {});
+  const generation_result four = generate(llama_forward, llama_generation, few_kv_heads, {.tp = 4});
   CHECK(one.worst < 1e-9);
   CHECK(four.worst < 1e-9);
   CHECK(four.tokens == one.tokens);
@@ -331,6 +372,39 @@ TEST_CASE("A decode step's rows each stand at their own position", "[runtime][th
   SECTION("LLaMA: rotary positions") { check_rows_at_own_positions(llama_forward, llama_generation, llama_golden); }
 }
 
+TEST_CASE("pipeline_micro_batches: the fewest that divide the rows and fill the stages", "[runtime]") {
+  CHECK(sg::pipeline_micro_batches(4, 2) == 2);
+  CHECK(sg::pipeline_micro_batches(3, 2) == 3);
+  CHECK(sg::pipeline_micro_batches(6, 4) == 6);
+  CHECK(sg::pipeline_micro_batches(8, 4) == 4);
+  CHECK(sg::pipeline_micro_batches(1, 2) == 1);
+  CHECK(sg::pipeline_micro_batches(5, 1) == 1);
+  CHECK_THROWS_WITH(sg::pipeline_micro_batches(0, 2), sg::testing::ContainsSubstring("pipeline_micro_batches: 0 rows on 2 stages"));
+}
+
+TEST_CASE("A pipeline's forward refuses rows it cannot split into micro-batches", "[runtime][threads]") {
+  const sg::mesh_shape mesh{{"pp", 2}};
+  sg::threads::world(2).run([&](sg::threads::communicator& comm) {
+    sg::model_sizes sizes = gpt2_golden.sizes(2, 1);
+    sg::set_kv_cache_sizes(sizes, {.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks});
+    auto rank = sg::bind(gpt2_generation, sizes, comm, sg::cpu::backend{}, mesh, sg::random_weights(7, 0.2));
+    sg::tensor_map inputs = step_inputs({{1}, {2}}, 0, true);
+    inputs.insert_or_assign("input_ids", sg::host_tensor::from<std::int64_t>({3, 1}, std::vector<std::int64_t>{1, 2, 3}));
+    CHECK_THROWS_WITH(rank.forward(inputs), sg::testing::ContainsSubstring(
+                                                "forward: input 'input_ids': 3 rows are not a multiple of the bound batch of 2"));
+    inputs.insert_or_assign("input_ids", sg::host_tensor::from<std::int64_t>({4, 1}, std::vector<std::int64_t>{1, 2, 3, 4}));
+    CHECK_THROWS_WITH(rank.forward(inputs),
+                      sg::testing::ContainsSubstring("input 'input_ids': holds 2 micro-batches of rows, but 'kv_context' holds 1"));
+    // A loss has no rows to join: a forward program's loss comes from one micro-batch.
+    auto whole = sg::bind(gpt2_forward, gpt2_golden.sizes(1, 2), comm, sg::cpu::backend{}, mesh, sg::random_weights(7, 0.2));
+    CHECK_THROWS_WITH(whole.forward(step_inputs({{1, 2}, {3, 4}}, 0, false)),
+                      sg::testing::ContainsSubstring(
+                          "forward: output 'loss': it has no batch dimension to join the outputs of 2 micro-batches over"));
+    CHECK(whole.forward(step_inputs({{1, 2}, {3, 4}}, 0, false), "logits").at("logits").shape() ==
+          std::vector<std::int64_t>{2, 2, 64});
+  });
+}
+
 TEST_CASE("make_kv_context joins block tables and context lengths", "[runtime]") {
   const sg::host_tensor tables = sg::host_tensor::from<std::int32_t>({2, 2}, std::vector<std::int32_t>{4, 1, 0, 3});
   const sg::host_tensor lengths = sg::host_tensor::from<std::int32_t>({2}, std::vector<std::int32_t>{7, 2});
@@ -406,25 +480,26 @@ sg::generate::scheduler runner_scheduler(const sg::generate::kv_cache_size& size
 struct runner_run {
   std::vector<sg::generate::generation_result> results;
   std::int64_t preemptions = 0, partial_chunks = 0, mixed_steps = 0, binds = 0;
+  std::int64_t shared_calls = 0;  // calls of several rows (on a pipeline: several micro-batches)
   std::int64_t blocks_left_held = -1;  // after the run: 0, every block back in the pool
 };
 
 // The scheduler over a pool of `blocks` blocks of 4 tokens and 8 tokens a step, run by
 // run_generation on tp thread ranks. Rank 0's results; every rank must agree.
-runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, int tp,
+runner_run run_requests(const std::vector<sg::generate::generation_request>& requests, const generation_layout& layout,
                         std::int64_t blocks = 6, std::int64_t max_bindings = 8) {
   const sg::generate::kv_cache_size size = runner_cache_size(blocks);
   const sg::kv_cache_shape cache{.blocks = size.blocks, .block_tokens = 4, .max_blocks = 8};
-  std::vector<runner_run> runs(static_cast<std::size_t>(tp));
-  sg::threads::world(tp).run([&](sg::threads::communicator& comm) {
+  std::vector<runner_run> runs(static_cast<std::size_t>(layout.ranks()));
+  sg::threads::world(layout.ranks()).run([&](sg::threads::communicator& comm) {
     runner_run& run = runs[static_cast<std::size_t>(comm.rank())];
     sg::generate::scheduler s = runner_scheduler(size);
     for (const auto& r : requests) s.submit(r);
-    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
+    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {  // on a pipeline: a micro-batch's rows
       ++run.binds;
-      sg::model_sizes sizes = llama_golden.sizes(rows, seq);
+      sg::model_sizes sizes = llama_golden.sizes(rows / sg::pipeline_micro_batches(rows, layout.pp), seq);
       auto rank = sg::bind(llama_generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{},
-                           sg::mesh_shape{{"dp", 1}, {"tp", tp}}, sg::random_weights(7, 0.2));
+                           layout.mesh(), sg::random_weights(7, 0.2), {.stage_layers = layout.stage_layers});
       // A slot read before it is written would make the logits NaN (0 x NaN under the causal mask too).
       rank.for_each_parameter([&](const std::string&, const sg::node& p, std::int64_t, auto& value, auto*) {
         if (!p.kv_cache) return;
@@ -441,6 +516,9 @@ runner_run run_requests(const std::vector<sg::generate::generation_request>& req
         if (q.prefill && q.first_position == 0 && !q.samples) ++run.partial_chunks;  // a prompt cut in chunks
       }
       run.mixed_steps += decodes && prefills;
+      std::map<std::size_t, int> rows_by_tokens;  // the runner's groups: one call each
+      for (const auto& q : step.sequences) ++rows_by_tokens[q.tokens.size()];
+      for (auto [tokens, rows] : rows_by_tokens) run.shared_calls += rows > 1;
     };
     run.results = sg::generate::run_generation(
         s, bind_rank, {.max_blocks = cache.max_blocks, .max_bindings = max_bindings, .on_step = observe});
@@ -475,12 +553,14 @@ TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill a
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
     for (const auto& r : requests) want.push_back(greedy_without_cache(r.prompt, r.max_new_tokens, comm));
   });
-  for (int tp : {1, 2}) {
-    CAPTURE(tp);
-    const runner_run run = run_requests(requests, tp);
+  const generation_layout layouts[] = {{}, {.tp = 2}, {.pp = 2}};
+  for (const generation_layout& layout : layouts) {
+    CAPTURE(layout.tp, layout.pp);
+    const runner_run run = run_requests(requests, layout);
     CHECK(run.preemptions > 0);
     CHECK(run.partial_chunks > 0);
     CHECK(run.mixed_steps > 0);
+    CHECK(run.shared_calls > 0);
     REQUIRE(run.results.size() == requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
       CAPTURE(i);
@@ -489,7 +569,7 @@ TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill a
     }
   }
   // Two bindings kept: the others are dropped and bound again, the cache moving between them.
-  const runner_run few = run_requests(requests, 1, 6, 2), many = run_requests(requests, 1);
+  const runner_run few = run_requests(requests, {}, 6, 2), many = run_requests(requests, {});
   CHECK(few.binds > many.binds);
   for (std::size_t i = 0; i < requests.size(); ++i) CHECK(few.results[i].generated == want[i]);
 }
@@ -507,16 +587,17 @@ TEST_CASE("run_generation samples with seeds alike on every layout and after pre
                         .sampling = {.temperature = 1.5, .top_k = 40, .top_p = 0.95, .seed = 100 + i}});
     greedy.push_back({.prompt = prompts[i], .max_new_tokens = 6});
   }
-  const runner_run one = run_requests(requests, 1), two = run_requests(requests, 2),
-                   roomy = run_requests(requests, 1, 32);
+  const runner_run one = run_requests(requests, {}), two = run_requests(requests, {.tp = 2}),
+                   staged = run_requests(requests, {.pp = 2}), roomy = run_requests(requests, {}, 32);
   CHECK(one.preemptions > 0);
   CHECK(roomy.preemptions == 0);
-  const runner_run argmax = run_requests(greedy, 1, 32);
+  const runner_run argmax = run_requests(greedy, {}, 32);
   bool sampled_differs = false;  // the sampler, not the argmax, picked the tokens
   for (std::size_t i = 0; i < requests.size(); ++i) {
     CAPTURE(i);
     CHECK(one.results[i].generated.size() == 6);
     CHECK(two.results[i].generated == one.results[i].generated);
+    CHECK(staged.results[i].generated == one.results[i].generated);
     CHECK(roomy.results[i].generated == one.results[i].generated);
     sampled_differs |= one.results[i].generated != argmax.results[i].generated;
   }

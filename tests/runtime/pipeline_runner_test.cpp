@@ -48,6 +48,9 @@ struct fake_stage {
     if (s.zero_tail_input) t += " (zero)";
     calls.push_back(t + " [" + std::to_string(s.first_layer) + ", " + std::to_string(s.end_layer) + ")");
   }
+  void restore_outputs(const std::map<std::string, std::vector<double>>& kept) {
+    calls.push_back("restore " + kept.begin()->first);
+  }
   void copy(fake_buffer&, fake_buffer&) { calls.push_back("copy inbox"); }
   template <class Fn>
   void with_span(fake_buffer& b, Fn&& fn) {
@@ -83,6 +86,20 @@ rank_plan plan_of(int rank, const sg::program& p = plan_test_programs::untied) {
   r.idx = sg::plan::index_steps(p, 4);
   r.stages = sg::plan::plan_pipeline_stages(p, r.idx, {.micro_batches = 2}, 2, rank);
   return r;
+}
+
+// What each of the two stages asks of its stage and communicator while `run(stage, pp, plan)` runs.
+template <class Run>
+std::vector<std::vector<std::string>> calls_per_stage(Run run) {
+  std::vector<std::vector<std::string>> calls;
+  for (int rank : {0, 1}) {
+    const rank_plan r = plan_of(rank);
+    fake_stage stage;
+    fake_comm pp{stage.calls};
+    run(stage, pp, r);
+    calls.push_back(stage.calls);
+  }
+  return calls;
 }
 
 std::vector<std::string> run_step(int rank, std::vector<double>& losses, int& observed,
@@ -166,18 +183,37 @@ TEST_CASE("run_pipeline_step: a tied last stage runs the tail from zero in each 
 TEST_CASE("forward_stage_by_stage: each stage in order, outputs broadcast from the last",
           "[runtime][pipeline]") {
   const sg::graph& g = plan_test_programs::untied.nodes;
-  std::vector<std::vector<std::string>> calls;
-  for (int rank : {0, 1}) {
-    const rank_plan r = plan_of(rank);
-    fake_stage stage;
-    fake_comm pp{stage.calls};
+  const auto calls = calls_per_stage([&](fake_stage& stage, fake_comm& pp, const rank_plan& r) {
     sg::forward_stage_by_stage(stage, pp, r.stages, r.idx, g, std::string("batch"));
-    calls.push_back(stage.calls);
-  }
+  });
   // The program has one output, the loss. Stage j sends its block's result with tag j + 1.
   CHECK(calls[0] == std::vector<std::string>{"bank 0", "upload batch", "gather", "run pre block [0, 2)",
                                              "send 1 -> 1", "release", "broadcast 2 floats from 1"});
   CHECK(calls[1] == std::vector<std::string>{"bank 0", "upload batch", "gather", "recv 1 <- 0",
                                              "run block post [2, 4)", "release",
+                                             "broadcast 2 floats from 1"});
+}
+
+TEST_CASE("forward_micro_batches: a stage runs the micro-batches in turn, outputs sent at the end",
+          "[runtime][pipeline]") {
+  const sg::graph& g = plan_test_programs::untied.nodes;
+  const std::vector<std::string> batches{"m0", "m1", "m2"};
+  const auto calls = calls_per_stage([&](fake_stage& stage, fake_comm& pp, const rank_plan& r) {
+    const auto outputs =
+        sg::forward_micro_batches(stage, pp, r.stages, r.idx, g, std::span<const std::string>(batches), "loss");
+    REQUIRE(outputs.size() == 3);
+  });
+  // Stage 0 sends micro-batch m's block result (tag 2m + 1) and goes on to m + 1 without waiting
+  // for stage 1; the last stage keeps each one's outputs and sends them once all have run.
+  CHECK(calls[0] == std::vector<std::string>{"bank 0", "gather", "upload m0", "run pre block [0, 2)", "send 1 -> 1",
+                                             "upload m1", "run pre block [0, 2)", "send 3 -> 1", "upload m2",
+                                             "run pre block [0, 2)", "send 5 -> 1", "release",
+                                             "broadcast 2 floats from 1", "broadcast 2 floats from 1",
+                                             "broadcast 2 floats from 1"});
+  CHECK(calls[1] == std::vector<std::string>{"bank 0", "gather", "upload m0", "recv 1 <- 0", "run block post [2, 4)",
+                                             "upload m1", "recv 3 <- 0", "run block post [2, 4)", "upload m2",
+                                             "recv 5 <- 0", "run block post [2, 4)", "release", "restore loss",
+                                             "broadcast 2 floats from 1", "restore loss",
+                                             "broadcast 2 floats from 1", "restore loss",
                                              "broadcast 2 floats from 1"});
 }

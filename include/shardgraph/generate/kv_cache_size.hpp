@@ -34,7 +34,7 @@ namespace shardgraph::generate {
 
 // What one rank's cache stores per token, and the longest sequence it must hold.
 struct kv_cache_shape {
-  std::int64_t layers = 0;
+  std::int64_t layers = 0;  // on pipeline stages, the stage's own; every stage holds the pool's blocks
   std::int64_t local_kv_heads = 0;  // on this rank
   std::int64_t head_dim = 0;
   std::int64_t dtype_bytes = 0;    // 4 for f32, 2 for bf16 / f16

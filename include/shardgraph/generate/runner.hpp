@@ -11,7 +11,10 @@
 //   auto results = generate::run_generation(s, bind_rank, {.max_blocks = 8});
 //
 // Every rank of the mesh runs this with its own scheduler, fed the same requests: the scheduler is
-// deterministic, so all ranks run the same steps and their collectives meet.
+// deterministic, so all ranks run the same steps and their collectives meet. On pipeline stages,
+// make_rank(batch, seq) binds for batch / pipeline_micro_batches(batch, stages) rows: the runner's
+// call gives all `batch` rows, and they flow through the stages as micro-batches
+// (runtime/micro_batch_rows.hpp).
 //
 // A rank binds one (batch, seq). Each step's sequences are grouped by the number of tokens they
 // feed: each group runs as one call of the binding (batch = the group's sequences, seq = their

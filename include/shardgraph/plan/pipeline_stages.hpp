@@ -44,7 +44,8 @@ struct pipeline_stages {
   std::vector<bool> reads_pre, reads_post;  // per node: a parameter outside the block read before / after it
   bool holds_first = true, holds_last = true;  // this rank runs virtual stage 0 / the last virtual stage
   bool tied = false;                           // some parameter is read both before and after the block
-  int banks = 1;  // micro-batch slots: the most micro-batches alive at once (first forward to last backward)
+  int banks = 1;  // micro-batch slots: the most micro-batches alive at once (first forward to last backward;
+                  // 1 for a program without backward: its micro-batches run one after another)
   int inbox = 0;  // receive buffers: the most activations received and not yet consumed by their forward
   std::vector<bool> computed, needed, in_block;  // per node (pipelined only): see the predicates below
 
@@ -181,6 +182,7 @@ inline pipeline_stages plan_pipeline_stages(const program_view& p, const step_in
       st.schedule.virtual_stage(coordinate, pipe.virtual_stages - 1) == ranks * pipe.virtual_stages - 1;
   detail::find_outside_readers(p, idx, st);
   detail::count_buffers(st);
+  if (idx.backward_begin_step < 0) st.banks = 1, st.inbox = 0;  // forward only: one micro-batch at a time
   detail::find_nodes_here(p, idx, st);
   return st;
 }

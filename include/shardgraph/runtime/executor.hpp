@@ -77,6 +77,7 @@
 #include "shardgraph/runtime/memory_budget.hpp"
 #include "shardgraph/runtime/memory_options.hpp"
 #include "shardgraph/runtime/memory_report.hpp"
+#include "shardgraph/runtime/micro_batch_rows.hpp"
 #include "shardgraph/runtime/micro_batch_slots.hpp"
 #include "shardgraph/runtime/pipeline_options.hpp"
 #include "shardgraph/runtime/pipeline_runner.hpp"
@@ -305,11 +306,23 @@ class rank_program {
   // forward() of a pipeline: one batch through the stages in order (no schedule, no overlap), for
   // evaluation; the outputs are sent from the last stage to every rank. It also runs the head's
   // backward, which the last stage's phase holds; the next training step starts its sums afresh.
+  // Whole inputs of k times the bound batch's rows run as k micro-batches through a forward-only
+  // pipeline, their outputs' rows joined (runtime/micro_batch_rows.hpp).
   tensor_map forward_through_stages(const tensor_map& inputs, std::string_view only) {
-    begin_run(std::span<const tensor_map>(&inputs, 1));
+    const graph_view& g = program_.nodes;
+    const std::int64_t count = inputs_given_ == io_part::whole ? micro_batch_count(g, layout_, inputs) : 1;
     pipeline_calls stage{*this};
-    forward_stage_by_stage(stage, axis_comms_[index(stages_.axis)], stages_, step_index_, program_.nodes, inputs);
-    return outputs(only);
+    Comm& pp = axis_comms_[index(stages_.axis)];
+    if (count == 1) {
+      begin_run(std::span<const tensor_map>(&inputs, 1));
+      forward_stage_by_stage(stage, pp, stages_, step_index_, g, inputs);
+      return outputs(only);
+    }
+    const std::vector<tensor_map> parts = split_micro_batch_rows(g, layout_, inputs, count);
+    begin_run(parts);  // every one checked first
+    const std::vector<tensor_map> results =
+        forward_micro_batches(stage, pp, stages_, step_index_, g, std::span<const tensor_map>(parts), only);
+    return join_micro_batch_rows(g, results);
   }
 
   // Sets every parameter gradient this rank holds to zero (pipelines sum them over micro-batches).
@@ -397,6 +410,12 @@ class rank_program {
     buffer& output_value(int i) { return rank.storage_.values()[index(i)]; }
     void upload_inputs(const tensor_map& inputs) { rank.upload_inputs(inputs); }
     tensor_map outputs(std::string_view only) { return rank.outputs(only); }
+    void restore_outputs(const tensor_map& kept) {
+      const graph_view& g = rank.program_.nodes;
+      for (int i = 0; i < g.size(); ++i)
+        if (auto it = kept.find(std::string(g[i].name.view())); g[i].kind == op::output && it != kept.end())
+          rank.backend_.upload(output_value(i), it->second.bytes().data());
+    }
     void run_segment(const segment& sg) { rank.run_segment(sg); }
     void copy(buffer& from, buffer& to) { rank.backend_.copy(from, to); }
     template <class Fn>

@@ -48,15 +48,20 @@ inline model_sizes& set_kv_cache_sizes(model_sizes& sizes, const kv_cache_shape&
 }
 
 // The bytes one cache block takes on one rank: the keys and values of kv_block_tokens tokens for
-// the rank's kv heads, in every layer. `sizes` needs kv_block_tokens (set_kv_cache_sizes); a KV
-// memory budget divided by this gives the blocks a rank can hold.
-inline std::int64_t kv_cache_bytes_per_block(const program_view& p, const model_sizes& sizes, const mesh_shape& mesh) {
+// the rank's kv heads, in every layer it holds. `sizes` needs kv_block_tokens (set_kv_cache_sizes);
+// a KV memory budget divided by this gives the blocks a rank can hold. `layers_held`: the block
+// layers of a pipeline stage (rank_program::pipeline_chunks); -1: all of them. Every stage holds
+// the same blocks (a sequence's tokens are cached in every layer), so a pipeline's pool has the
+// fewest blocks any stage's budget holds.
+inline std::int64_t kv_cache_bytes_per_block(const program_view& p, const model_sizes& sizes, const mesh_shape& mesh,
+                                             std::int64_t layers_held = -1) {
   const graph_view& g = p.nodes;
+  const std::int64_t layers = layers_held >= 0 ? layers_held : sizes.get(size_symbol::layers);
   std::int64_t bytes = 0;
   for (int i = 0; i < g.size(); ++i) {
     const node& n = g[i];
     if (!n.kv_cache) continue;
-    std::int64_t block = static_cast<std::int64_t>(dtype_size(n.type)) * (n.region >= 0 ? sizes.get(size_symbol::layers) : 1);
+    std::int64_t block = static_cast<std::int64_t>(dtype_size(n.type)) * (n.region >= 0 ? layers : 1);
     for (int k = 1; k < n.shape.rank(); ++k) {  // (kv_heads, 2 block_tokens, head_dim) of one block
       std::int64_t size = sizes.get(n.shape[k]);
       for (int a = 0; a < g.axes.size(); ++a)

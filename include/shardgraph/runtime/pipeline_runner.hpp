@@ -4,6 +4,7 @@
 //
 //   run_pipeline_step(stage, pp, stages, idx, micro_batches, inbox, observed)   // a training step
 //   forward_stage_by_stage(stage, pp, stages, idx, nodes, inputs)             // one batch, for evaluation
+//   forward_micro_batches(stage, pp, stages, idx, nodes, micro_batches, only) // forward only, overlapped
 //
 // `Stage` is the executor seen through these calls (rank_program::pipeline_calls):
 //   Stage::buffer                          the backend's buffer type
@@ -11,6 +12,7 @@
 //   value(i), value_at(i, layer)           node i's running buffer (of block layer `layer`)
 //   output_value(i)                        output node i's buffer
 //   upload_inputs(batch), outputs(name)    the program's inputs in, its outputs out (host tensors)
+//   restore_outputs(outputs)               outputs(name)'s host tensors back into the output buffers
 //   run_segment(step_segment)              runs the steps of the phases and layers named
 //   copy(from, to)                         a device copy
 //   with_span(b, fn)                       fn(std::span<T>) over b's memory (T: b's element type)
@@ -23,6 +25,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -220,30 +223,74 @@ std::vector<double> run_pipeline_step(Stage& stage, Comm& pp, const plan::pipeli
   return losses;
 }
 
+// Runs this rank's virtual stages of one forward in order: a stage's block input received from the
+// stage before it (tag tag_base + j for virtual stage j), its result sent to the next. Tags differ
+// per micro-batch when tag_base steps by the number of virtual stages.
+template <class Stage, class Comm>
+void run_forward_stages(Stage& stage, Comm& pp, const plan::pipeline_stages& stages,
+                        const plan::step_index& idx, int tag_base) {
+  const int p = stages.schedule.ranks, r = stages.coordinate;
+  const int total = stages.schedule.stages();
+  for (int j = r; j < total; j += p) {
+    const auto [first, end] = stages.chunks[static_cast<std::size_t>(j / p)];
+    if (j > 0)
+      transfer_boundary(stage, pp, stage.value_at(idx.forward_begin_node, first), (j - 1) % p, tag_base + j,
+                        false);
+    stage.run_segment(stage_forward_segment(j, total, first, end));
+    if (j < total - 1)
+      transfer_boundary(stage, pp, stage.value(idx.forward_end_node), (j + 1) % p, tag_base + j + 1, true);
+  }
+}
+
+// Sends every output buffer from the last stage to every rank of the pipeline axis.
+template <class Stage, class Comm>
+void broadcast_outputs(Stage& stage, Comm& pp, const plan::pipeline_stages& stages, const graph_view& nodes) {
+  for (int i = 0; i < nodes.size(); ++i)
+    if (nodes[i].kind == op::output)
+      stage.with_span(stage.output_value(i),
+                      [&](auto values) { pp.broadcast(values, stages.schedule.ranks - 1); });
+}
+
 // One batch through the stages in order (no schedule, no overlap), for evaluation; the outputs are
 // sent from the last stage to every rank. It also runs the head's backward, which the last stage's
 // phase holds. Runs in slot 0.
 template <class Stage, class Comm, class Batch>
 void forward_stage_by_stage(Stage& stage, Comm& pp, const plan::pipeline_stages& stages,
                             const plan::step_index& idx, const graph_view& nodes, const Batch& inputs) {
-  const int p = stages.schedule.ranks, r = stages.coordinate;
-  const int total = stages.schedule.stages();
   stage.select_bank(0);
   stage.upload_inputs(inputs);
   stage.gather_unlayered_parameters();
-  for (int j = 0; j < total; ++j) {
-    if (j % p != r) continue;
-    const auto [first, end] = stages.chunks[static_cast<std::size_t>(j / p)];
-    if (j > 0)
-      transfer_boundary(stage, pp, stage.value_at(idx.forward_begin_node, first), (j - 1) % p, j, false);
-    stage.run_segment(stage_forward_segment(j, total, first, end));
-    if (j < total - 1)
-      transfer_boundary(stage, pp, stage.value(idx.forward_end_node), (j + 1) % p, j + 1, true);
+  run_forward_stages(stage, pp, stages, idx, 0);
+  stage.release_unlayered_parameters();
+  broadcast_outputs(stage, pp, stages, nodes);
+}
+
+// A forward-only pipeline (inference): micro-batch m runs through this rank's stages after m - 1,
+// so stage 0 runs micro-batch 1 while stage 1 runs micro-batch 0 (GPipe's forward half). A stage
+// is done with a micro-batch when it has sent its result, so one slot (slot 0) serves them all.
+// The last stage keeps each micro-batch's outputs (`only`, or all) on the host; once every
+// micro-batch has run, they are sent to every rank in order, so that no stage waits for the last
+// one before its own work is done. Returns each micro-batch's outputs, on every rank.
+template <class Stage, class Comm, class Batch>
+auto forward_micro_batches(Stage& stage, Comm& pp, const plan::pipeline_stages& stages,
+                           const plan::step_index& idx, const graph_view& nodes,
+                           std::span<const Batch> micro_batches, std::string_view only) {
+  const int total = stages.schedule.stages();
+  std::vector<decltype(stage.outputs(only))> outputs(micro_batches.size());
+  stage.select_bank(0);
+  stage.gather_unlayered_parameters();
+  for (std::size_t m = 0; m < micro_batches.size(); ++m) {
+    stage.upload_inputs(micro_batches[m]);
+    run_forward_stages(stage, pp, stages, idx, static_cast<int>(m) * total);
+    if (stages.holds_last) outputs[m] = stage.outputs(only);
   }
   stage.release_unlayered_parameters();
-  for (int i = 0; i < nodes.size(); ++i)
-    if (nodes[i].kind == op::output)
-      stage.with_span(stage.output_value(i), [&](auto values) { pp.broadcast(values, p - 1); });
+  for (auto& kept : outputs) {
+    if (stages.holds_last) stage.restore_outputs(kept);
+    broadcast_outputs(stage, pp, stages, nodes);
+    kept = stage.outputs(only);
+  }
+  return outputs;
 }
 
 }  // namespace shardgraph
