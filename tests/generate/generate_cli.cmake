@@ -1,17 +1,26 @@
 # examples/generate end to end (cmake -P, from examples/CMakeLists.txt): the ids that two prompts
-# generate on a mesh equal those of one rank, line for line ("ids: ..." of --print-ids), and the
-# run prints the kv cache line and the tokens/s; a usage error exits with 2.
+# generate on a mesh (or placed by --max-memory, whose map is printed) equal those of one rank, line
+# for line ("ids: ..." of --print-ids), and the run prints the kv cache line and the tokens/s; a
+# usage error exits with 2.
 #   -DGENERATE=<example_generate> -DMODEL=<checkpoint dir> -DMESH=<mesh, e.g. tp=2>
+#   -DGENERATE=<example_generate> -DMODEL=<checkpoint dir> -DMAX_MEMORY=<budgets, e.g. cpu=1GiB>
 cmake_minimum_required(VERSION 3.24)
-foreach(var GENERATE MODEL MESH)
+if(DEFINED MAX_MEMORY)
+  set(layout_args --max-memory ${MAX_MEMORY})
+  set(layout_name "--max-memory ${MAX_MEMORY}")
+else()
+  set(layout_args --mesh ${MESH})
+  set(layout_name "--mesh ${MESH}")
+endif()
+foreach(var GENERATE MODEL)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "shardgraph: generate_cli.cmake: -D${var}=... is missing. pass it from add_test")
   endif()
 endforeach()
 
-# The "ids:" lines that `generate MODEL --mesh <mesh> ...` prints.
-function(ids_lines mesh out)
-  set(command "${GENERATE}" "${MODEL}" --mesh ${mesh} --dtype f64 --kv-memory 1MiB --max-new-tokens 8
+# The "ids:" lines that `generate MODEL <layout> ...` prints.
+function(ids_lines layout out)
+  set(command "${GENERATE}" "${MODEL}" ${layout} --dtype f64 --kv-memory 1MiB --max-new-tokens 8
               --ignore-eos --prompt-ids 4,9,33 --prompt-ids 60,1,8,8,30,12,7,5,44 --print-ids)
   list(JOIN command " " line)
   message(STATUS "$ ${line}")
@@ -26,6 +35,9 @@ function(ids_lines mesh out)
       message(FATAL_ERROR "shardgraph: generate_cli.cmake: '${line}' printed no '${expect}' line")
     endif()
   endforeach()
+  if(layout MATCHES "--max-memory" AND NOT output MATCHES "device map \\([a-z]+, f64\\).*stage 0: [a-z:0-9]+ \\(")
+    message(FATAL_ERROR "shardgraph: generate_cli.cmake: '${line}' printed no device map and stages")
+  endif()
   string(REGEX MATCHALL "ids:[ 0-9]*" ids "${output}")
   list(LENGTH ids count)
   if(NOT count EQUAL 2)
@@ -34,10 +46,10 @@ function(ids_lines mesh out)
   set(${out} "${ids}" PARENT_SCOPE)
 endfunction()
 
-ids_lines(tp=1 one_rank)
-ids_lines(${MESH} layout)
+ids_lines("--mesh;tp=1" one_rank)
+ids_lines("${layout_args}" layout)
 if(NOT layout STREQUAL one_rank)
-  message(FATAL_ERROR "shardgraph: generate_cli.cmake: --mesh ${MESH} generated '${layout}', one rank '${one_rank}'")
+  message(FATAL_ERROR "shardgraph: generate_cli.cmake: ${layout_name} generated '${layout}', one rank '${one_rank}'")
 endif()
 if(NOT one_rank MATCHES "^ids:( [0-9]+)+;ids:( [0-9]+)+$")
   message(FATAL_ERROR "shardgraph: generate_cli.cmake: the ids lines '${one_rank}' are not 8 ids each")

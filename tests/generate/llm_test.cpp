@@ -282,3 +282,39 @@ TEST_CASE("llm sizes the KV cache as the generation program holds it", "[generat
           size.shape.bytes_per_block());
   }
 }
+
+// A device map's pipeline (llm_options::stage_layers, host_stages): stage 1 binds on the host
+// backend's factory and stage 0 on the backend's, each called with its stage, and the ids are
+// one rank's.
+TEST_CASE("llm runs pipeline stages with their own layers and backends", "[generate][threads]") {
+  std::atomic<int> backend_binds{0}, host_binds{0}, wrong_stage{0};
+  gen::llm_options options{.mesh = sg::mesh_shape::parse("pp=2"),
+                           .type = sg::dtype::f64,
+                           .kv_memory = gen::parse_kv_memory("1MiB"),
+                           .max_batched_tokens = 16,
+                           .max_sequences = 4,
+                           .stage_layers = {1, 1},
+                           .host_stages = {false, true}};
+  cpu_llm staged(
+      golden + "/gpt2", options, nullptr,
+      [&](int stage) {
+        ++backend_binds;
+        wrong_stage += stage != 0;
+        return sg::cpu::backend{};
+      },
+      [&](int stage) {
+        ++host_binds;
+        wrong_stage += stage != 1;
+        return sg::cpu::backend{};
+      });
+  const auto outputs = staged.generate(golden_prompts(), {.max_new_tokens = 8, .ignore_eos = true});
+  CHECK(ids_of(outputs) ==
+        ids_of(open_golden("gpt2", "tp=1").generate(golden_prompts(), {.max_new_tokens = 8, .ignore_eos = true})));
+  CHECK(wrong_stage == 0);
+  CHECK(host_binds > 0);
+  CHECK(backend_binds > 0);
+
+  options.host_stages = {true};
+  CHECK_THROWS_WITH(cpu_llm(golden + "/gpt2", options),
+                    ContainsSubstring("llm_options::host_stages: 1 flags for 2 pipeline stages"));
+}

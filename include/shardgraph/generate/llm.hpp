@@ -14,9 +14,13 @@
 //   outputs[0].text, outputs[0].ids, outputs[0].reason, outputs[1].error
 //
 // Backend: the compute backend of every rank (cpu::backend; a GPU backend for one GPU), made by
-// the factory given (default: Backend{}), which is called on the rank threads at each bind and
-// once when the llm opens (free_bytes(), for a budget given as a share). World: runs a function on N ranks
-// with a communicator each and joins them (threads::world): World(ranks).run(fn).
+// the factory given (default: Backend{}) with the rank's pipeline stage (0 without pp), which is
+// called on the rank threads at each bind and once when the llm opens, for stage 0 (free_bytes(),
+// for a budget given as a share). HostBackend: the backend
+// of the pipeline stages that llm_options::host_stages names (a device map's CPU stages beside
+// GPU ones: llm<cuda::backend, threads::world, cpu::backend>); the activations cross between
+// stages as between any. World: runs a function on N ranks with a communicator each and joins
+// them (threads::world): World(ranks).run(fn).
 //
 // The mesh's dp replicas run at once, each a World of tp x pp ranks with its own scheduler and
 // cache; assign_to_replicas (replica_assignment.hpp) gives each its requests. Every rank of a
@@ -61,6 +65,7 @@
 #include "shardgraph/io/hf_model.hpp"
 #include "shardgraph/runtime/executor.hpp"
 #include "shardgraph/runtime/kv_cache.hpp"
+#include "shardgraph/runtime/pipeline_options.hpp"
 
 namespace shardgraph::generate {
 
@@ -68,23 +73,31 @@ namespace shardgraph::generate {
 // while the token ends inside a character)
 using token_callback = std::function<void(std::int64_t request, token_id token, std::string_view piece)>;
 
-template <class Backend, class World>
+template <class Backend, class World, class HostBackend = Backend>
 class llm {
  public:
-  using backend_factory = std::function<Backend()>;
+  using backend_factory = std::function<Backend(int stage)>;
+  using host_backend_factory = std::function<HostBackend(int stage)>;
 
   // Opens `directory` (open_hf_model) over options.mesh and sizes each rank's KV cache.
   llm(
       std::string directory, llm_options options, std::shared_ptr<const token_codec> codec = nullptr,
-      backend_factory make_backend = [] { return Backend{}; })
+      backend_factory make_backend = [](int) { return Backend{}; },
+      host_backend_factory make_host_backend = [](int) { return HostBackend{}; })
       : directory_(std::move(directory)),
         options_(std::move(options)),
         codec_(std::move(codec)),
         make_backend_(std::move(make_backend)),
+        make_host_backend_(std::move(make_host_backend)),
         model_(io::open_hf_model(directory_, {.type = options_.type,
                                               .vocab_multiple = options_.mesh.size("tp"),
                                               .allow_unused_tensors = options_.allow_unused_tensors})) {
     options_.mesh.world_size(model_.generation.nodes.axes);  // only dp, tp and pp
+    const auto stages = static_cast<std::size_t>(options_.mesh.size("pp"));
+    if (!options_.host_stages.empty() && options_.host_stages.size() != stages)
+      fail("llm_options::host_stages", std::to_string(options_.host_stages.size()) + " flags for " +
+                                           std::to_string(stages) + " pipeline stages",
+           "give one flag per pp stage, or none");
     if (model_.positions < 1)
       fail(directory_ + "/config.json", "has no max_position_embeddings",
            "add the model's context length to config.json");
@@ -139,13 +152,25 @@ class llm {
   };
 
   // The one place a rank binds the generation program for (batch, seq), with the cache sizes and
-  // the weights read from the checkpoint.
-  template <class Comm>
-  auto bind_rank(Comm& comm, std::int64_t batch, std::int64_t seq) const {
-    model_sizes sizes = model_.sizes(batch, seq);
+  // the weights read from the checkpoint. On pipeline stages a call of `batch` rows runs as
+  // pipeline_micro_batches micro-batches, so the binding holds one micro-batch's rows.
+  template <class Comm, class MakeBackend>
+  auto bind_rank(Comm& comm, const MakeBackend& make_backend, std::int64_t batch, std::int64_t seq) const {
+    const int stages = options_.mesh.size("pp");
+    model_sizes sizes = model_.sizes(batch / pipeline_micro_batches(batch, stages), seq);
     return shardgraph::bind(model_.generation, set_kv_cache_sizes(sizes, cache_layout()), comm,
-                            make_backend_(), replica_mesh(),
-                            model_.weights(std::make_shared<std::atomic<std::uint64_t>>(0)));
+                            make_backend(stage_of(comm.rank())), replica_mesh(),
+                            model_.weights(std::make_shared<std::atomic<std::uint64_t>>(0)),
+                            {.stage_layers = options_.stage_layers});
+  }
+
+  // Replica rank `rank`'s pipeline stage, and whether that stage runs on the host backend.
+  int stage_of(int rank) const {
+    const mesh_axes& axes = model_.generation.nodes.axes;
+    return replica_mesh().coordinates(axes, rank)[static_cast<std::size_t>(axes.index_of("pp"))];
+  }
+  bool on_host_backend(int rank) const {
+    return !options_.host_stages.empty() && options_.host_stages[static_cast<std::size_t>(stage_of(rank))];
   }
 
   mesh_shape replica_mesh() const {
@@ -167,12 +192,14 @@ class llm {
   // sequences of the model's positions.
   kv_cache_size size_cache() const {
     const std::int64_t tp = options_.mesh.size("tp"), pp = options_.mesh.size("pp");
-    const kv_cache_shape shape = hf_cache_shape(model_, options_.mesh, options_.block_tokens);
+    kv_cache_shape shape = hf_cache_shape(model_, options_.mesh, options_.block_tokens);
+    if (!options_.stage_layers.empty())  // the stage holding the most layers
+      shape.layers = *std::max_element(options_.stage_layers.begin(), options_.stage_layers.end());
     std::int64_t free_bytes = 0;
     if constexpr (requires(const Backend& b) { b.free_bytes(); })
       if (options_.kv_memory.bytes <= 0)
         free_bytes = static_cast<std::int64_t>(
-            std::min<std::size_t>(make_backend_().free_bytes(), std::numeric_limits<std::int64_t>::max()) /
+            std::min<std::size_t>(make_backend_(0).free_bytes(), std::numeric_limits<std::int64_t>::max()) /
             static_cast<std::size_t>(options_.mesh.size("dp") * tp * pp * caches_per_rank()));
     kv_cache_size size = size_kv_cache(shape, options_.kv_memory, free_bytes);
     size.blocks = std::min(size.blocks, options_.max_sequences * shape.blocks_for(shape.max_positions));
@@ -297,11 +324,15 @@ class llm {
           funnel.push({members[static_cast<std::size_t>(id)], token});
         };
       }
-      auto make_rank = [&](std::int64_t batch, std::int64_t seq) {
-        const timed_bind timer{clock};
-        return bind_rank(comm, batch, seq);
+      const auto run_on = [&](const auto& make_backend) {
+        auto make_rank = [&](std::int64_t batch, std::int64_t seq) {
+          const timed_bind timer{clock};
+          return bind_rank(comm, make_backend, batch, seq);
+        };
+        return run_generation(s, make_rank, o);
       };
-      std::vector<generation_result> results = run_generation(s, make_rank, o);
+      std::vector<generation_result> results =
+          on_host_backend(comm.rank()) ? run_on(make_host_backend_) : run_on(make_backend_);
       clock.finish();
       if (reports) run = {std::move(results), clock.stats(), nullptr};
     });
@@ -320,6 +351,7 @@ class llm {
   llm_options options_;
   std::shared_ptr<const token_codec> codec_;
   backend_factory make_backend_;
+  host_backend_factory make_host_backend_;
   io::hf_model model_;
   kv_cache_size cache_{};
   generation_stats stats_{};

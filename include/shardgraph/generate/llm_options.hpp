@@ -33,6 +33,11 @@ struct llm_options {
   std::int64_t max_sequences = 256;       // scheduler_options: sequences running at once
   std::int64_t max_bindings = 8;          // runner_options: (batch, seq) bindings kept per rank
   bool allow_unused_tensors = false;      // hf_model_options
+  // Pipeline stages (pp ranks of a replica): the layers of each, as pipeline_options::stage_layers
+  // (empty: balanced), and which stages run on the llm's host backend instead of its backend, as a
+  // device map's CPU stages do (plan/device_map_stages.hpp); empty: none.
+  std::vector<std::int64_t> stage_layers{};
+  std::vector<bool> host_stages{};
 };
 
 // One request's limits and sampling (vLLM's SamplingParams).
