@@ -7,6 +7,11 @@
 //                  [--pp 4 [--schedule gpipe|1f1b|interleaved-1f1b] [--micro-batches 8]
 //                   [--virtual-stages 2] [--stage-layers 3,3,4,2] [--svg schedule.svg]]
 //   inspect_layout --bound --mesh dp=2,tp=2 --config tiny --batch 4 --seq 16 [--rank 3|all] [--zero 0|1|2|3]
+//   inspect_layout --kv-memory 1GiB --mesh dp=2,tp=2 --model llama [--batch 8 --seq 1] [--block-tokens 16]
+//
+// With --kv-memory it prints the generation program instead (inference{.kv_cache = true}: prefill
+// and decode steps over a paged KV cache), sized for the cache a rank holds in that budget: the
+// blocks and tokens per rank, and the bytes of a block (generation_programs.md).
 //
 // With --bound it binds the model's training program instead (zero weights, the cpu backend, one
 // thread rank per mesh rank, ZeRO stage --zero, default 0) and prints the bound plan of rank --rank
@@ -65,7 +70,8 @@ int usage(const char* why) {
                "shardgraph: inspect_layout: %s. usage: inspect_layout --mesh dp=2,tp=2 [--model gpt2|llama] "
                "[--config tiny|small] [--batch B] [--seq T] [--rank R] [--dot FILE] [--pp N] "
                "[--schedule gpipe|1f1b|interleaved-1f1b] [--micro-batches M] [--virtual-stages V] "
-               "[--stage-layers 3,3,4,2] [--svg FILE] | --bound [--rank R|all] [--zero 0|1|2|3]\n",
+               "[--stage-layers 3,3,4,2] [--svg FILE] | --bound [--rank R|all] [--zero 0|1|2|3] | --kv-memory 1GiB "
+               "[--block-tokens 16]\n",
                why);
   return 2;
 }
@@ -204,12 +210,38 @@ void print_bound_plans(const sg::program& p, const sg::model_sizes& sizes, const
     if (!text.empty()) std::cout << '\n' << text;
 }
 
+// The generation program of `model` (compiled at run time) with the cache sizes of `budget` bytes
+// per rank: blocks of `block_tokens` tokens, as many as a rank holds, each data-parallel rank its own.
+sg::program generation_program(const std::string& model, sg::model_sizes& sizes, const sg::mesh_shape& mesh,
+                               const std::string& budget, std::int64_t block_tokens) {
+  const sg::program p = sg::compile_graph(model == "gpt2" ? gpt2_graph() : llama_graph(), sg::inference{.kv_cache = true});
+  const sg::memory_amount amount = sg::parse_memory_amount(budget, "inspect_layout --kv-memory", "nothing else: bytes per rank");
+  if (amount.bytes <= 0)
+    sg::fail("inspect_layout --kv-memory " + budget, "is a share, and inspect_layout measures no device",
+             "give bytes per rank: 1GiB, 512MiB");
+  const std::int64_t bytes = amount.bytes;
+  sg::set_kv_cache_sizes(sizes, {.blocks = 1, .block_tokens = block_tokens, .max_blocks = 1});
+  const std::int64_t per_block = sg::kv_cache_bytes_per_block(p, sizes, mesh);
+  const std::int64_t blocks = bytes / per_block;
+  if (blocks < 1)
+    sg::fail("inspect_layout --kv-memory " + budget,
+             "holds no cache block of " + std::to_string(per_block) + " bytes per rank",
+             "give at least " + std::to_string(per_block) + " bytes");
+  const std::int64_t max_blocks = (sizes.get(sg::size_symbol::seq) + block_tokens - 1) / block_tokens;
+  sg::set_kv_cache_sizes(sizes, {.blocks = blocks * mesh.size("dp"), .block_tokens = block_tokens, .max_blocks = max_blocks});
+  std::cout << "kv cache: " << blocks << " blocks of " << block_tokens << " tokens (" << blocks * block_tokens
+            << " tokens) per rank in " << blocks * per_block << " bytes of the " << bytes << " given, " << per_block
+            << " bytes per block\n";
+  return p;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mesh_text = "dp=2,tp=2", model = "gpt2", config = "small", dot;
   std::int64_t batch = 8, seq = 1024;
-  std::string rank_text = "0", zero_text = "0";
+  std::string rank_text = "0", zero_text = "0", kv_memory;
+  std::int64_t block_tokens = 16;
   bool bound = false;
   pipeline_request pipe;
   for (int i = 1; i < argc; ++i) {
@@ -238,12 +270,14 @@ int main(int argc, char** argv) {
     else if (a == "--virtual-stages") pipe.virtual_stages = v;
     else if (a == "--stage-layers") pipe.stage_layers = v;
     else if (a == "--svg") pipe.svg = v;
+    else if (a == "--kv-memory") kv_memory = v;
+    else if (a == "--block-tokens") block_tokens = std::stoll(v);
     else return usage(("unknown option " + std::string(a)).c_str());
   }
   if (model != "gpt2" && model != "llama") return usage("--model must be gpt2 or llama");
   if (config != "tiny" && config != "small") return usage("--config must be tiny or small");
   try {
-    const sg::program& p = model == "gpt2" ? gpt2_program : llama_program;
+    sg::program p = model == "gpt2" ? gpt2_program : llama_program;
     sg::mesh_shape mesh = sg::mesh_shape::parse(mesh_text);
     int world = mesh.world_size(p.nodes.axes);
     const bool all_ranks = bound && rank_text == "all";
@@ -266,6 +300,10 @@ int main(int argc, char** argv) {
     }
     // The pipeline view is checked before anything prints, and printed after the program.
     const pipeline_view pipeline = view_pipeline(pipe, layers, model + " (" + config + ")");
+    if (!kv_memory.empty()) {
+      if (bound || pipe.pp != "1") return usage("--kv-memory prints the generation program: it takes no --bound or --pp");
+      p = generation_program(model, sizes, mesh, kv_memory, block_tokens);
+    }
     if (bound) {
       std::cout << model << " (" << config << ") training on mesh " << mesh.to_string() << ": " << world
                 << " ranks, each bound on a thread with the cpu backend\n";
