@@ -124,18 +124,18 @@ inline std::vector<device_stage> layer_runs(const device_map& map, const hf_modu
   return runs;
 }
 
-// Running `module` (of `bytes`) on `to` rather than `from`: refused unless `to`'s budget holds it
+// Running module `name` (of `bytes`) on `to` rather than `from`: refused unless `to`'s budget holds it
 // on top of what the map puts there and what moved there before.
 struct move_ledger {
   const device_map& map;
   std::vector<device_budget> used = map.bytes_per_device();
 
-  void move(const std::string& module, device from, device to, std::int64_t bytes, const std::string& why) {
+  void move(const std::string& name, device from, device to, std::int64_t bytes, const std::string& why) {
     auto at = std::find_if(used.begin(), used.end(), [&](const device_budget& b) { return b.on == to; });
     const std::int64_t before = at == used.end() ? 0 : at->bytes, budget = map.budget.of(to);
     if (before + bytes > budget)
       fail("device map",
-           module + " (" + bytes_text(static_cast<std::size_t>(bytes)) + ") is on " + from.text() + ", but " +
+           name + " (" + bytes_text(static_cast<std::size_t>(bytes)) + ") is on " + from.text() + ", but " +
                why + ", and " + to.text() + " holds " + bytes_text(static_cast<std::size_t>(before)) +
                " of its " + bytes_text(static_cast<std::size_t>(budget)),
            "give " + to.text() + " at least " + bytes_text(static_cast<std::size_t>(before + bytes)) +

@@ -40,6 +40,8 @@ struct device {
   std::string text() const {
     return type == kind::cuda ? "cuda:" + std::to_string(index) : type == kind::cpu ? "cpu" : "disk";
   }
+  // Written out: nvcc leaves the == that a defaulted <=> implies undefined.
+  friend bool operator==(const device&, const device&) = default;
   friend auto operator<=>(const device&, const device&) = default;
 };
 
