@@ -619,6 +619,12 @@ TEST_CASE("Bindings at other sizes share one copy of the weights and the KV cach
         CHECK(parameter_memory(other, cache) == memory);
       }
       CHECK(prefill.shares_parameters_with(one));
+      int in_layer_blocks = 0;  // k and v weights batched per layer: one block shared as a whole
+      const sg::plan::bound_plan bound = prefill.plan();
+      for (int i = 0; i < bound.compiled.nodes.size(); ++i)
+        in_layer_blocks += bound.compiled.nodes[i].kind == sg::op::parameter &&
+                           bound.memory.values[std::size_t(i)].kind == sg::plan::storage::layer_block;
+      CHECK(in_layer_blocks > 0);
       const sg::memory_report owner = prefill.memory(), sharer = other.memory();
       CHECK(owner.shared_parameters + owner.shared_kv_cache == 0);
       CHECK(sharer.parameters + sharer.kv_cache == 0);
