@@ -121,7 +121,7 @@ generation_result generate(const sg::program& forward, const sg::program& genera
     };
     auto weights = sg::random_weights(7, 0.2);
     auto prefill = sg::bind(generation, bind_sizes(prompt, true), comm, sg::cpu::backend{}, mesh, weights);
-    auto decode = prefill.rebind(bind_sizes(1, true));  // its weights and cache: decode goes on from the prompt
+    auto decode = prefill.rebind(bind_sizes(1, true));  // its weights and cache: goes on from the prompt
     sg::host_tensor logits = prefill.forward(step_inputs(r.tokens, 0, true)).at("logits");
     for (std::int64_t step = 0;; ++step) {
       const auto length = static_cast<std::int64_t>(r.tokens[0].size());
@@ -244,7 +244,8 @@ TEST_CASE("A prompt prefilled in two chunks gives the one-chunk prefill's logits
     auto weights = sg::random_weights(7, 0.2);
     auto whole = sg::bind(llama_generation, sizes(prompt), comm, sg::cpu::backend{}, mesh, weights);
     auto first = sg::bind(llama_generation, sizes(3), comm, sg::cpu::backend{}, mesh, weights);
-    auto second = sg::bind(llama_generation, sizes(2), comm, sg::cpu::backend{}, mesh, first.share_parameters());
+    auto second =
+        sg::bind(llama_generation, sizes(2), comm, sg::cpu::backend{}, mesh, first.share_parameters());
     const sg::host_tensor want = whole.forward(step_inputs(rows, 0, true)).at("logits");
     std::vector<std::vector<std::int64_t>> head{{rows[0].begin(), rows[0].begin() + 3}, {rows[1].begin(), rows[1].begin() + 3}};
     first.forward(step_inputs(head, 0, true));
@@ -453,7 +454,8 @@ runner_run run_requests(const std::vector<sg::generate::generation_request>& req
       run.mixed_steps += decodes && prefills;
     };
     run.results = sg::generate::run_generation(
-        s, bind_rank, counted, {.max_blocks = cache.max_blocks, .max_bindings = max_bindings, .on_step = observe});
+        s, bind_rank, counted,
+        {.max_blocks = cache.max_blocks, .max_bindings = max_bindings, .on_step = observe});
     run.preemptions = s.preemption_count();
     run.blocks_left_held = s.cache().pool().held_count();
   });
@@ -554,20 +556,22 @@ TEST_CASE("run_generation refuses block tables wider than the bindings' kv_conte
     const sg::weight_source weights = sg::random_weights(7, 0.2);
     CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, weights, {.max_blocks = 0}),
                       sg::testing::ContainsSubstring("run_generation: max_blocks is 0"));
-    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, weights, {.max_blocks = 8, .max_bindings = 0}),
-                      sg::testing::ContainsSubstring("run_generation: max_bindings is 0"));
+    CHECK_THROWS_WITH(
+        sg::generate::run_generation(s, bind_rank, weights, {.max_blocks = 8, .max_bindings = 0}),
+        sg::testing::ContainsSubstring("run_generation: max_bindings is 0"));
     // Bindings that read their own weights would each hold a cache of their own.
     auto own_weights = [&](std::int64_t rows, std::int64_t seq, const auto&) {
       sg::model_sizes sizes = llama_golden.sizes(rows, seq);
       sg::set_kv_cache_sizes(sizes, {.blocks = size.blocks, .block_tokens = 4, .max_blocks = 8});
-      return sg::bind(llama_generation, sizes, comm, sg::cpu::backend{},
-                      sg::mesh_shape{{"dp", 1}, {"tp", 1}}, weights);
+      return sg::bind(llama_generation, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", 1}, {"tp", 1}},
+                      weights);
     };
     sg::generate::scheduler two_steps = runner_scheduler(size);
     two_steps.submit({.prompt = {4, 9, 33}, .max_new_tokens = 2});
-    CHECK_THROWS_WITH(sg::generate::run_generation(two_steps, own_weights, weights, {.max_blocks = 8}),
-                      sg::testing::ContainsSubstring("run_generation: the binding for batch 1, seq 1 holds its own "
-                                                     "parameters. pass make_rank's `parameters` to bind"));
+    CHECK_THROWS_WITH(
+        sg::generate::run_generation(two_steps, own_weights, weights, {.max_blocks = 8}),
+        sg::testing::ContainsSubstring("run_generation: the binding for batch 1, seq 1 holds its own "
+                                       "parameters. pass make_rank's `parameters` to bind"));
     CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, weights, {.max_blocks = 1}),
                       sg::testing::ContainsSubstring(
                           "run_generation: request 0 holds 2 blocks, more than the bindings' max_blocks 1"));
@@ -579,7 +583,8 @@ namespace {
 // LLaMA's generation program at (batch, seq) with a pool of `blocks` blocks.
 sg::model_sizes llama_cache_sizes(std::int64_t rows, std::int64_t seq, std::int64_t blocks = pool) {
   sg::model_sizes s = llama_golden.sizes(rows, seq);
-  return sg::set_kv_cache_sizes(s, {.blocks = blocks, .block_tokens = block_tokens, .max_blocks = max_blocks});
+  return sg::set_kv_cache_sizes(s,
+                                {.blocks = blocks, .block_tokens = block_tokens, .max_blocks = max_blocks});
 }
 
 // name -> (the first byte of this rank's slice, its bytes), kv cache or weights.
@@ -603,7 +608,8 @@ TEST_CASE("Bindings at other sizes share one copy of the weights and the KV cach
     std::map<std::string, int> reads;
     const sg::weight_source counted = counting_weights(reads);
     auto decode = [&] {  // the binding that read the weights is gone when decode runs
-      auto prefill = sg::bind(llama_generation, llama_cache_sizes(batch, prompt), comm, sg::cpu::backend{}, mesh, counted);
+      auto prefill = sg::bind(llama_generation, llama_cache_sizes(batch, prompt), comm, sg::cpu::backend{},
+                              mesh, counted);
       const std::map<std::string, int> read_by_prefill = reads;
       auto one = prefill.rebind(llama_cache_sizes(batch, 1));
       auto other = sg::bind(llama_generation, llama_cache_sizes(1, 3), comm, sg::cpu::backend{}, mesh,
@@ -633,7 +639,8 @@ TEST_CASE("Bindings at other sizes share one copy of the weights and the KV cach
       CHECK(owner.kv_cache > 0);
       std::ostringstream plan;
       sg::plan::print_plan_memory(other.plan(), plan);
-      CHECK(plan.str().find("weights and KV cache of another binding (not in the total)") != std::string::npos);
+      CHECK(plan.str().find("weights and KV cache of another binding (not in the total)") !=
+            std::string::npos);
       prefill.forward(step_inputs(rows, 0, true));  // writes the prompt's cache
       return one;
     }();
@@ -641,41 +648,48 @@ TEST_CASE("Bindings at other sizes share one copy of the weights and the KV cach
     std::vector<std::vector<std::int64_t>> longer = rows;
     for (auto& row : longer) row.push_back(21);
     const sg::host_tensor got = decode.forward(step_inputs(longer, prompt, true)).at("logits");
-    auto whole = sg::bind(llama_generation, llama_cache_sizes(batch, prompt + 1), comm, sg::cpu::backend{}, mesh,
-                          sg::random_weights(7, 0.2));
+    auto whole = sg::bind(llama_generation, llama_cache_sizes(batch, prompt + 1), comm, sg::cpu::backend{},
+                          mesh, sg::random_weights(7, 0.2));
     const sg::host_tensor want = whole.forward(step_inputs(longer, 0, true)).at("logits");
     for (std::int64_t b = 0; b < batch; ++b)
-      CHECK(relative_difference(last_logits(got, b, llama_golden.vocab), last_logits(want, b, llama_golden.vocab)) < 1e-12);
+      CHECK(relative_difference(last_logits(got, b, llama_golden.vocab),
+                                last_logits(want, b, llama_golden.vocab)) < 1e-12);
   });
 }
 
-TEST_CASE("Shared parameters are refused where a size changes their shape, and for training", "[runtime][threads]") {
+TEST_CASE("Shared parameters are refused where a size changes their shape, and for training",
+          "[runtime][threads]") {
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
     const sg::mesh_shape mesh{{"dp", 1}, {"tp", 1}};
     auto rank = sg::bind(llama_generation, llama_cache_sizes(batch, prompt), comm, sg::cpu::backend{}, mesh,
                          sg::random_weights(7, 0.2));
-    CHECK_THROWS_WITH(rank.rebind(llama_cache_sizes(batch, 1, 2 * pool)),
-                      sg::testing::ContainsSubstring(
-                          "bind: shared parameters: parameter 'layers.self_attn.kv_cache' is (16, 12, 8, 4) on this "
-                          "rank at these sizes, (8, 12, 8, 4) in the binding that holds the shared parameters. share "
-                          "parameters only between bindings"));
+    CHECK_THROWS_WITH(
+        rank.rebind(llama_cache_sizes(batch, 1, 2 * pool)),
+        sg::testing::ContainsSubstring(
+            "bind: shared parameters: parameter 'layers.self_attn.kv_cache' is (16, 12, 8, 4) on this "
+            "rank at these sizes, (8, 12, 8, 4) in the binding that holds the shared parameters. share "
+            "parameters only between bindings"));
     sg::models::llama_config wider = llama_golden;
     wider.model = 128;
     sg::model_sizes wide = wider.sizes(batch, 1);
     sg::set_kv_cache_sizes(wide, {.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks});
-    CHECK_THROWS_WITH(sg::bind(llama_generation, wide, comm, sg::cpu::backend{}, mesh, rank.share_parameters()),
-                      sg::testing::ContainsSubstring("parameter 'embed_tokens.weight' is (64, 128) on this rank"));
+    CHECK_THROWS_WITH(
+        sg::bind(llama_generation, wide, comm, sg::cpu::backend{}, mesh, rank.share_parameters()),
+        sg::testing::ContainsSubstring("parameter 'embed_tokens.weight' is (64, 128) on this rank"));
     sg::model_sizes gpt2_sizes = gpt2_golden.sizes(batch, 1);
-    sg::set_kv_cache_sizes(gpt2_sizes, {.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks});
-    CHECK_THROWS_WITH(sg::bind(gpt2_generation, gpt2_sizes, comm, sg::cpu::backend{}, mesh, rank.share_parameters()),
-                      sg::testing::ContainsSubstring("bind: shared parameters: this program has other parameters"));
+    sg::set_kv_cache_sizes(gpt2_sizes,
+                           {.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks});
+    CHECK_THROWS_WITH(
+        sg::bind(gpt2_generation, gpt2_sizes, comm, sg::cpu::backend{}, mesh, rank.share_parameters()),
+        sg::testing::ContainsSubstring("bind: shared parameters: this program has other parameters"));
     const auto training = sg::compile_graph(llama_model(), sg::training{});
     REQUIRE(training.ok());
     auto trained = sg::bind(training, llama_golden.sizes(batch, 4), comm, sg::cpu::backend{}, mesh,
                             sg::random_weights(7, 0.2));
-    CHECK_THROWS_WITH(trained.share_parameters(),
-                      sg::testing::ContainsSubstring("share_parameters: the program trains: each binding holds its "
-                                                     "own gradients"));
+    CHECK_THROWS_WITH(
+        trained.share_parameters(),
+        sg::testing::ContainsSubstring("share_parameters: the program trains: each binding holds its "
+                                       "own gradients"));
     CHECK_THROWS_WITH(sg::bind(training, llama_golden.sizes(batch, 4), comm, sg::cpu::backend{}, mesh,
                                rank.share_parameters()),
                       sg::testing::ContainsSubstring("bind: shared parameters: the program trains"));

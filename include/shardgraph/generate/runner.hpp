@@ -144,7 +144,8 @@ class bindings {
  private:
   template <class Parameters>
   Rank& bind(shape key, const Parameters& from) {
-    return ranks_.try_emplace(key, rank_maker{[&] { return make_(key.first, key.second, from); }}).first->second;
+    return ranks_.try_emplace(key, rank_maker{[&] { return make_(key.first, key.second, from); }})
+        .first->second;
   }
 
   MakeRank& make_;
@@ -166,19 +167,22 @@ class bindings {
 template <class MakeRank>
 std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank, const weight_source& weights,
                                               const runner_options& options) {
-  static_assert(std::is_invocable_v<MakeRank&, std::int64_t, std::int64_t, const weight_source&>,
-                "shardgraph: run_generation: make_rank must take (batch, seq, parameters) and pass parameters to "
-                "bind in place of the weights. Add `const auto& parameters` and give the weights to run_generation");
+  static_assert(
+      std::is_invocable_v<MakeRank&, std::int64_t, std::int64_t, const weight_source&>,
+      "shardgraph: run_generation: make_rank must take (batch, seq, parameters) and pass parameters to "
+      "bind in place of the weights. Add `const auto& parameters` and give the weights to run_generation");
   using rank = std::invoke_result_t<MakeRank&, std::int64_t, std::int64_t, const weight_source&>;
   using shared = shared_parameters<typename rank::backend_type>;
-  static_assert(std::is_same_v<std::invoke_result_t<MakeRank&, std::int64_t, std::int64_t, const shared&>, rank>,
-                "shardgraph: run_generation: make_rank must return the same rank type for the weights and for "
-                "shared parameters. Take `const auto& parameters` and pass it to bind");
+  static_assert(
+      std::is_same_v<std::invoke_result_t<MakeRank&, std::int64_t, std::int64_t, const shared&>, rank>,
+      "shardgraph: run_generation: make_rank must return the same rank type for the weights and for "
+      "shared parameters. Take `const auto& parameters` and pass it to bind");
   if (options.max_blocks < 1)
     fail("run_generation", "max_blocks is " + std::to_string(options.max_blocks),
          "give the bindings' kv_cache_shape::max_blocks");
   if (options.max_bindings < 1)
-    fail("run_generation", "max_bindings is " + std::to_string(options.max_bindings), "keep at least 1 binding");
+    fail("run_generation", "max_bindings is " + std::to_string(options.max_bindings),
+         "keep at least 1 binding");
   detail::bindings<rank, MakeRank> ranks(make_rank, weights, options.max_bindings);
   std::vector<generation_result> results = s.take_finished();
   while (s.has_work()) {

@@ -5,7 +5,7 @@
 //   auto rank = shardgraph::bind(program, config.sizes(batch, seq), comm, cpu::backend{}, mesh, weights);
 //   auto outputs = rank.forward({{"input_ids", ids}, {"targets", targets}});   // global host tensors
 //   auto mine = rank.forward(slices, {.inputs = io_part::local});   // each rank's own slices
-//   auto decode = rank.rebind(config.sizes(batch, 1));   // inference: the same weights (shared_parameters.hpp)
+//   auto decode = rank.rebind(config.sizes(batch, 1));   // the same weights (shared_parameters.hpp)
 //
 // bind checks every size (divisibility, rank count, element counts within 64 bits) before any
 // communication or compute, so a bad size throws the same shardgraph::error on every rank; then it
@@ -69,8 +69,8 @@
 #include "shardgraph/program/owned_program.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/axis_channels.hpp"
-#include "shardgraph/runtime/call_runner.hpp"
 #include "shardgraph/runtime/axis_groups.hpp"
+#include "shardgraph/runtime/call_runner.hpp"
 #include "shardgraph/runtime/gradient_buckets.hpp"
 #include "shardgraph/runtime/local_inputs.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
@@ -95,22 +95,22 @@ template <compute::ComputeBackend Backend, comm::Communicator Comm>
 class rank_program {
  public:
   using buffer = typename Backend::buffer;
-
   using backend_type = Backend;
 
   // Reads this rank's slice of every parameter from `weights`.
   rank_program(const program_view& p, const model_sizes& sizes, Comm& world, Backend backend,
                const mesh_shape& mesh, const weight_source& weights, const pipeline_options& pipe = {},
                const memory_options& memory = {})
-      : rank_program(p, sizes, world, std::move(backend), mesh, parameter_origin<Backend>{.weights = &weights, .shared = nullptr}, pipe,
-                     memory) {}
+      : rank_program(p, sizes, world, std::move(backend), mesh,
+                     parameter_origin<Backend>{.weights = &weights, .shared = nullptr}, pipe, memory) {}
   // Uses the parameters (weights, KV cache) of another binding of the program on this rank: the
   // same buffers, not copies (runtime/shared_parameters.hpp); inference programs only.
   rank_program(const program_view& p, const model_sizes& sizes, Comm& world, Backend backend,
-               const mesh_shape& mesh, const shared_parameters<Backend>& shared, const pipeline_options& pipe = {},
-               const memory_options& memory = {})
-      : rank_program(p, sizes, world, std::move(backend), mesh, parameter_origin<Backend>{.weights = nullptr, .shared = shared.memory()},
-                     pipe, memory) {}
+               const mesh_shape& mesh, const shared_parameters<Backend>& shared,
+               const pipeline_options& pipe = {}, const memory_options& memory = {})
+      : rank_program(p, sizes, world, std::move(backend), mesh,
+                     parameter_origin<Backend>{.weights = nullptr, .shared = shared.memory()}, pipe, memory) {
+  }
 
   // This binding's parameters, for bind(..., share_parameters()) at other sizes. Refused for a
   // training program, or a backend without views.
@@ -345,8 +345,8 @@ class rank_program {
   static std::size_t index(int i) { return static_cast<std::size_t>(i); }
 
   rank_program(const program_view& p, const model_sizes& sizes, Comm& world, Backend backend,
-               const mesh_shape& mesh, const parameter_origin<Backend>& parameters, const pipeline_options& pipe,
-               const memory_options& memory);
+               const mesh_shape& mesh, const parameter_origin<Backend>& parameters,
+               const pipeline_options& pipe, const memory_options& memory);
 
   using segment = step_segment;  // what one run over the steps executes
 
@@ -579,9 +579,10 @@ rank_program<Backend, Comm> bind(const program_view& p, const model_sizes& sizes
 // Binds `p` at `sizes` with the parameters of another binding of it on this rank (its
 // share_parameters()): no weights are read, and the KV cache is the same.
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
-rank_program<Backend, Comm> bind(const program_view& p, const model_sizes& sizes, Comm& world, Backend backend,
-                                 const mesh_shape& mesh, const shared_parameters<Backend>& shared,
-                                 const pipeline_options& pipe = {}, const memory_options& memory = {}) {
+rank_program<Backend, Comm> bind(const program_view& p, const model_sizes& sizes, Comm& world,
+                                 Backend backend, const mesh_shape& mesh,
+                                 const shared_parameters<Backend>& shared, const pipeline_options& pipe = {},
+                                 const memory_options& memory = {}) {
   return rank_program<Backend, Comm>(p, sizes, world, std::move(backend), mesh, shared, pipe, memory);
 }
 

@@ -16,8 +16,8 @@ namespace shardgraph {
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 rank_program<Backend, Comm>::rank_program(const program_view& p, const model_sizes& sizes, Comm& world,
                                           Backend backend, const mesh_shape& mesh,
-                                          const parameter_origin<Backend>& parameters, const pipeline_options& pipe,
-                                          const memory_options& memory)
+                                          const parameter_origin<Backend>& parameters,
+                                          const pipeline_options& pipe, const memory_options& memory)
     : owned_program_(std::make_unique<const owned_program>(checked(p))),
       program_(owned_program_->view()),
       memory_options_(memory),
@@ -86,8 +86,8 @@ void rank_program<Backend, Comm>::allocate(std::shared_ptr<parameter_memory<Back
     shared = std::make_shared<parameter_memory<Backend>>();  // this binding's, for others to share
     shared->signature = sign_parameters(g, layout_, stages_, layers_);
   }
-  storage_ = value_storage<Backend>(memory_budget_for(backend_, memory_options_.available_bytes), std::move(shared),
-                                    borrowed);
+  storage_ = value_storage<Backend>(memory_budget_for(backend_, memory_options_.available_bytes),
+                                    std::move(shared), borrowed);
   recompute_steps_ = plan::recomputed_steps(program_);
   grad_of_.assign(index(g.size()), -1);
   for (int i = 0; i < g.size(); ++i)

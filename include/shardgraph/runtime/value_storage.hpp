@@ -248,7 +248,8 @@ class value_storage {
     values_.push_back(allocate_for(backend, n, n.type, 0));
     for (std::int64_t l = 0; l < in.layers; ++l) {
       const bool own = memory.kind != plan::storage::layer_block && in.stages.holds_layer(l);
-      per_layer_[at(i)].push_back(own ? parameter_view(backend, n, i, l, numel) : allocate_for(backend, n, n.type, 0));
+      per_layer_[at(i)].push_back(own ? parameter_view(backend, n, i, l, numel)
+                                      : allocate_for(backend, n, n.type, 0));
     }
   }
 
@@ -256,13 +257,15 @@ class value_storage {
   // there when borrowed.
   buffer parameter_view(Backend& backend, const node& n, int i, std::int64_t layer, std::int64_t numel) {
     if constexpr (!plan::traits_of<Backend>().views) {
-      fail("bind: parameter '" + std::string(n.name.view()) + "'", "this backend has no view(), which shared parameters are",
+      fail("bind: parameter '" + std::string(n.name.view()) + "'",
+           "this backend has no view(), which shared parameters are",
            "bind each binding with the weights on this backend");
     } else {
       return shared_parameter_view(backend, n, i, layer, numel);
     }
   }
-  buffer shared_parameter_view(Backend& backend, const node& n, int i, std::int64_t layer, std::int64_t numel) {
+  buffer shared_parameter_view(Backend& backend, const node& n, int i, std::int64_t layer,
+                               std::int64_t numel) {
     if (!borrowed_) {
       buffer memory = allocate_for(backend, n, n.type, numel);
       if (memory.numel() != numel) return memory;  // over the budget: check() fails
@@ -278,16 +281,18 @@ class value_storage {
     int parameters = 0;
     for (int m : group.members) parameters += g[m].kind == op::parameter;
     if (parameters != 0 && parameters != static_cast<int>(group.members.size()))
-      fail("bind: parameter '" + std::string(g[group.members[0]].name.view()) + "'",
-           "a layer block of batched operands holds parameters and other values together, which parameters in "
-           "a memory of their own cannot be",
-           "this is a bug in the memory plan's layer blocks; please report it");
+      fail(
+          "bind: parameter '" + std::string(g[group.members[0]].name.view()) + "'",
+          "a layer block of batched operands holds parameters and other values together, which parameters in "
+          "a memory of their own cannot be",
+          "this is a bug in the memory plan's layer blocks; please report it");
     return parameters != 0;
   }
 
   // A layer block of parameters in `layer`: allocated in the parameter memory (or found there when
   // borrowed), each member a view at its stride, as this binding's batched calls read them.
-  void place_parameter_block(Backend& backend, const plan::layer_block& group, const graph_view& g, std::int64_t layer) {
+  void place_parameter_block(Backend& backend, const plan::layer_block& group, const graph_view& g,
+                             std::int64_t layer) {
     const int first = group.members[0];
     if (!borrowed_) {
       buffer block = allocate_for(backend, g[first], group.type, group.block_numel);
