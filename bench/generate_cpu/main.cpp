@@ -80,11 +80,11 @@ run_times generate_once(const options& o, std::int64_t batch, int tp) {
     }
     std::vector<clock_type::time_point> step_starts;
     std::vector<double> bind_in_step;  // seconds of binding inside each step
-    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
+    auto bind_rank = [&](std::int64_t rows, std::int64_t seq, const auto& parameters) {
       const auto start = clock_type::now();
       sg::model_sizes sizes = m.sizes(rows, seq);
       auto rank = sg::bind(m.generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{}, mesh,
-                           m.weights(nullptr));
+                           parameters);
       bind_in_step.back() += seconds_between(start, clock_type::now());
       return rank;
     };
@@ -98,7 +98,7 @@ run_times generate_once(const options& o, std::int64_t batch, int tp) {
     };
     const auto start = clock_type::now();
     const auto results =
-        gen::run_generation(s, bind_rank, {.max_blocks = cache.max_blocks, .on_step = on_step});
+        gen::run_generation(s, bind_rank, m.weights(nullptr), {.max_blocks = cache.max_blocks, .on_step = on_step});
     const auto end = clock_type::now();
     if (comm.rank() != 0) return;
     step_starts.push_back(end);

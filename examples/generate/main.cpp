@@ -18,7 +18,7 @@
 //   --temperature ... sampling (default greedy); --seed seeds every prompt's draws alike
 //   --ignore-eos      go on past the checkpoint's eos token
 //   --kv-memory       the KV cache of each rank: bytes (256MiB, 4GiB), or a share of the free
-//                     memory divided among the caches of the process (50%, the default)
+//                     memory divided among the ranks of the process (50%, the default)
 //   --image FILE      a LLaVA checkpoint continues the one prompt after this image (PNG, JPEG, ...),
 //                     preprocessed as DIR/preprocessor_config.json says; tp ranks only
 //   --max-memory      device_map="auto": each device's budget; the layers go onto the devices in

@@ -324,12 +324,13 @@ std::vector<std::vector<std::int64_t>> generated_tokens(MakeBackend make_backend
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
     sg::generate::scheduler s(size, {.vocab_size = config.vocab, .max_batched_tokens = 8, .max_sequences = 4});
     for (const auto& r : generation_requests()) s.submit(r);
-    auto bind_rank = [&](std::int64_t rows, std::int64_t tokens_per_row) {
+    auto bind_rank = [&](std::int64_t rows, std::int64_t tokens_per_row, const auto& parameters) {
       sg::model_sizes sizes = config.sizes(rows, tokens_per_row);
       return sg::bind(generation, sg::set_kv_cache_sizes(sizes, cache), comm, make_backend(),
-                      sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights(5, 0.3));
+                      sg::mesh_shape{{"dp", 1}, {"tp", 1}}, parameters);
     };
-    const auto results = sg::generate::run_generation(s, bind_rank, {.max_blocks = cache.max_blocks});
+    const auto results =
+        sg::generate::run_generation(s, bind_rank, sg::random_weights(5, 0.3), {.max_blocks = cache.max_blocks});
     CHECK(s.preemption_count() > 0);
     for (const auto& r : results) {
       CHECK(r.reason == sg::generate::finish_reason::max_new_tokens);

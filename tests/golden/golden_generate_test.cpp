@@ -10,6 +10,7 @@
 // i % dp == its index. A batch split inside one program (dp on the mesh) cannot serve continuous
 // batching: a sequence's cache lives on the dp rank that holds its row, and the runner regroups
 // rows every step.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -103,11 +104,11 @@ rank_run serve_replica(const std::string& dir, const golden_generation& golden, 
                 .stop_tokens = {golden.eos}});
       run.served.push_back(i);
     }
-  auto bind_rank = [&](std::int64_t batch, std::int64_t seq) {
+  auto bind_rank = [&](std::int64_t batch, std::int64_t seq, const auto& parameters) {
     sg::model_sizes sizes = m.sizes(batch, seq);
     auto rank = sg::bind(m.generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{}, mesh,
-                         m.weights(nullptr));
-    run.cache_bytes = rank.memory().kv_cache;
+                         parameters);
+    run.cache_bytes = std::max(run.cache_bytes, rank.memory().kv_cache);  // the first binding's: the others share it
     return rank;
   };
   auto count_mixed = [&](const gen::scheduled_step& step) {
@@ -115,7 +116,7 @@ rank_run serve_replica(const std::string& dir, const golden_generation& golden, 
     for (const gen::scheduled_sequence& q : step.sequences) (q.prefill ? prefills : decodes) = true;
     run.mixed_steps += prefills && decodes;
   };
-  run.results = gen::run_generation(s, bind_rank, {.max_blocks = cache.max_blocks, .on_step = count_mixed});
+  run.results = gen::run_generation(s, bind_rank, m.weights(nullptr), {.max_blocks = cache.max_blocks, .on_step = count_mixed});
   run.blocks_held_after = s.cache().pool().held_count();
   return run;
 }

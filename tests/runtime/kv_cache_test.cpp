@@ -135,17 +135,17 @@ generation_result generate(const sg::program& forward, const sg::program& genera
     };
     auto weights = sg::random_weights(7, 0.2);
     auto prefill = sg::bind(generation, bind_sizes(prompt, true), comm, sg::cpu::backend{}, mesh, weights, pipe);
-    auto decode = sg::bind(generation, bind_sizes(1, true), comm, sg::cpu::backend{}, mesh, weights, pipe);
-    // Each stage holds the caches of its own layers only.
+    auto decode = prefill.rebind(bind_sizes(1, true));  // its weights and cache: goes on from the prompt
+    // Each stage holds the caches of its own layers only (the prefill binding owns them).
     std::int64_t layers_held = 0;
-    for (auto [first, end] : decode.pipeline_chunks()) layers_held += end - first;
-    if (!decode.pipelined()) layers_held = config.layers;
+    for (auto [first, end] : prefill.pipeline_chunks()) layers_held += end - first;
+    if (!prefill.pipelined()) layers_held = config.layers;
     CHECK((layout.pp == 1 || layers_held < config.layers));
-    CHECK(decode.memory().kv_cache ==
+    CHECK(prefill.memory().kv_cache ==
           pool * sg::kv_cache_bytes_per_block(generation, bind_sizes(1, true), mesh, layers_held));
+    CHECK(decode.memory().shared_kv_cache == prefill.memory().kv_cache);
     CHECK(decode.memory().micro_batches_in_flight == 1);
     sg::host_tensor logits = prefill.forward(step_inputs(r.tokens, 0, true)).at("logits");
-    sg::copy_kv_cache(prefill, decode);
     for (std::int64_t step = 0;; ++step) {
       const auto length = static_cast<std::int64_t>(r.tokens[0].size());
       auto whole = sg::bind(forward, bind_sizes(length, false), comm, sg::cpu::backend{}, mesh, weights, pipe);
@@ -286,11 +286,11 @@ TEST_CASE("A prompt prefilled in two chunks gives the one-chunk prefill's logits
     auto weights = sg::random_weights(7, 0.2);
     auto whole = sg::bind(llama_generation, sizes(prompt), comm, sg::cpu::backend{}, mesh, weights);
     auto first = sg::bind(llama_generation, sizes(3), comm, sg::cpu::backend{}, mesh, weights);
-    auto second = sg::bind(llama_generation, sizes(2), comm, sg::cpu::backend{}, mesh, weights);
+    auto second =
+        sg::bind(llama_generation, sizes(2), comm, sg::cpu::backend{}, mesh, first.share_parameters());
     const sg::host_tensor want = whole.forward(step_inputs(rows, 0, true)).at("logits");
     std::vector<std::vector<std::int64_t>> head{{rows[0].begin(), rows[0].begin() + 3}, {rows[1].begin(), rows[1].begin() + 3}};
     first.forward(step_inputs(head, 0, true));
-    sg::copy_kv_cache(first, second);
     const sg::host_tensor got = second.forward(step_inputs(rows, 3, true)).at("logits");
     for (std::int64_t b = 0; b < batch; ++b)
       for (std::int64_t t = 0; t < 2; ++t)
@@ -477,10 +477,20 @@ sg::generate::scheduler runner_scheduler(const sg::generate::kv_cache_size& size
   return {size, {.vocab_size = llama_golden.vocab, .max_batched_tokens = 8, .max_sequences = 4}};
 }
 
+// random_weights(7, 0.2), counting in `reads` how often each parameter is read.
+sg::weight_source counting_weights(std::map<std::string, int>& reads) {
+  return [&reads, random = sg::random_weights(7, 0.2)](std::string_view name, const sg::tensor_slice& slice,
+                                                       sg::host_tensor& out) {
+    ++reads[std::string(name)];
+    random(name, slice, out);
+  };
+}
+
 struct runner_run {
   std::vector<sg::generate::generation_result> results;
   std::int64_t preemptions = 0, partial_chunks = 0, mixed_steps = 0, binds = 0;
   std::int64_t shared_calls = 0;  // calls of several rows (on a pipeline: several micro-batches)
+  std::map<std::string, int> weight_reads;  // parameter name -> times the weight source filled it
   std::int64_t blocks_left_held = -1;  // after the run: 0, every block back in the pool
 };
 
@@ -495,11 +505,14 @@ runner_run run_requests(const std::vector<sg::generate::generation_request>& req
     runner_run& run = runs[static_cast<std::size_t>(comm.rank())];
     sg::generate::scheduler s = runner_scheduler(size);
     for (const auto& r : requests) s.submit(r);
-    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {  // on a pipeline: a micro-batch's rows
+    const sg::weight_source counted = counting_weights(run.weight_reads);
+    // On a pipeline a binding holds a micro-batch's rows.
+    auto bind_rank = [&](std::int64_t rows, std::int64_t seq, const auto& parameters) {
       ++run.binds;
       sg::model_sizes sizes = llama_golden.sizes(rows / sg::pipeline_micro_batches(rows, layout.pp), seq);
       auto rank = sg::bind(llama_generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{},
-                           layout.mesh(), sg::random_weights(7, 0.2), {.stage_layers = layout.stage_layers});
+                           layout.mesh(), parameters, {.stage_layers = layout.stage_layers});
+      if (run.binds > 1) return rank;  // the first binding's cache, which every later one shares
       // A slot read before it is written would make the logits NaN (0 x NaN under the causal mask too).
       rank.for_each_parameter([&](const std::string&, const sg::node& p, std::int64_t, auto& value, auto*) {
         if (!p.kv_cache) return;
@@ -521,13 +534,20 @@ runner_run run_requests(const std::vector<sg::generate::generation_request>& req
       for (auto [tokens, rows] : rows_by_tokens) run.shared_calls += rows > 1;
     };
     run.results = sg::generate::run_generation(
-        s, bind_rank, {.max_blocks = cache.max_blocks, .max_bindings = max_bindings, .on_step = observe});
+        s, bind_rank, counted,
+        {.max_blocks = cache.max_blocks, .max_bindings = max_bindings, .on_step = observe});
     run.preemptions = s.preemption_count();
     run.blocks_left_held = s.cache().pool().held_count();
   });
   for (const runner_run& other : runs) {
     REQUIRE(other.results.size() == runs[0].results.size());
     CHECK(other.blocks_left_held == 0);
+    CHECK(other.binds > 1);
+    CHECK(!other.weight_reads.empty());
+    for (const auto& [name, reads] : other.weight_reads) {  // once, however many bindings
+      CAPTURE(name);
+      CHECK(reads == 1);
+    }
     for (std::size_t i = 0; i < other.results.size(); ++i)
       CHECK(other.results[i].generated == runs[0].results[i].generated);
   }
@@ -568,8 +588,9 @@ TEST_CASE("run_generation gives greedy decoding's tokens under chunked prefill a
       CHECK(run.results[i].generated == want[i]);
     }
   }
-  // Two bindings kept: the others are dropped and bound again, the cache moving between them.
-  const runner_run few = run_requests(requests, {}, 6, 2), many = run_requests(requests, {});
+  // One binding kept: the others are dropped and bound again, sharing the first one's weights and
+  // cache after it is gone.
+  const runner_run few = run_requests(requests, {}, 6, 1), many = run_requests(requests, {});
   CHECK(few.binds > many.binds);
   for (std::size_t i = 0; i < requests.size(); ++i) CHECK(few.results[i].generated == want[i]);
 }
@@ -610,17 +631,150 @@ TEST_CASE("run_generation refuses block tables wider than the bindings' kv_conte
   sg::threads::world(1).run([&](sg::threads::communicator& comm) {
     sg::generate::scheduler s = runner_scheduler(size);
     s.submit({.prompt = {4, 9, 33, 2, 17, 8}, .max_new_tokens = 2});
-    auto bind_rank = [&](std::int64_t rows, std::int64_t seq) {
+    auto bind_rank = [&](std::int64_t rows, std::int64_t seq, const auto& parameters) {
       sg::model_sizes sizes = llama_golden.sizes(rows, seq);
       return sg::bind(llama_generation, sg::set_kv_cache_sizes(sizes, cache), comm, sg::cpu::backend{},
-                      sg::mesh_shape{{"dp", 1}, {"tp", 1}}, sg::random_weights(7, 0.2));
+                      sg::mesh_shape{{"dp", 1}, {"tp", 1}}, parameters);
     };
-    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 0}),
+    const sg::weight_source weights = sg::random_weights(7, 0.2);
+    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, weights, {.max_blocks = 0}),
                       sg::testing::ContainsSubstring("run_generation: max_blocks is 0"));
-    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 8, .max_bindings = 1}),
-                      sg::testing::ContainsSubstring("run_generation: max_bindings is 1"));
-    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, {.max_blocks = 1}),
+    CHECK_THROWS_WITH(
+        sg::generate::run_generation(s, bind_rank, weights, {.max_blocks = 8, .max_bindings = 0}),
+        sg::testing::ContainsSubstring("run_generation: max_bindings is 0"));
+    // Bindings that read their own weights would each hold a cache of their own.
+    auto own_weights = [&](std::int64_t rows, std::int64_t seq, const auto&) {
+      sg::model_sizes sizes = llama_golden.sizes(rows, seq);
+      sg::set_kv_cache_sizes(sizes, {.blocks = size.blocks, .block_tokens = 4, .max_blocks = 8});
+      return sg::bind(llama_generation, sizes, comm, sg::cpu::backend{}, sg::mesh_shape{{"dp", 1}, {"tp", 1}},
+                      weights);
+    };
+    sg::generate::scheduler two_steps = runner_scheduler(size);
+    two_steps.submit({.prompt = {4, 9, 33}, .max_new_tokens = 2});
+    CHECK_THROWS_WITH(
+        sg::generate::run_generation(two_steps, own_weights, weights, {.max_blocks = 8}),
+        sg::testing::ContainsSubstring("run_generation: the binding for batch 1, seq 1 holds its own "
+                                       "parameters. pass make_rank's `parameters` to bind"));
+    CHECK_THROWS_WITH(sg::generate::run_generation(s, bind_rank, weights, {.max_blocks = 1}),
                       sg::testing::ContainsSubstring(
                           "run_generation: request 0 holds 2 blocks, more than the bindings' max_blocks 1"));
+  });
+}
+
+namespace {
+
+// LLaMA's generation program at (batch, seq) with a pool of `blocks` blocks.
+sg::model_sizes llama_cache_sizes(std::int64_t rows, std::int64_t seq, std::int64_t blocks = pool) {
+  sg::model_sizes s = llama_golden.sizes(rows, seq);
+  return sg::set_kv_cache_sizes(s,
+                                {.blocks = blocks, .block_tokens = block_tokens, .max_blocks = max_blocks});
+}
+
+// name -> (the first byte of this rank's slice, its bytes), kv cache or weights.
+template <class Rank>
+std::map<std::string, std::pair<const std::byte*, std::size_t>> parameter_memory(Rank& rank, bool kv_cache) {
+  std::map<std::string, std::pair<const std::byte*, std::size_t>> memory;
+  rank.for_each_parameter([&](const std::string& name, const sg::node& p, std::int64_t, auto& value, auto*) {
+    if (p.kv_cache == kv_cache) memory.emplace(name, std::pair{value.bytes(), value.size_bytes()});
+  });
+  return memory;
+}
+
+}  // namespace
+
+// A binding at other sizes (rebind, or bind with share_parameters()) reads no weights and uses the
+// same weight and cache buffers; it reports them as shared, and they outlive the binding that read them.
+TEST_CASE("Bindings at other sizes share one copy of the weights and the KV cache", "[runtime][threads]") {
+  const std::vector<std::vector<std::int64_t>> rows{{4, 9, 33, 2, 17}, {60, 1, 8, 8, 30}};
+  sg::threads::world(2).run([&](sg::threads::communicator& comm) {
+    const sg::mesh_shape mesh{{"dp", 1}, {"tp", 2}};
+    std::map<std::string, int> reads;
+    const sg::weight_source counted = counting_weights(reads);
+    auto decode = [&] {  // the binding that read the weights is gone when decode runs
+      auto prefill = sg::bind(llama_generation, llama_cache_sizes(batch, prompt), comm, sg::cpu::backend{},
+                              mesh, counted);
+      const std::map<std::string, int> read_by_prefill = reads;
+      auto one = prefill.rebind(llama_cache_sizes(batch, 1));
+      auto other = sg::bind(llama_generation, llama_cache_sizes(1, 3), comm, sg::cpu::backend{}, mesh,
+                            one.share_parameters());
+      CHECK(reads == read_by_prefill);
+      CHECK(!reads.empty());
+      for (const auto& [name, count] : reads) CHECK(count == 1);
+      for (bool cache : {false, true}) {
+        CAPTURE(cache);
+        const auto memory = parameter_memory(prefill, cache);
+        CHECK(!memory.empty());
+        CHECK(parameter_memory(one, cache) == memory);  // the same bytes, not copies
+        CHECK(parameter_memory(other, cache) == memory);
+      }
+      CHECK(prefill.shares_parameters_with(one));
+      int in_layer_blocks = 0;  // k and v weights batched per layer: one block shared as a whole
+      const sg::plan::bound_plan bound = prefill.plan();
+      for (int i = 0; i < bound.compiled.nodes.size(); ++i)
+        in_layer_blocks += bound.compiled.nodes[i].kind == sg::op::parameter &&
+                           bound.memory.values[std::size_t(i)].kind == sg::plan::storage::layer_block;
+      CHECK(in_layer_blocks > 0);
+      const sg::memory_report owner = prefill.memory(), sharer = other.memory();
+      CHECK(owner.shared_parameters + owner.shared_kv_cache == 0);
+      CHECK(sharer.parameters + sharer.kv_cache == 0);
+      CHECK(sharer.shared_parameters == owner.parameters);
+      CHECK(sharer.shared_kv_cache == owner.kv_cache);
+      CHECK(owner.kv_cache > 0);
+      std::ostringstream plan;
+      sg::plan::print_plan_memory(other.plan(), plan);
+      CHECK(plan.str().find("weights and KV cache of another binding (not in the total)") !=
+            std::string::npos);
+      prefill.forward(step_inputs(rows, 0, true));  // writes the prompt's cache
+      return one;
+    }();
+    // The decode binding goes on from the prompt's cache, which the binding that wrote it left behind.
+    std::vector<std::vector<std::int64_t>> longer = rows;
+    for (auto& row : longer) row.push_back(21);
+    const sg::host_tensor got = decode.forward(step_inputs(longer, prompt, true)).at("logits");
+    auto whole = sg::bind(llama_generation, llama_cache_sizes(batch, prompt + 1), comm, sg::cpu::backend{},
+                          mesh, sg::random_weights(7, 0.2));
+    const sg::host_tensor want = whole.forward(step_inputs(longer, 0, true)).at("logits");
+    for (std::int64_t b = 0; b < batch; ++b)
+      CHECK(relative_difference(last_logits(got, b, llama_golden.vocab),
+                                last_logits(want, b, llama_golden.vocab)) < 1e-12);
+  });
+}
+
+TEST_CASE("Shared parameters are refused where a size changes their shape, and for training",
+          "[runtime][threads]") {
+  sg::threads::world(1).run([&](sg::threads::communicator& comm) {
+    const sg::mesh_shape mesh{{"dp", 1}, {"tp", 1}};
+    auto rank = sg::bind(llama_generation, llama_cache_sizes(batch, prompt), comm, sg::cpu::backend{}, mesh,
+                         sg::random_weights(7, 0.2));
+    CHECK_THROWS_WITH(
+        rank.rebind(llama_cache_sizes(batch, 1, 2 * pool)),
+        sg::testing::ContainsSubstring(
+            "bind: shared parameters: parameter 'layers.self_attn.kv_cache' is (16, 12, 8, 4) on this "
+            "rank at these sizes, (8, 12, 8, 4) in the binding that holds the shared parameters. share "
+            "parameters only between bindings"));
+    sg::models::llama_config wider = llama_golden;
+    wider.model = 128;
+    sg::model_sizes wide = wider.sizes(batch, 1);
+    sg::set_kv_cache_sizes(wide, {.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks});
+    CHECK_THROWS_WITH(
+        sg::bind(llama_generation, wide, comm, sg::cpu::backend{}, mesh, rank.share_parameters()),
+        sg::testing::ContainsSubstring("parameter 'embed_tokens.weight' is (64, 128) on this rank"));
+    sg::model_sizes gpt2_sizes = gpt2_golden.sizes(batch, 1);
+    sg::set_kv_cache_sizes(gpt2_sizes,
+                           {.blocks = pool, .block_tokens = block_tokens, .max_blocks = max_blocks});
+    CHECK_THROWS_WITH(
+        sg::bind(gpt2_generation, gpt2_sizes, comm, sg::cpu::backend{}, mesh, rank.share_parameters()),
+        sg::testing::ContainsSubstring("bind: shared parameters: this program has other parameters"));
+    const auto training = sg::compile_graph(llama_model(), sg::training{});
+    REQUIRE(training.ok());
+    auto trained = sg::bind(training, llama_golden.sizes(batch, 4), comm, sg::cpu::backend{}, mesh,
+                            sg::random_weights(7, 0.2));
+    CHECK_THROWS_WITH(
+        trained.share_parameters(),
+        sg::testing::ContainsSubstring("share_parameters: the program trains: each binding holds its "
+                                       "own gradients"));
+    CHECK_THROWS_WITH(sg::bind(training, llama_golden.sizes(batch, 4), comm, sg::cpu::backend{}, mesh,
+                               rank.share_parameters()),
+                      sg::testing::ContainsSubstring("bind: shared parameters: the program trains"));
   });
 }

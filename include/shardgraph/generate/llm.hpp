@@ -34,8 +34,9 @@
 // from generate().
 //
 // Lifetime: the checkpoint (its file headers, the compiled programs, the tokenizer) stays open
-// across generate() calls; the rank threads and their bindings (the weights read, the cache) live
-// for one call. bind_rank is the one place a rank binds.
+// across generate() calls; the rank threads and their bindings (the weights, read once per rank
+// and call, and the one cache the bindings share) live for one call. bind_rank is the one place a
+// rank binds.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -152,15 +153,17 @@ class llm {
   };
 
   // The one place a rank binds the generation program for (batch, seq), with the cache sizes and
-  // the weights read from the checkpoint. On pipeline stages a call of `batch` rows runs as
-  // pipeline_micro_batches micro-batches, so the binding holds one micro-batch's rows.
-  template <class Comm, class MakeBackend>
-  auto bind_rank(Comm& comm, const MakeBackend& make_backend, std::int64_t batch, std::int64_t seq) const {
+  // `parameters`: the weights read from the checkpoint for a rank's first binding, the first
+  // binding's shared parameters (weights and cache) for the others (run_generation). On pipeline
+  // stages a call of `batch` rows runs as pipeline_micro_batches micro-batches, so the binding
+  // holds one micro-batch's rows.
+  template <class Comm, class MakeBackend, class Parameters>
+  auto bind_rank(Comm& comm, const MakeBackend& make_backend, std::int64_t batch, std::int64_t seq,
+                 const Parameters& parameters) const {
     const int stages = options_.mesh.size("pp");
     model_sizes sizes = model_.sizes(batch / pipeline_micro_batches(batch, stages), seq);
     return shardgraph::bind(model_.generation, set_kv_cache_sizes(sizes, cache_layout()), comm,
-                            make_backend(stage_of(comm.rank())), replica_mesh(),
-                            model_.weights(std::make_shared<std::atomic<std::uint64_t>>(0)),
+                            make_backend(stage_of(comm.rank())), replica_mesh(), parameters,
                             {.stage_layers = options_.stage_layers});
   }
 
@@ -182,14 +185,10 @@ class llm {
             .max_blocks = cache_.shape.blocks_for(cache_.shape.max_positions)};
   }
 
-  // The caches a rank holds at once: one per binding run_generation keeps. Once bindings share
-  // one cache, this is 1.
-  std::int64_t caches_per_rank() const { return options_.max_bindings; }
-
   // Per rank (hf_cache_shape): the kv heads tp leaves it, the layers of the largest pp stage. A
-  // share of free memory is divided among the caches of the process: each rank's bindings hold a
-  // whole cache each (runner.hpp), up to max_bindings. The pool is capped at max_sequences
-  // sequences of the model's positions.
+  // share of free memory is divided among the ranks of the process, each holding one cache (its
+  // bindings share it: runner.hpp). The pool is capped at max_sequences sequences of the model's
+  // positions.
   kv_cache_size size_cache() const {
     const std::int64_t tp = options_.mesh.size("tp"), pp = options_.mesh.size("pp");
     kv_cache_shape shape = hf_cache_shape(model_, options_.mesh, options_.block_tokens);
@@ -200,7 +199,7 @@ class llm {
       if (options_.kv_memory.bytes <= 0)
         free_bytes = static_cast<std::int64_t>(
             std::min<std::size_t>(make_backend_(0).free_bytes(), std::numeric_limits<std::int64_t>::max()) /
-            static_cast<std::size_t>(options_.mesh.size("dp") * tp * pp * caches_per_rank()));
+            static_cast<std::size_t>(options_.mesh.size("dp") * tp * pp));
     kv_cache_size size = size_kv_cache(shape, options_.kv_memory, free_bytes);
     size.blocks = std::min(size.blocks, options_.max_sequences * shape.blocks_for(shape.max_positions));
     return size;
@@ -325,11 +324,11 @@ class llm {
         };
       }
       const auto run_on = [&](const auto& make_backend) {
-        auto make_rank = [&](std::int64_t batch, std::int64_t seq) {
+        auto make_rank = [&](std::int64_t batch, std::int64_t seq, const auto& parameters) {
           const timed_bind timer{clock};
-          return bind_rank(comm, make_backend, batch, seq);
+          return bind_rank(comm, make_backend, batch, seq, parameters);
         };
-        return run_generation(s, make_rank, o);
+        return run_generation(s, make_rank, model_.weights(std::make_shared<std::atomic<std::uint64_t>>(0)), o);
       };
       std::vector<generation_result> results =
           on_host_backend(comm.rank()) ? run_on(make_host_backend_) : run_on(make_backend_);

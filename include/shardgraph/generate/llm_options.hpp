@@ -23,10 +23,9 @@ struct llm_options {
   mesh_shape mesh{};
   dtype type = dtype::f32;  // the dtype the model computes, and its cache holds, in
   // The KV cache budget: bytes of each rank's cache ("256MiB"), or a share of the memory free
-  // when the llm opens ("50%"), divided among the caches of this process: each rank holds one
-  // per binding kept (max_bindings), until bindings share one. The weights the bindings read come
-  // on top. The pool is never made larger than max_sequences sequences of the model's positions
-  // can use.
+  // when the llm opens ("50%"), divided among the ranks of this process (one cache each, which
+  // its bindings share). The weights come on top. The pool is never made larger than
+  // max_sequences sequences of the model's positions can use.
   memory_amount kv_memory{.fraction = 0.5};
   std::int64_t block_tokens = 16;
   std::int64_t max_batched_tokens = 512;  // scheduler_options: tokens per step

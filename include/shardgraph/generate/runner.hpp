@@ -4,11 +4,11 @@
 //
 //   generate::scheduler s(kv_size, {.vocab_size = 61, .max_batched_tokens = 8});
 //   s.submit({.prompt = {4, 9, 33}, .max_new_tokens = 6});
-//   auto bind_rank = [&](std::int64_t batch, std::int64_t seq) {   // one binding per (batch, seq)
-//     model_sizes sizes = config.sizes(batch, seq);
-//     return bind(generation, set_kv_cache_sizes(sizes, cache), comm, cpu::backend{}, mesh, weights);
+//   auto bind_rank = [&](std::int64_t batch, std::int64_t seq, const auto& parameters) {
+//     model_sizes sizes = config.sizes(batch, seq);   // one binding per (batch, seq)
+//     return bind(generation, set_kv_cache_sizes(sizes, cache), comm, cpu::backend{}, mesh, parameters);
 //   };
-//   auto results = generate::run_generation(s, bind_rank, {.max_blocks = 8});
+//   auto results = generate::run_generation(s, bind_rank, weights, {.max_blocks = 8});
 //
 // Every rank of the mesh runs this with its own scheduler, fed the same requests: the scheduler is
 // deterministic, so all ranks run the same steps and their collectives meet. On pipeline stages,
@@ -19,10 +19,12 @@
 // A rank binds one (batch, seq). Each step's sequences are grouped by the number of tokens they
 // feed: each group runs as one call of the binding (batch = the group's sequences, seq = their
 // tokens), so the decodes of a step run as one seq = 1 batch and prefill chunks of one length run
-// together. Bindings are made on first use and kept (up to runner_options::max_bindings); each holds
-// a whole cache, and when a step runs
-// on another binding than the last, copy_kv_cache moves the cache to it. No padding: every row's
-// tokens are real, so no row writes a slot it does not own.
+// together. Bindings are made on first use and kept (up to runner_options::max_bindings). They
+// share one copy of the parameters (runtime/shared_parameters.hpp): make_rank passes `parameters`
+// to bind where the weights go, and the runner gives the first binding `weights` (read then, and
+// only then) and every later one the first's share_parameters(). So the weights are read once,
+// and all bindings write and read one KV cache, whichever binding a step runs on. No padding:
+// every row's tokens are real, so no row writes a slot it does not own.
 //
 // Blocks freed by finished or preempted sequences are handed out again without clearing: a step
 // writes the keys and values of its tokens before its attention reads them, and a row reads only
@@ -31,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -39,17 +42,18 @@
 
 #include "shardgraph/core/error.hpp"
 #include "shardgraph/core/host_tensor.hpp"
+#include "shardgraph/core/weight_source.hpp"
 #include "shardgraph/generate/sampler.hpp"
 #include "shardgraph/generate/scheduler.hpp"
 #include "shardgraph/runtime/kv_cache.hpp"
+#include "shardgraph/runtime/shared_parameters.hpp"
 
 namespace shardgraph::generate {
 
 struct runner_options {
   std::int64_t max_blocks = 0;  // kv_context's block columns: kv_cache_shape::max_blocks of the bindings
-  // Bindings kept at once, each with a whole cache (at least 2: the cache's holder and the next).
-  // Past it, the least recently used one other than the holder is dropped, and bound again when
-  // a step needs it.
+  // Bindings kept at once, each with its own activations (the parameters and cache are shared).
+  // Past it, the least recently used one is dropped, and bound again when a step needs it.
   std::int64_t max_bindings = 8;
   // Called with each step before it runs (to print it with step_text.hpp, or to count its kinds).
   std::function<void(const scheduled_step&)> on_step{};
@@ -102,48 +106,91 @@ inline std::vector<double> last_position_logits(const host_tensor& logits, std::
   return row;
 }
 
-// Converts to the rank that make_rank returns, so that a map node holds it without moving it.
-template <class MakeRank>
+// Converts to the rank that make() returns, so that a map node holds it without moving it.
+template <class Make>
 struct rank_maker {
-  MakeRank& make;
-  std::int64_t batch, seq;
-  operator std::invoke_result_t<MakeRank&, std::int64_t, std::int64_t>() const { return make(batch, seq); }
+  Make make;
+  operator std::invoke_result_t<const Make&>() const { return make(); }
+};
+template <class Make>
+rank_maker(Make) -> rank_maker<Make>;
+
+// The bindings of one run, per (batch, seq), up to `most` at once (the least recently used is
+// dropped), all with the parameters of the first: `weights` are read by it only.
+template <class Rank, class MakeRank>
+class bindings {
+ public:
+  using shape = std::pair<std::int64_t, std::int64_t>;  // (batch, seq)
+
+  bindings(MakeRank& make, const weight_source& weights, std::int64_t most)
+      : make_(make), weights_(weights), most_(most) {}
+
+  Rank& at(shape key) {
+    if (!ranks_.contains(key) && static_cast<std::int64_t>(ranks_.size()) >= most_) {
+      const auto oldest = std::min_element(last_used_.begin(), last_used_.end(),
+                                           [](const auto& a, const auto& b) { return a.second < b.second; });
+      ranks_.erase(oldest->first);
+      last_used_.erase(oldest);
+    }
+    last_used_[key] = calls_++;
+    if (ranks_.contains(key)) return ranks_.at(key);
+    if (!shared_) {
+      Rank& first = bind(key, weights_);
+      shared_.emplace(first.share_parameters());
+      return first;
+    }
+    Rank& r = bind(key, *shared_);
+    if (r.share_parameters().memory() != shared_->memory())
+      fail("run_generation",
+           "the binding for batch " + std::to_string(key.first) + ", seq " + std::to_string(key.second) +
+               " holds its own parameters",
+           "pass make_rank's `parameters` to bind in place of the weights");
+    return r;
+  }
+
+ private:
+  template <class Parameters>
+  Rank& bind(shape key, const Parameters& from) {
+    return ranks_.try_emplace(key, rank_maker{[&] { return make_(key.first, key.second, from); }})
+        .first->second;
+  }
+
+  MakeRank& make_;
+  const weight_source& weights_;
+  std::int64_t most_;
+  std::map<shape, Rank> ranks_;
+  std::map<shape, std::int64_t> last_used_;  // the call that last ran each binding
+  std::int64_t calls_ = 0;
+  std::optional<shared_parameters<typename Rank::backend_type>> shared_;  // the first binding's
 };
 
 }  // namespace detail
 
-// Runs `s` until it has no work. make_rank(batch, seq) binds the generation program for that many
-// rows of that many tokens, with the cache sizes of `s` (set_kv_cache_sizes). Returns every
-// request's result, those that failed at submit included, in order of request id.
+// Runs `s` until it has no work. make_rank(batch, seq, parameters) binds the generation program for
+// that many rows of that many tokens, with the cache sizes of `s` (set_kv_cache_sizes), giving bind
+// `parameters` in place of the weights: `weights` for the first binding, then the first binding's
+// shared parameters (so make_rank takes `const auto&`). Returns every request's result, those that
+// failed at submit included, in order of request id.
 template <class MakeRank>
-std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank,
+std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank, const weight_source& weights,
                                               const runner_options& options) {
-  using rank = std::invoke_result_t<MakeRank&, std::int64_t, std::int64_t>;
+  static_assert(
+      std::is_invocable_v<MakeRank&, std::int64_t, std::int64_t, const weight_source&>,
+      "shardgraph: run_generation: make_rank must take (batch, seq, parameters) and pass parameters to "
+      "bind in place of the weights. Add `const auto& parameters` and give the weights to run_generation");
+  using rank = std::invoke_result_t<MakeRank&, std::int64_t, std::int64_t, const weight_source&>;
+  using shared = shared_parameters<typename rank::backend_type>;
+  static_assert(
+      std::is_same_v<std::invoke_result_t<MakeRank&, std::int64_t, std::int64_t, const shared&>, rank>,
+      "shardgraph: run_generation: make_rank must return the same rank type for the weights and for "
+      "shared parameters. Take `const auto& parameters` and pass it to bind");
   if (options.max_blocks < 1)
     fail("run_generation", "max_blocks is " + std::to_string(options.max_blocks),
          "give the bindings' kv_cache_shape::max_blocks");
-  if (options.max_bindings < 2)
+  if (options.max_bindings < 1)
     fail("run_generation", "max_bindings is " + std::to_string(options.max_bindings),
-         "keep at least 2 bindings: the one holding the cache and the one it moves to");
-  using shape = std::pair<std::int64_t, std::int64_t>;  // (batch, seq)
-  std::map<shape, rank> ranks;
-  std::map<shape, std::int64_t> last_used;  // the call that last ran each binding
-  std::int64_t calls = 0;
-  rank* cache_holder = nullptr;  // the binding whose cache is current
-  const auto binding = [&](shape key) -> rank& {
-    if (!ranks.contains(key) && static_cast<std::int64_t>(ranks.size()) >= options.max_bindings) {
-      auto oldest = last_used.end();  // least recently used, never the holder
-      for (auto it = last_used.begin(); it != last_used.end(); ++it)
-        if (&ranks.at(it->first) != cache_holder &&
-            (oldest == last_used.end() || it->second < oldest->second))
-          oldest = it;
-      ranks.erase(oldest->first);
-      last_used.erase(oldest);
-    }
-    last_used[key] = calls++;
-    return ranks.try_emplace(key, detail::rank_maker<MakeRank>{make_rank, key.first, key.second})
-        .first->second;
-  };
+         "keep at least 1 binding");
+  detail::bindings<rank, MakeRank> ranks(make_rank, weights, options.max_bindings);
   std::vector<generation_result> results = s.take_finished();
   while (s.has_work()) {
     const scheduled_step step = s.schedule();
@@ -154,9 +201,7 @@ std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank,
     std::map<request_id, token_id> sampled;
     for (const auto& [seq, group] : groups) {
       const auto batch = static_cast<std::int64_t>(group.size());
-      rank& r = binding({batch, seq});
-      if (cache_holder != nullptr && cache_holder != &r) copy_kv_cache(*cache_holder, r);
-      cache_holder = &r;
+      rank& r = ranks.at({batch, seq});
       const host_tensor logits = r.forward(detail::group_inputs(group, options.max_blocks)).at("logits");
       for (std::int64_t b = 0; b < batch; ++b) {
         const scheduled_sequence& q = *group[static_cast<std::size_t>(b)];

@@ -9,6 +9,11 @@ namespace shardgraph {
 struct memory_report {
   std::int64_t parameters = 0;   // this rank's weight slices, every layer
   std::int64_t kv_cache = 0;     // generation programs: this rank's KV cache blocks, every layer
+  // A binding that uses another's parameters (bind(..., share_parameters()), rank.rebind()): the
+  // weights and KV cache it reads in memory that binding allocated, and not in the two above, so
+  // that the bindings' sums count each byte once.
+  std::int64_t shared_parameters = 0;
+  std::int64_t shared_kv_cache = 0;
   std::int64_t gradients = 0;    // param_grad values, every layer (training programs); ZeRO-2/3
                                  // buckets: this rank's reduce-scattered chunks instead
   std::int64_t activations = 0;  // every other value; per layer for forward blocks in training

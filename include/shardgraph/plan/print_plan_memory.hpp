@@ -53,6 +53,9 @@ inline void print_plan_memory(const bound_plan& p, std::ostream& out) {
   out << "\nmemory on this rank (what bind allocated; the optimizer's state comes on top)\n";
   print_bytes(out, "parameters", m.parameters);
   if (m.kv_cache > 0) print_bytes(out, "KV cache", m.kv_cache, ", every layer's blocks");
+  if (m.shared_parameters + m.shared_kv_cache > 0)
+    print_bytes(out, "shared", m.shared_parameters + m.shared_kv_cache,
+                ", weights and KV cache of another binding (not in the total)");
   if (p.zero3.on()) print_bytes(out, "gathered parameters", m.gathered_parameters, ", whole weights while in use");
   print_bytes(out, "gradients", m.gradients,
               m.gradients_in_place > 0 ? ", " + std::to_string(m.gradients_in_place) + " written in place" : "");

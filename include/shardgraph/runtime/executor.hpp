@@ -5,6 +5,7 @@
 //   auto rank = shardgraph::bind(program, config.sizes(batch, seq), comm, cpu::backend{}, mesh, weights);
 //   auto outputs = rank.forward({{"input_ids", ids}, {"targets", targets}});   // global host tensors
 //   auto mine = rank.forward(slices, {.inputs = io_part::local});   // each rank's own slices
+//   auto decode = rank.rebind(config.sizes(batch, 1));   // the same weights (shared_parameters.hpp)
 //
 // bind checks every size (divisibility, rank count, element counts within 64 bits) before any
 // communication or compute, so a bad size throws the same shardgraph::error on every rank; then it
@@ -68,8 +69,8 @@
 #include "shardgraph/program/owned_program.hpp"
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/axis_channels.hpp"
-#include "shardgraph/runtime/call_runner.hpp"
 #include "shardgraph/runtime/axis_groups.hpp"
+#include "shardgraph/runtime/call_runner.hpp"
 #include "shardgraph/runtime/gradient_buckets.hpp"
 #include "shardgraph/runtime/local_inputs.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
@@ -83,6 +84,7 @@
 #include "shardgraph/runtime/pipeline_runner.hpp"
 #include "shardgraph/runtime/rank_io.hpp"
 #include "shardgraph/runtime/rope_plan.hpp"
+#include "shardgraph/runtime/shared_parameters.hpp"
 #include "shardgraph/runtime/step_recording.hpp"
 #include "shardgraph/runtime/value_storage.hpp"
 #include "shardgraph/runtime/weight_loading.hpp"
@@ -94,36 +96,42 @@ template <compute::ComputeBackend Backend, comm::Communicator Comm>
 class rank_program {
  public:
   using buffer = typename Backend::buffer;
+  using backend_type = Backend;
 
+  // Reads this rank's slice of every parameter from `weights`.
   rank_program(const program_view& p, const model_sizes& sizes, Comm& world, Backend backend,
                const mesh_shape& mesh, const weight_source& weights, const pipeline_options& pipe = {},
                const memory_options& memory = {})
-      : owned_program_(std::make_unique<const owned_program>(checked(p))),
-        program_(owned_program_->view()),
-        memory_options_(memory),
-        sizes_(sizes),
-        backend_(std::move(backend)),
-        layout_(program_, sizes, mesh, mesh_coordinates(program_, mesh, world)),
-        world_rank_(world.rank()) {
-    const graph_view& g = program_.nodes;
-    std::vector<int> coordinates;
-    for (int a = 0; a < g.axes.size(); ++a) {
-      axis_sizes_.push_back(mesh.size(g.axes.name(a)));
-      coordinates.push_back(layout_.coordinate(a));
-    }
-    plan_stages(pipe);
-    axis_comms_ = split_axes(world, std::span<const int>(axis_sizes_), std::span<const int>(coordinates));
-    if (pipelined())
-      tied_comm_.push_back(split_tied_group(axis_comms_[index(stages_.axis)],
-                                            axis_sizes_[index(stages_.axis)], stages_.coordinate));
-    fused_ = plan::plan_step_fusion(fusion_inputs(), plan::traits_of<Backend>(memory_options_.fusion));
-    plan::apply_producer_moves(fused_, step_index_);
-    loss_ = loss_divisors(g, layout_, sizes_);
-    held_ = plan::plan_held_parameters(g, layout_, layers_, stages_);
-    allocate();
-    plan_step_calls();
-    load_weights(weights, world.rank() == 0);
+      : rank_program(p, sizes, world, std::move(backend), mesh,
+                     parameter_origin<Backend>{.weights = &weights, .shared = nullptr}, pipe, memory) {}
+  // Uses the parameters (weights, KV cache) of another binding of the program on this rank: the
+  // same buffers, not copies (runtime/shared_parameters.hpp); inference programs only.
+  rank_program(const program_view& p, const model_sizes& sizes, Comm& world, Backend backend,
+               const mesh_shape& mesh, const shared_parameters<Backend>& shared,
+               const pipeline_options& pipe = {}, const memory_options& memory = {})
+      : rank_program(p, sizes, world, std::move(backend), mesh,
+                     parameter_origin<Backend>{.weights = nullptr, .shared = shared.memory()}, pipe, memory) {
   }
+
+  // This binding's parameters, for bind(..., share_parameters()) at other sizes. Refused for a
+  // training program, or a backend without views.
+  shared_parameters<Backend> share_parameters() const {
+    refuse_training_share(program_, "share_parameters");
+    if (!storage_.parameters())
+      fail("share_parameters", "this backend has no view(), which shared parameters are",
+           "bind each binding with the weights on this backend");
+    return shared_parameters<Backend>(storage_.parameters());
+  }
+  // The program bound again at `sizes` (another batch or seq), on the same communicator, backend,
+  // mesh and options, sharing this binding's parameters. Every rank of the mesh calls it together.
+  rank_program rebind(const model_sizes& sizes) {
+    return rank_program(program_, sizes, world_, backend_, mesh_, share_parameters(), pipe_, memory_options_);
+  }
+  // Whether this binding and `other` use one copy of the parameters.
+  bool shares_parameters_with(const rank_program& other) const {
+    return storage_.parameters() != nullptr && storage_.parameters() == other.storage_.parameters();
+  }
+  const model_sizes& sizes() const { return sizes_; }
 
   // This rank's slice of every parameter gradient of a training program, after forward(), keyed
   // by the parameter's name (block weights per layer: "h.3.attn.q.weight") -> (slice, values).
@@ -349,6 +357,10 @@ class rank_program {
  private:
   static std::size_t index(int i) { return static_cast<std::size_t>(i); }
 
+  rank_program(const program_view& p, const model_sizes& sizes, Comm& world, Backend backend,
+               const mesh_shape& mesh, const parameter_origin<Backend>& parameters,
+               const pipeline_options& pipe, const memory_options& memory);
+
   using segment = step_segment;  // what one run over the steps executes
 
   using phase = plan::phase;
@@ -475,8 +487,9 @@ class rank_program {
   }
 
   // Plans the gradient buckets, ZeRO-3's gathers and where every value lives, and allocates them:
-  // every allocation counted against the device's memory, bind failing at its end when they do not fit.
-  void allocate();
+  // every allocation counted against the device's memory, bind failing at its end when they do not
+  // fit. The parameters are views into `shared` when it is given (allocated and filled already).
+  void allocate(std::shared_ptr<parameter_memory<Backend>> shared);
 
   // ZeRO-3's chunks and gathers, and the gradient buckets (before the values: a reduce-scattered
   // gradient needs one buffer, not one per layer).
@@ -532,6 +545,9 @@ class rank_program {
   memory_options memory_options_;
   model_sizes sizes_;
   Backend backend_;
+  Comm world_;  // what the rank was bound on, and split into axis_comms_ (rebind splits it again)
+  mesh_shape mesh_;
+  pipeline_options pipe_;
   compute::fused_lowering<Backend> lowering_;  // the fused kinds the backend does not run, as their parts
   local_layout layout_;
   rope_plan rope_ = plan_rope_frequencies(program_, layout_);  // the rope steps' tables
@@ -577,6 +593,16 @@ rank_program<Backend, Comm> bind(const program_view& p, const model_sizes& sizes
                                  const mesh_shape& mesh, const weight_source& weights,
                                  const pipeline_options& pipe = {}, const memory_options& memory = {}) {
   return rank_program<Backend, Comm>(p, sizes, world, std::move(backend), mesh, weights, pipe, memory);
+}
+
+// Binds `p` at `sizes` with the parameters of another binding of it on this rank (its
+// share_parameters()): no weights are read, and the KV cache is the same.
+template <compute::ComputeBackend Backend, comm::Communicator Comm>
+rank_program<Backend, Comm> bind(const program_view& p, const model_sizes& sizes, Comm& world,
+                                 Backend backend, const mesh_shape& mesh,
+                                 const shared_parameters<Backend>& shared, const pipeline_options& pipe = {},
+                                 const memory_options& memory = {}) {
+  return rank_program<Backend, Comm>(p, sizes, world, std::move(backend), mesh, shared, pipe, memory);
 }
 
 }  // namespace shardgraph

@@ -4,12 +4,53 @@
 // the communication threads, each step's calls, and the weights. Member definitions of
 // rank_program (runtime/executor.hpp); each reads the plan values before it and writes its own.
 #include <algorithm>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "shardgraph/runtime/executor.hpp"
 
 namespace shardgraph {
+
+template <compute::ComputeBackend Backend, comm::Communicator Comm>
+rank_program<Backend, Comm>::rank_program(const program_view& p, const model_sizes& sizes, Comm& world,
+                                          Backend backend, const mesh_shape& mesh,
+                                          const parameter_origin<Backend>& parameters,
+                                          const pipeline_options& pipe, const memory_options& memory)
+    : owned_program_(std::make_unique<const owned_program>(checked(p))),
+      program_(owned_program_->view()),
+      memory_options_(memory),
+      sizes_(sizes),
+      backend_(std::move(backend)),
+      world_(world),
+      mesh_(mesh),
+      pipe_(pipe),
+      layout_(program_, sizes, mesh, mesh_coordinates(program_, mesh, world)),
+      world_rank_(world.rank()) {
+  const graph_view& g = program_.nodes;
+  std::vector<int> coordinates;
+  for (int a = 0; a < g.axes.size(); ++a) {
+    axis_sizes_.push_back(mesh.size(g.axes.name(a)));
+    coordinates.push_back(layout_.coordinate(a));
+  }
+  plan_stages(pipe);
+  if (parameters.shared) {  // before any communication: every rank fails alike
+    refuse_training_share(program_, "bind: shared parameters");
+    check_shared_parameters(sign_parameters(g, layout_, stages_, layers_), parameters.shared->signature);
+  }
+  axis_comms_ = split_axes(world, std::span<const int>(axis_sizes_), std::span<const int>(coordinates));
+  if (pipelined())
+    tied_comm_.push_back(split_tied_group(axis_comms_[index(stages_.axis)], axis_sizes_[index(stages_.axis)],
+                                          stages_.coordinate));
+  fused_ = plan::plan_step_fusion(fusion_inputs(), plan::traits_of<Backend>(memory_options_.fusion));
+  plan::apply_producer_moves(fused_, step_index_);
+  loss_ = loss_divisors(g, layout_, sizes_);
+  held_ = plan::plan_held_parameters(g, layout_, layers_, stages_);
+  allocate(parameters.shared);
+  plan_step_calls();
+  if (parameters.weights != nullptr) load_weights(*parameters.weights, world.rank() == 0);
+}
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 void rank_program<Backend, Comm>::plan_stages(const pipeline_options& pipe) {
@@ -38,9 +79,15 @@ void rank_program<Backend, Comm>::plan_value_memory() {
 }
 
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
-void rank_program<Backend, Comm>::allocate() {
+void rank_program<Backend, Comm>::allocate(std::shared_ptr<parameter_memory<Backend>> shared) {
   const graph_view& g = program_.nodes;
-  storage_ = value_storage<Backend>(memory_budget_for(backend_, memory_options_.available_bytes));
+  const bool borrowed = shared != nullptr;
+  if (!borrowed && plan::traits_of<Backend>().views && !program_.is_training()) {
+    shared = std::make_shared<parameter_memory<Backend>>();  // this binding's, for others to share
+    shared->signature = sign_parameters(g, layout_, stages_, layers_);
+  }
+  storage_ = value_storage<Backend>(memory_budget_for(backend_, memory_options_.available_bytes),
+                                    std::move(shared), borrowed);
   recompute_steps_ = plan::recomputed_steps(program_);
   grad_of_.assign(index(g.size()), -1);
   for (int i = 0; i < g.size(); ++i)

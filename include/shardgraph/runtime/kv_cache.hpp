@@ -5,13 +5,14 @@
 //   auto sizes = config.sizes(batch, prompt_length);
 //   set_kv_cache_sizes(sizes, {.blocks = 64, .block_tokens = 16, .max_blocks = 8});
 //   auto prefill = bind(generation, sizes, comm, cpu::backend{}, mesh, weights);
-//   auto decode = bind(generation, config.sizes(batch, 1) + the same cache sizes, ...);
+//   auto decode = prefill.rebind(config.sizes(batch, 1) + the same cache sizes);   // one cache
 //   auto context = make_kv_context(block_tables, context_lengths);   // (batch, 1 + max_blocks) i32
 //   prefill.forward({{"input_ids", prompt}, {"kv_context", context}});
-//   copy_kv_cache(prefill, decode);   // the decode rank goes on from the prompt's cache
+//   decode.forward(...);   // goes on from the prompt's cache
 //
 // A rank binds one seq; the prefill rank (seq = the prompt's length) and the decode rank (seq = 1)
-// are two bindings of one program with the same cache sizes, and the cache moves between them.
+// are two bindings of one program with the same cache sizes, which share the weights and the cache
+// (runtime/shared_parameters.hpp). copy_kv_cache copies the cache between two that do not share.
 #include <cstdint>
 #include <map>
 #include <string>

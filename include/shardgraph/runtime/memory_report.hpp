@@ -41,6 +41,8 @@ memory_report report_memory(const graph_view& g, const value_storage<Backend>& s
       m.gathered_parameters += zero3.gathered_bytes(i);
       if (g[i].region < 0)
         m.gathered_parameters += zero3.plan().gathered(i) * static_cast<std::int64_t>(dtype_size(g[i].type));
+    } else if (g[i].kind == op::parameter && storage.borrows_parameters()) {  // another binding's memory
+      (g[i].kv_cache ? m.shared_kv_cache : m.shared_parameters) += bytes;
     } else if (g[i].kind == op::parameter) {
       (g[i].kv_cache ? m.kv_cache : m.parameters) += bytes;
     } else if (g[i].kind == op::param_grad) {

@@ -14,9 +14,13 @@
 // Per node it holds one value, or one per layer of its block (then the one value is empty), and the
 // staging buffers of an all_gather, reduce_scatter (one) or all_to_all (two: sent, received). A
 // value in the arena or a layer block is a view into that memory, made once the memory exists.
+// Given a parameter_memory (runtime/shared_parameters.hpp), every parameter's value is a view into
+// it: into allocations this storage makes there, or, when it borrows them, into those of the
+// binding it shares the parameters of (then it allocates none for them).
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -32,6 +36,7 @@
 #include "shardgraph/program/program.hpp"
 #include "shardgraph/runtime/local_layout.hpp"
 #include "shardgraph/runtime/memory_budget.hpp"
+#include "shardgraph/runtime/shared_parameters.hpp"
 
 namespace shardgraph {
 
@@ -54,6 +59,10 @@ class value_storage {
 
   value_storage() = default;
   explicit value_storage(memory_budget budget) : budget_(std::move(budget)) {}
+  // Before allocate_values: the parameters go into `memory` (null: each in its own buffer, as a
+  // backend without views needs); `borrowed`: another binding has allocated and filled them there.
+  value_storage(memory_budget budget, std::shared_ptr<parameter_memory<Backend>> memory, bool borrowed)
+      : budget_(std::move(budget)), parameters_(std::move(memory)), borrowed_(borrowed) {}
 
   // Every allocation bind makes: counted against the device's memory, and made only while the plan
   // fits; an empty buffer stands in once it does not (check() then fails with the whole plan's bytes).
@@ -92,7 +101,10 @@ class value_storage {
         store_chunks(i);
         continue;
       }
-      allocate_value(backend, in, i);
+      if (parameters_ && g[i].kind == op::parameter)
+        allocate_parameter(backend, in, i);
+      else
+        allocate_value(backend, in, i);
     }
   }
 
@@ -103,6 +115,10 @@ class value_storage {
       for (const plan::layer_block& group : memory.layer_blocks)
         for (std::int64_t l = 0; l < layers; ++l) {
           if (!stages.holds_layer(l) || group.numel == 0) continue;
+          if (parameters_ && holds_parameters(group, g)) {
+            place_parameter_block(backend, group, g, l);
+            continue;
+          }
           buffer& block = layer_block_memory_.emplace_back(
               allocate_for(backend, g[group.members[0]], group.type, group.block_numel));
           if (budget_.exceeded()) continue;  // an empty block: bind fails at check()
@@ -181,6 +197,10 @@ class value_storage {
   }
   const std::vector<buffer>& staging(int i) const { return staging_[at(i)]; }
   std::int64_t arena_bytes() const { return static_cast<std::int64_t>(arena_.size_bytes()); }
+  // The memory the parameters are views into (null: they own their buffers), and whether another
+  // binding allocated it.
+  const std::shared_ptr<parameter_memory<Backend>>& parameters() const { return parameters_; }
+  bool borrows_parameters() const { return borrowed_; }
 
  private:
   static std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
@@ -213,6 +233,92 @@ class value_storage {
     }
   }
 
+  // A parameter's one value and its per-layer values, as allocate_value makes them, each a view
+  // into the parameter memory (those in layer blocks are placed by place_parameter_block).
+  void allocate_parameter(Backend& backend, const value_allocation& in, int i) {
+    const node& n = in.nodes[i];
+    const std::int64_t numel = in.layout.of(i).numel();
+    const plan::value_memory& memory = in.memory.values[at(i)];
+    const bool unheld = (n.region < 0 && !in.stages.holds(i, 0)) || !in.stages.needed_here(i);
+    if (!memory.per_layer) {
+      const bool own = !unheld && memory.kind == plan::storage::own;
+      values_.push_back(own ? parameter_view(backend, n, i, -1, numel) : allocate_for(backend, n, n.type, 0));
+      return;
+    }
+    values_.push_back(allocate_for(backend, n, n.type, 0));
+    for (std::int64_t l = 0; l < in.layers; ++l) {
+      const bool own = memory.kind != plan::storage::layer_block && in.stages.holds_layer(l);
+      per_layer_[at(i)].push_back(own ? parameter_view(backend, n, i, l, numel)
+                                      : allocate_for(backend, n, n.type, 0));
+    }
+  }
+
+  // Node i's value in `layer` (-1: its one value): allocated in the parameter memory, or found
+  // there when borrowed.
+  buffer parameter_view(Backend& backend, const node& n, int i, std::int64_t layer, std::int64_t numel) {
+    if constexpr (!plan::traits_of<Backend>().views) {
+      fail("bind: parameter '" + std::string(n.name.view()) + "'",
+           "this backend has no view(), which shared parameters are",
+           "bind each binding with the weights on this backend");
+    } else {
+      return shared_parameter_view(backend, n, i, layer, numel);
+    }
+  }
+  buffer shared_parameter_view(Backend& backend, const node& n, int i, std::int64_t layer,
+                               std::int64_t numel) {
+    if (!borrowed_) {
+      buffer memory = allocate_for(backend, n, n.type, numel);
+      if (memory.numel() != numel) return memory;  // over the budget: check() fails
+      parameters_->allocations.push_back(std::move(memory));
+      parameters_->record(i, layer, 0, numel);
+    }
+    const auto* place = parameters_->find(i, layer);
+    if (place == nullptr || place->numel != numel) fail_misplaced(n);
+    return backend.view(parameters_->allocations[place->allocation], place->offset, n.type, numel);
+  }
+
+  static bool holds_parameters(const plan::layer_block& group, const graph_view& g) {
+    int parameters = 0;
+    for (int m : group.members) parameters += g[m].kind == op::parameter;
+    if (parameters != 0 && parameters != static_cast<int>(group.members.size()))
+      fail(
+          "bind: parameter '" + std::string(g[group.members[0]].name.view()) + "'",
+          "a layer block of batched operands holds parameters and other values together, which parameters in "
+          "a memory of their own cannot be",
+          "this is a bug in the memory plan's layer blocks; please report it");
+    return parameters != 0;
+  }
+
+  // A layer block of parameters in `layer`: allocated in the parameter memory (or found there when
+  // borrowed), each member a view at its stride, as this binding's batched calls read them.
+  void place_parameter_block(Backend& backend, const plan::layer_block& group, const graph_view& g,
+                             std::int64_t layer) {
+    const int first = group.members[0];
+    if (!borrowed_) {
+      buffer block = allocate_for(backend, g[first], group.type, group.block_numel);
+      if (budget_.exceeded()) return;  // check() fails
+      parameters_->allocations.push_back(std::move(block));
+      for (std::size_t m = 0; m < group.members.size(); ++m)
+        parameters_->record(group.members[m], layer, m * group.stride, group.numel);
+    }
+    const auto* base = parameters_->find(first, layer);
+    for (std::size_t m = 0; m < group.members.size(); ++m) {
+      const auto* place = parameters_->find(group.members[m], layer);
+      if (base == nullptr || place == nullptr || place->allocation != base->allocation ||
+          place->offset != m * group.stride || place->numel != group.numel)
+        fail_misplaced(g[group.members[m]]);
+      per_layer_[at(group.members[m])][at(layer)] =
+          backend.view(parameters_->allocations[place->allocation], place->offset, group.type, group.numel);
+    }
+  }
+
+  [[noreturn]] static void fail_misplaced(const node& n) {
+    fail("bind: shared parameters",
+         "parameter '" + std::string(n.name.view()) +
+             "' lies elsewhere in the shared memory than this binding's memory plan puts it",
+         "bind this one with the weights; this is a bug in the memory plan, please report it");
+  }
+
   std::vector<buffer> values_;                  // per node
   std::vector<std::vector<buffer>> per_layer_;  // per node: per block layer (empty: one value)
   std::vector<std::vector<buffer>> staging_;    // per node: a collective's staging buffers
@@ -220,6 +326,8 @@ class value_storage {
   buffer arena_;                                // the values that share memory by lifetime
   std::deque<buffer> layer_block_memory_;       // the layer blocks, one per group and layer
   memory_budget budget_;                        // what bind has allocated, against what the device has
+  std::shared_ptr<parameter_memory<Backend>> parameters_;  // the parameters' memory (null: in values_)
+  bool borrowed_ = false;                                  // another binding allocated parameters_
 };
 
 }  // namespace shardgraph
