@@ -8,8 +8,8 @@
 // each one's first token; each later step decodes one token of every sequence. Per run:
 //   prefill_s  the first step, less the bindings made in it
 //   decode_s   the other steps, less the bindings made in them
-//   bind_s     the bindings: each (batch, seq) binding loads its own copy of the weights and
-//              allocates its own cache (two here: the prefill's and the decode's)
+//   bind_s     the bindings (two here: the prefill's, which reads the weights and allocates the
+//              cache, and the decode's, which shares them)
 //   total_s    all of it, as a caller waits for it
 // and prefill tokens/s = batch x prompt / prefill_s, decode tokens/s = batch x (new - 1) /
 // decode_s, end to end = batch x new / total_s. Each figure is the median of `repeat` runs.
