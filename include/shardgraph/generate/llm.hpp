@@ -35,27 +35,23 @@
 //
 // Lifetime: the checkpoint (its file headers, the compiled programs, the tokenizer) stays open
 // across generate() calls; the rank threads and their bindings (the weights, read once per rank
-// and call, and the one cache the bindings share) live for one call. bind_rank is the one place a
-// rank binds.
+// and call, and the one cache the bindings share) live for one call (engine.hpp keeps them).
+// llm_model.hpp holds the opened checkpoint and the one place a rank binds.
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
-#include "shardgraph/generate/hf_cache_shape.hpp"
 #include "shardgraph/generate/kv_cache_size.hpp"
+#include "shardgraph/generate/llm_model.hpp"
 #include "shardgraph/generate/llm_options.hpp"
 #include "shardgraph/generate/llm_output.hpp"
 #include "shardgraph/generate/replica_assignment.hpp"
@@ -64,9 +60,6 @@
 #include "shardgraph/generate/token_codec.hpp"
 #include "shardgraph/generate/token_funnel.hpp"
 #include "shardgraph/io/hf_model.hpp"
-#include "shardgraph/runtime/executor.hpp"
-#include "shardgraph/runtime/kv_cache.hpp"
-#include "shardgraph/runtime/pipeline_options.hpp"
 
 namespace shardgraph::generate {
 
@@ -77,38 +70,22 @@ using token_callback = std::function<void(std::int64_t request, token_id token, 
 template <class Backend, class World, class HostBackend = Backend>
 class llm {
  public:
-  using backend_factory = std::function<Backend(int stage)>;
-  using host_backend_factory = std::function<HostBackend(int stage)>;
+  using model_type = llm_model<Backend, HostBackend>;
+  using backend_factory = typename model_type::backend_factory;
+  using host_backend_factory = typename model_type::host_backend_factory;
 
   // Opens `directory` (open_hf_model) over options.mesh and sizes each rank's KV cache.
   llm(
       std::string directory, llm_options options, std::shared_ptr<const token_codec> codec = nullptr,
       backend_factory make_backend = [](int) { return Backend{}; },
       host_backend_factory make_host_backend = [](int) { return HostBackend{}; })
-      : directory_(std::move(directory)),
-        options_(std::move(options)),
-        codec_(std::move(codec)),
-        make_backend_(std::move(make_backend)),
-        make_host_backend_(std::move(make_host_backend)),
-        model_(io::open_hf_model(directory_, {.type = options_.type,
-                                              .vocab_multiple = options_.mesh.size("tp"),
-                                              .allow_unused_tensors = options_.allow_unused_tensors})) {
-    options_.mesh.world_size(model_.generation.nodes.axes);  // only dp, tp and pp
-    const auto stages = static_cast<std::size_t>(options_.mesh.size("pp"));
-    if (!options_.host_stages.empty() && options_.host_stages.size() != stages)
-      fail("llm_options::host_stages", std::to_string(options_.host_stages.size()) + " flags for " +
-                                           std::to_string(stages) + " pipeline stages",
-           "give one flag per pp stage, or none");
-    if (model_.positions < 1)
-      fail(directory_ + "/config.json", "has no max_position_embeddings",
-           "add the model's context length to config.json");
-    cache_ = size_cache();
-  }
+      : model_(std::move(directory), std::move(options), std::move(codec), std::move(make_backend),
+               std::move(make_host_backend)) {}
 
-  const io::hf_model& model() const { return model_; }
-  const kv_cache_size& kv_cache() const { return cache_; }  // each rank's
-  bool has_tokenizer() const { return codec_ != nullptr; }
-  const token_codec* codec() const { return codec_.get(); }
+  const io::hf_model& model() const { return model_.model(); }
+  const kv_cache_size& kv_cache() const { return model_.kv_cache(); }  // each rank's
+  bool has_tokenizer() const { return model_.codec() != nullptr; }
+  const token_codec* codec() const { return model_.codec(); }
   const generation_stats& last_stats() const { return stats_; }
 
   std::vector<llm_output> generate(const std::vector<llm_prompt>& prompts,
@@ -130,18 +107,17 @@ class llm {
     std::vector<std::optional<generation_request>> requests;
     std::vector<std::int64_t> predicted, valid;  // predicted tokens of the valid requests
     for (std::size_t i = 0; i < prompts.size(); ++i) {
-      requests.push_back(request_of(prompts[i], params[i], static_cast<std::int64_t>(i), outputs[i]));
+      requests.push_back(model_.request_of(prompts[i], params[i], static_cast<std::int64_t>(i), outputs[i]));
       if (!requests.back()) continue;
       valid.push_back(static_cast<std::int64_t>(i));
-      predicted.push_back(std::min(outputs[i].prompt_tokens + params[i].max_new_tokens, model_.positions));
+      predicted.push_back(model_.predicted_tokens(outputs[i].prompt_tokens, params[i]));
     }
-    const std::vector<int> replica_of = assign_to_replicas(predicted, options_.mesh.size("dp"));
-    std::vector<std::vector<std::int64_t>> members(static_cast<std::size_t>(options_.mesh.size("dp")));
+    const std::vector<int> replica_of = assign_to_replicas(predicted, model_.replicas());
+    std::vector<std::vector<std::int64_t>> members(static_cast<std::size_t>(model_.replicas()));
     for (std::size_t k = 0; k < valid.size(); ++k)
       members[static_cast<std::size_t>(replica_of[k])].push_back(valid[k]);
     run_replicas(members, requests, outputs, on_token);
-    if (codec_)
-      for (llm_output& out : outputs) decode_text(out);
+    for (llm_output& out : outputs) model_.decode_text(out);
     return outputs;
   }
 
@@ -151,113 +127,6 @@ class llm {
     generation_stats stats;
     std::exception_ptr failure;
   };
-
-  // The one place a rank binds the generation program for (batch, seq), with the cache sizes and
-  // `parameters`: the weights read from the checkpoint for a rank's first binding, the first
-  // binding's shared parameters (weights and cache) for the others (run_generation). On pipeline
-  // stages a call of `batch` rows runs as pipeline_micro_batches micro-batches, so the binding
-  // holds one micro-batch's rows.
-  template <class Comm, class MakeBackend, class Parameters>
-  auto bind_rank(Comm& comm, const MakeBackend& make_backend, std::int64_t batch, std::int64_t seq,
-                 const Parameters& parameters) const {
-    const int stages = options_.mesh.size("pp");
-    model_sizes sizes = model_.sizes(batch / pipeline_micro_batches(batch, stages), seq);
-    return shardgraph::bind(model_.generation, set_kv_cache_sizes(sizes, cache_layout()), comm,
-                            make_backend(stage_of(comm.rank())), replica_mesh(), parameters,
-                            {.stage_layers = options_.stage_layers});
-  }
-
-  // Replica rank `rank`'s pipeline stage, and whether that stage runs on the host backend.
-  int stage_of(int rank) const {
-    const mesh_axes& axes = model_.generation.nodes.axes;
-    return replica_mesh().coordinates(axes, rank)[static_cast<std::size_t>(axes.index_of("pp"))];
-  }
-  bool on_host_backend(int rank) const {
-    return !options_.host_stages.empty() && options_.host_stages[static_cast<std::size_t>(stage_of(rank))];
-  }
-
-  mesh_shape replica_mesh() const {
-    return {{"dp", 1}, {"tp", options_.mesh.size("tp")}, {"pp", options_.mesh.size("pp")}};
-  }
-  shardgraph::kv_cache_shape cache_layout() const {
-    return {.blocks = cache_.blocks,
-            .block_tokens = cache_.shape.block_tokens,
-            .max_blocks = cache_.shape.blocks_for(cache_.shape.max_positions)};
-  }
-
-  // Per rank (hf_cache_shape): the kv heads tp leaves it, the layers of the largest pp stage. A
-  // share of free memory is divided among the ranks of the process, each holding one cache (its
-  // bindings share it: runner.hpp). The pool is capped at max_sequences sequences of the model's
-  // positions.
-  kv_cache_size size_cache() const {
-    const std::int64_t tp = options_.mesh.size("tp"), pp = options_.mesh.size("pp");
-    kv_cache_shape shape = hf_cache_shape(model_, options_.mesh, options_.block_tokens);
-    if (!options_.stage_layers.empty())  // the stage holding the most layers
-      shape.layers = *std::max_element(options_.stage_layers.begin(), options_.stage_layers.end());
-    std::int64_t free_bytes = 0;
-    if constexpr (requires(const Backend& b) { b.free_bytes(); })
-      if (options_.kv_memory.bytes <= 0)
-        free_bytes = static_cast<std::int64_t>(
-            std::min<std::size_t>(make_backend_(0).free_bytes(), std::numeric_limits<std::int64_t>::max()) /
-            static_cast<std::size_t>(options_.mesh.size("dp") * tp * pp));
-    kv_cache_size size = size_kv_cache(shape, options_.kv_memory, free_bytes);
-    size.blocks = std::min(size.blocks, options_.max_sequences * shape.blocks_for(shape.max_positions));
-    return size;
-  }
-
-  // The request of prompt `index`, or none when it fails before reaching a scheduler (its error
-  // then in `out`). Checked here, so that messages name the caller's index.
-  std::optional<generation_request> request_of(const llm_prompt& prompt, const generation_params& p,
-                                               std::int64_t index, llm_output& out) const {
-    try {
-      std::vector<token_id> ids;
-      if (const auto* text = std::get_if<std::string>(&prompt)) {
-        if (!codec_)
-          fail("request " + std::to_string(index), "a text prompt, but " + directory_ + " has no tokenizer",
-               "give the prompt as token ids (--prompt-ids), or put the checkpoint's tokenizer.json beside "
-               "it");
-        ids = codec_->encode(*text);
-      } else {
-        ids = std::get<std::vector<token_id>>(prompt);
-      }
-      out.prompt_tokens = static_cast<std::int64_t>(ids.size());
-      generation_request r{.prompt = std::move(ids),
-                           .max_new_tokens = p.max_new_tokens,
-                           .stop_tokens = p.stop_tokens,
-                           .sampling = p.sampling};
-      if (!p.ignore_eos)
-        for (const std::int64_t eos : model_.eos_tokens)
-          if (eos >= 0 && eos < model_.vocab) r.stop_tokens.push_back(eos);
-      check_request(r, index, {model_.vocab, model_.positions});
-      return r;
-    } catch (const error& e) {
-      out.reason = finish_reason::failed;
-      out.error = e.what();
-      return std::nullopt;
-    }
-  }
-
-  // The output's text; an id the tokenizer does not know (a vocabulary padded past the
-  // tokenizer's) leaves it empty, with the reason in `error`, the ids kept.
-  void decode_text(llm_output& out) const {
-    try {
-      out.text = codec_->decode(out.ids);
-    } catch (const error& e) {
-      out.error = e.what();
-    }
-  }
-
-  // The text piece of a request's next token: none without a stream (no tokenizer), and none
-  // from an id the tokenizer does not know on.
-  static std::string next_piece(std::unique_ptr<token_stream>& stream, token_id token) {
-    if (!stream) return {};
-    try {
-      return stream->step(token);
-    } catch (const error&) {
-      stream.reset();
-      return {};
-    }
-  }
 
   // Runs each replica with requests on its own thread, streams their tokens on this one, and
   // fills `outputs` from their results.
@@ -277,13 +146,13 @@ class llm {
         funnel.producer_done();
       });
     std::vector<std::unique_ptr<token_stream>> streams(outputs.size());
-    if (codec_ && on_token)
-      for (auto& stream : streams) stream = codec_->stream();
+    if (model_.codec() && on_token)
+      for (auto& stream : streams) stream = model_.codec()->stream();
     std::exception_ptr callback_failure;
     funnel.drain(static_cast<int>(threads.size()), [&](const sampled_token& t) {
       if (!on_token || callback_failure) return;
       try {
-        on_token(t.request, t.token, next_piece(streams[static_cast<std::size_t>(t.request)], t.token));
+        on_token(t.request, t.token, model_type::next_piece(streams[static_cast<std::size_t>(t.request)], t.token));
       } catch (...) {
         callback_failure = std::current_exception();  // stop calling it; the ranks finish their work
       }
@@ -309,50 +178,25 @@ class llm {
                    const std::vector<std::optional<generation_request>>& requests, replica_run& run,
                    token_funnel& funnel) const {
     if (members.empty()) return;
-    World(options_.mesh.size("tp") * options_.mesh.size("pp")).run([&](auto& comm) {
-      scheduler s(cache_, {.vocab_size = model_.vocab,
-                           .max_batched_tokens = options_.max_batched_tokens,
-                           .max_sequences = options_.max_sequences});
+    World(model_.replica_ranks()).run([&](auto& comm) {
+      scheduler s = model_.make_scheduler();
       for (const std::int64_t index : members) s.submit(*requests[static_cast<std::size_t>(index)]);
       const bool reports = comm.rank() == 0;
       step_clock clock;
-      runner_options o{.max_blocks = cache_layout().max_blocks, .max_bindings = options_.max_bindings};
+      runner_options o;
       if (reports) {
         o.on_step = [&](const scheduled_step& step) { clock.begin(step); };
         o.on_token = [&](request_id id, token_id token) {
           funnel.push({members[static_cast<std::size_t>(id)], token});
         };
       }
-      const auto run_on = [&](const auto& make_backend) {
-        auto make_rank = [&](std::int64_t batch, std::int64_t seq, const auto& parameters) {
-          const timed_bind timer{clock};
-          return bind_rank(comm, make_backend, batch, seq, parameters);
-        };
-        return run_generation(s, make_rank, model_.weights(std::make_shared<std::atomic<std::uint64_t>>(0)), o);
-      };
-      std::vector<generation_result> results =
-          on_host_backend(comm.rank()) ? run_on(make_host_backend_) : run_on(make_backend_);
+      std::vector<generation_result> results = model_.run_rank(comm, s, o, clock);
       clock.finish();
       if (reports) run = {std::move(results), clock.stats(), nullptr};
     });
   }
 
-  // Adds the time from its making to its end (a bind) to the clock's binding time.
-  struct timed_bind {
-    step_clock& clock;
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    ~timed_bind() {
-      clock.add_bind_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-  };
-
-  std::string directory_;
-  llm_options options_;
-  std::shared_ptr<const token_codec> codec_;
-  backend_factory make_backend_;
-  host_backend_factory make_host_backend_;
-  io::hf_model model_;
-  kv_cache_size cache_{};
+  model_type model_;
   generation_stats stats_{};
 };
 

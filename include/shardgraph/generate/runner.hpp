@@ -61,6 +61,12 @@ struct runner_options {
   // A request's tokens come in order and once each: a recompute after preemption samples nothing
   // that was sampled before.
   std::function<void(request_id, token_id)> on_token{};
+  // Set for a run that takes requests while it runs (engine.hpp): called at each step boundary
+  // (before the first step, and after each), where it may submit and cancel requests and must take
+  // the finished ones (scheduler::take_finished; run_generation then returns none). It blocks
+  // while the scheduler has no work, and returns false to end the run. Unset: the run ends when
+  // the scheduler has no work.
+  std::function<bool(scheduler&)> at_step_boundary{};
 };
 
 namespace detail {
@@ -170,7 +176,7 @@ class bindings {
 // that many rows of that many tokens, with the cache sizes of `s` (set_kv_cache_sizes), giving bind
 // `parameters` in place of the weights: `weights` for the first binding, then the first binding's
 // shared parameters (so make_rank takes `const auto&`). Returns every request's result, those that
-// failed at submit included, in order of request id.
+// failed at submit included, in order of request id (none with options.at_step_boundary).
 template <class MakeRank>
 std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank, const weight_source& weights,
                                               const runner_options& options) {
@@ -191,8 +197,10 @@ std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank, 
     fail("run_generation", "max_bindings is " + std::to_string(options.max_bindings),
          "keep at least 1 binding");
   detail::bindings<rank, MakeRank> ranks(make_rank, weights, options.max_bindings);
-  std::vector<generation_result> results = s.take_finished();
-  while (s.has_work()) {
+  const bool serving = static_cast<bool>(options.at_step_boundary);
+  std::vector<generation_result> results = serving ? std::vector<generation_result>{} : s.take_finished();
+  while (serving ? options.at_step_boundary(s) : s.has_work()) {
+    if (!s.has_work()) continue;
     const scheduled_step step = s.schedule();
     if (options.on_step) options.on_step(step);
     std::map<std::int64_t, std::vector<const scheduled_sequence*>> groups;  // tokens fed -> sequences
@@ -217,7 +225,8 @@ std::vector<generation_result> run_generation(scheduler& s, MakeRank make_rank, 
       if (options.on_token) options.on_token(q.id, next.back());
     }
     s.complete(next);
-    for (generation_result& r : s.take_finished()) results.push_back(std::move(r));
+    if (!serving)
+      for (generation_result& r : s.take_finished()) results.push_back(std::move(r));
   }
   std::sort(results.begin(), results.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return results;

@@ -5,6 +5,8 @@
 //
 //   producers: funnel.push({request, token}) ... funnel.producer_done()     (one done per producer)
 //   consumer:  funnel.drain(producers, [](const sampled_token& t) { ... })  // until all are done
+//
+// funnel<Item> carries any item the same way (the engine's tokens and finished requests).
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -20,12 +22,13 @@ struct sampled_token {
   token_id token = 0;
 };
 
-class token_funnel {
+template <class Item>
+class funnel {
  public:
-  void push(sampled_token t) {
+  void push(Item t) {
     {
       const std::lock_guard<std::mutex> guard(lock_);
-      queue_.push_back(t);
+      queue_.push_back(std::move(t));
     }
     ready_.notify_one();
   }
@@ -45,9 +48,9 @@ class token_funnel {
     for (;;) {
       ready_.wait(guard, [&] { return !queue_.empty() || done_ >= producers; });
       if (queue_.empty()) return;
-      std::deque<sampled_token> batch = std::exchange(queue_, {});
+      std::deque<Item> batch = std::exchange(queue_, {});
       guard.unlock();
-      for (const sampled_token& t : batch) consume(t);
+      for (Item& t : batch) consume(t);
       guard.lock();
     }
   }
@@ -55,8 +58,10 @@ class token_funnel {
  private:
   std::mutex lock_;
   std::condition_variable ready_;
-  std::deque<sampled_token> queue_;
+  std::deque<Item> queue_;
   int done_ = 0;
 };
+
+using token_funnel = funnel<sampled_token>;
 
 }  // namespace shardgraph::generate
