@@ -41,8 +41,8 @@ gen::llm_options golden_options(const std::string& mesh) {
 
 // Prompts of 2 to 9 ids below the golden vocabulary of 61; even ones greedy, odd ones seeded.
 const std::vector<gen::llm_prompt> prompts{
-    std::vector<gen::token_id>{4, 9, 33}, std::vector<gen::token_id>{60, 1, 8, 8, 30, 12, 7, 5, 44},
-    std::vector<gen::token_id>{17, 2}, std::vector<gen::token_id>{3, 3, 50, 21, 9, 10},
+    std::vector<gen::token_id>{4, 9, 33},     std::vector<gen::token_id>{60, 1, 8, 8, 30, 12, 7, 5, 44},
+    std::vector<gen::token_id>{17, 2},        std::vector<gen::token_id>{3, 3, 50, 21, 9, 10},
     std::vector<gen::token_id>{11, 5, 7, 40}, std::vector<gen::token_id>{29, 31}};
 
 gen::generation_params params_of(std::size_t i) {
@@ -127,7 +127,8 @@ TEST_CASE("engine serves requests from threads as llm::generate does, for a long
           "[generate][threads]") {
   std::vector<gen::generation_params> params;
   for (std::size_t i = 0; i < prompts.size(); ++i) params.push_back(params_of(i));
-  const std::vector<gen::llm_output> expected = cpu_llm(llama, golden_options("tp=1")).generate(prompts, params, {});
+  const std::vector<gen::llm_output> expected =
+      cpu_llm(llama, golden_options("tp=1")).generate(prompts, params, {});
   for (const std::string mesh : {"tp=1", "tp=2", "dp=2"}) {
     CAPTURE(mesh);
     cpu_engine e(llama, golden_options(mesh));
@@ -177,7 +178,8 @@ TEST_CASE("engine cancel ends a request mid-way and frees its blocks", "[generat
     const gen::llm_output& out = d.finished[h];
     CHECK(d.finished[other].reason == gen::finish_reason::max_new_tokens);  // the other goes on
     CHECK(d.finished[other].ids.size() == 8);
-    CHECK(out.ids == std::vector<gen::token_id>(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(out.ids.size())));
+    CHECK(out.ids == std::vector<gen::token_id>(full.begin(),
+                                                full.begin() + static_cast<std::ptrdiff_t>(out.ids.size())));
     if (out.reason == gen::finish_reason::cancelled) {
       CHECK(accepted);
       CHECK(out.ids.size() < 28);
@@ -207,7 +209,8 @@ TEST_CASE("engine shutdown with requests in flight returns cleanly", "[generate]
         CHECK(d.finish_calls[handle] == 1);
         if (!cancel_running) CHECK(out.reason == gen::finish_reason::max_new_tokens);
         if (cancel_running)
-          CHECK((out.reason == gen::finish_reason::cancelled || out.reason == gen::finish_reason::max_new_tokens));
+          CHECK((out.reason == gen::finish_reason::cancelled ||
+                 out.reason == gen::finish_reason::max_new_tokens));
       }
       const int late = d.submit(e, prompts[0], {});  // fails at once, here
       CHECK(d.finished[late].reason == gen::finish_reason::failed);

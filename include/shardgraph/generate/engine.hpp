@@ -69,7 +69,8 @@ class engine {
       typename model_type::host_backend_factory make_host_backend = [](int) { return HostBackend{}; })
       : model_(std::move(directory), std::move(options), std::move(codec), std::move(make_backend),
                std::move(make_host_backend)) {
-    for (int r = 0; r < model_.replicas(); ++r) replicas_.push_back(std::make_unique<replica>(model_.replica_ranks()));
+    for (int r = 0; r < model_.replicas(); ++r)
+      replicas_.push_back(std::make_unique<replica>(model_.replica_ranks()));
     dispatcher_ = std::thread([this] { dispatch(); });
     for (int r = 0; r < model_.replicas(); ++r)
       replicas_[static_cast<std::size_t>(r)]->thread = std::thread([this, r] { run_replica(r); });
@@ -92,7 +93,8 @@ class engine {
       request.reset();
     }
     if (request && !pick_replica(live, params)) {
-      fail_output(live.output, "engine::submit", "every replica has failed", "see the earlier requests' errors");
+      fail_output(live.output, "engine::submit", "every replica has failed",
+                  "see the earlier requests' errors");
       request.reset();
     }
     if (shut_down_) {  // the dispatcher is gone: finish here
@@ -232,7 +234,8 @@ class engine {
     for (auto& [handle, live] : requests_)
       if (live.replica == r && !live.finishing) {
         live.finishing = true;
-        events_.push({.handle = handle, .finished = true,
+        events_.push({.handle = handle,
+                      .finished = true,
                       .result = {.id = 0, .generated = {}, .reason = finish_reason::failed, .error = why}});
       }
   }
@@ -251,7 +254,9 @@ class engine {
     bool stopping = false;
     if (reports) {
       o.on_step = [&](const scheduled_step& step) { clock.begin(step); };
-      o.on_token = [&](request_id id, token_id token) { events_.push({.handle = handles.at(id), .token = token}); };
+      o.on_token = [&](request_id id, token_id token) {
+        events_.push({.handle = handles.at(id), .token = token});
+      };
     }
     // The requests finished since the last call, reported (rank 0) and forgotten.
     const auto settle = [&](scheduler& sched) {

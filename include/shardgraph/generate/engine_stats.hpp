@@ -11,7 +11,7 @@ struct engine_stats {
   std::int64_t waiting = 0;  // submitted, not yet running (posted, queued or preempted)
   std::int64_t kv_blocks_used = 0;
   std::int64_t kv_blocks_total = 0;
-  std::int64_t generated_tokens = 0;  // since the engine started
+  std::int64_t generated_tokens = 0;   // since the engine started
   std::int64_t finished_requests = 0;  // since the engine started: any reason, failed included
   // Generated tokens per second of step time (idle time left out), summed over the replicas,
   // which run at once.

@@ -152,7 +152,8 @@ class llm {
     funnel.drain(static_cast<int>(threads.size()), [&](const sampled_token& t) {
       if (!on_token || callback_failure) return;
       try {
-        on_token(t.request, t.token, model_type::next_piece(streams[static_cast<std::size_t>(t.request)], t.token));
+        on_token(t.request, t.token,
+                 model_type::next_piece(streams[static_cast<std::size_t>(t.request)], t.token));
       } catch (...) {
         callback_failure = std::current_exception();  // stop calling it; the ranks finish their work
       }

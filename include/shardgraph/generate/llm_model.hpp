@@ -64,8 +64,9 @@ class llm_model {
     options_.mesh.world_size(model_.generation.nodes.axes);  // only dp, tp and pp
     const auto stages = static_cast<std::size_t>(options_.mesh.size("pp"));
     if (!options_.host_stages.empty() && options_.host_stages.size() != stages)
-      fail("llm_options::host_stages", std::to_string(options_.host_stages.size()) + " flags for " +
-                                           std::to_string(stages) + " pipeline stages",
+      fail("llm_options::host_stages",
+           std::to_string(options_.host_stages.size()) + " flags for " + std::to_string(stages) +
+               " pipeline stages",
            "give one flag per pp stage, or none");
     if (model_.positions < 1)
       fail(directory_ + "/config.json", "has no max_position_embeddings",

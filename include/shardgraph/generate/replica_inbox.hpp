@@ -30,8 +30,8 @@ namespace shardgraph::generate {
 
 struct engine_command {
   enum kind_type { submit, cancel } kind = submit;
-  std::int64_t handle = 0;         // the engine's request handle
-  generation_request request{};    // for submit
+  std::int64_t handle = 0;       // the engine's request handle
+  generation_request request{};  // for submit
 };
 
 // What every rank of a replica applies at one step boundary, in this order.
@@ -83,8 +83,9 @@ class replica_inbox {
   step_orders orders(int rank, std::int64_t boundary, bool idle) {
     std::unique_lock<std::mutex> guard(lock_);
     if (rank == 0) {
-      changed_.wait(guard, [&] { return aborted_ || !idle || stopping_ || !pending_.commands.empty() ||
-                                        pending_.stop; });
+      changed_.wait(guard, [&] {
+        return aborted_ || !idle || stopping_ || !pending_.commands.empty() || pending_.stop;
+      });
       stopping_ = stopping_ || pending_.stop;
       cut_[boundary] = {std::exchange(pending_, {}), ranks_};
       changed_.notify_all();
