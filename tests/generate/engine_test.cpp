@@ -2,7 +2,8 @@
 // requests submitted from several threads at staggered times give llm::generate's ids (greedy
 // and seeded) on one rank, tp = 2 and dp = 2, and again after the first ones finished (one engine,
 // a long life); an idle engine does not spin; cancel ends a request with its blocks freed;
-// shutdown with requests in flight cancels or finishes them; bad requests fail alone.
+// shutdown with requests in flight cancels or finishes them; bad requests fail alone, and so do
+// the requests of a replica whose rank failed.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -254,4 +255,20 @@ TEST_CASE("engine cancels a request whose callback throws", "[generate][threads]
     CHECK(e.stats().kv_blocks_used == 0);
   }
   CHECK(landed_mid_way);
+}
+
+TEST_CASE("engine fails the requests of a replica whose rank failed", "[generate][threads]") {
+  cpu_engine e(llama, golden_options("tp=2"), nullptr, [](int) -> sg::cpu::backend {
+    sg::fail("test backend", "cannot start", "nothing to fix: the test makes it fail");
+  });
+  delivered d;
+  const int first = d.submit(e, prompts[0], params_of(0));  // its ranks fail at their first bind
+  d.wait_for(1);
+  const int later = d.submit(e, prompts[1], params_of(1));  // no replica is left
+  d.wait_for(2);
+  std::lock_guard<std::mutex> guard(d.lock);
+  CHECK(d.finished[first].reason == gen::finish_reason::failed);
+  CHECK_THAT(d.finished[first].error, ContainsSubstring("test backend: cannot start"));
+  CHECK(d.finished[later].reason == gen::finish_reason::failed);
+  CHECK_THAT(d.finished[later].error, ContainsSubstring("every replica has failed"));
 }
