@@ -411,39 +411,9 @@ class rank_program {
   bool needed_here(int i) const { return stages_.needed_here(i); }
   bool holds(int i, std::int64_t layer) const { return stages_.holds(i, layer); }
 
-  // What the pipeline runner (runtime/pipeline_runner.hpp) asks of this rank.
-  struct pipeline_calls {
-    using buffer = typename Backend::buffer;
-    rank_program& rank;
-
-    void select_bank(int k) { rank.select_bank(k); }
-    buffer& value(int i) { return rank.value(i); }
-    buffer& value_at(int i, std::int64_t layer) { return rank.value_at(i, layer); }
-    buffer& output_value(int i) { return rank.storage_.values()[index(i)]; }
-    void upload_inputs(const tensor_map& inputs) { rank.upload_inputs(inputs); }
-    tensor_map outputs(std::string_view only) { return rank.outputs(only); }
-    void restore_outputs(const tensor_map& kept) {
-      const graph_view& g = rank.program_.nodes;
-      for (int i = 0; i < g.size(); ++i)
-        if (auto it = kept.find(std::string(g[i].name.view())); g[i].kind == op::output && it != kept.end())
-          rank.backend_.upload(output_value(i), it->second.bytes().data());
-    }
-    void run_segment(const segment& sg) { rank.run_segment(sg); }
-    void copy(buffer& from, buffer& to) { rank.backend_.copy(from, to); }
-    template <class Fn>
-    void with_span(buffer& b, Fn&& fn) {
-      detail::with_element_type(b.type(), [&](auto zero) {
-        using T = decltype(zero);
-        fn(rank.template span_of<T>(b, b.numel()));
-      });
-    }
-    void gather_unlayered_parameters() {
-      if (rank.zero3_) rank.gather_unlayered_parameters();
-    }
-    void release_unlayered_parameters() {
-      if (rank.zero3_) rank.release_unlayered_parameters();
-    }
-  };
+  // What the pipeline runner (runtime/pipeline_runner.hpp) asks of this rank
+  // (executor_pipeline_calls.hpp).
+  struct pipeline_calls;
 
   int index_of(const node& n) const { return static_cast<int>(&n - &program_.nodes[0]); }
 
@@ -610,4 +580,5 @@ rank_program<Backend, Comm> bind(const program_view& p, const model_sizes& sizes
 #include "shardgraph/runtime/executor_bind.hpp"   // IWYU pragma: export
 #include "shardgraph/runtime/executor_io.hpp"     // IWYU pragma: export
 #include "shardgraph/runtime/executor_parameters.hpp"  // IWYU pragma: export
+#include "shardgraph/runtime/executor_pipeline_calls.hpp"  // IWYU pragma: export
 #include "shardgraph/runtime/executor_steps.hpp"  // IWYU pragma: export
