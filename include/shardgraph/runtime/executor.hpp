@@ -92,6 +92,9 @@
 
 namespace shardgraph {
 
+template <class Backend, class Comm>
+struct rank_pipeline_calls;  // executor_pipeline_calls.hpp
+
 template <compute::ComputeBackend Backend, comm::Communicator Comm>
 class rank_program {
  public:
@@ -413,7 +416,8 @@ class rank_program {
 
   // What the pipeline runner (runtime/pipeline_runner.hpp) asks of this rank
   // (executor_pipeline_calls.hpp).
-  struct pipeline_calls;
+  using pipeline_calls = rank_pipeline_calls<Backend, Comm>;
+  friend struct rank_pipeline_calls<Backend, Comm>;
 
   int index_of(const node& n) const { return static_cast<int>(&n - &program_.nodes[0]); }
 
