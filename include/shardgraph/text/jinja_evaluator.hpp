@@ -1,0 +1,140 @@
+#pragma once
+// Renders a parsed template (text/jinja_parser.hpp) with a set of variables, as Jinja2 does:
+// a for loop's body gets a fresh scope each iteration (a {% set %} there is gone after it; hence
+// namespace()), {% if %} gets none; `and` / `or` return an operand as Python's do; a name, key or
+// attribute that is not there is undefined (prints nothing, is false, `is defined` is false), and
+// reading a key or attribute of undefined fails. Errors name the template position.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "shardgraph/text/jinja_expressions.hpp"
+#include "shardgraph/text/jinja_filters.hpp"
+#include "shardgraph/text/jinja_lexer.hpp"
+#include "shardgraph/text/jinja_syntax.hpp"
+
+namespace shardgraph::text::jinja {
+
+class evaluator {
+ public:
+  // source: the template text, for positions in messages. Renders into out.
+  evaluator(std::string_view source, variables globals) : source_(source) {
+    scopes_.push_back(std::move(globals));
+  }
+
+  void run(const block& body, std::string& out) {
+    for (const statement& s : body) execute(s, out);
+  }
+
+ private:
+  static constexpr std::size_t max_output_bytes = std::size_t{1} << 28;
+  std::string_view source_;
+  std::vector<variables> scopes_;  // innermost last
+  expression_evaluator expressions_{source_, scopes_};
+
+  [[noreturn]] void error_at(std::size_t offset, const std::string& why) const {
+    fail("chat template", why + " at " + position_of(source_, offset),
+         "Check the template against the conversation it was given (roles, fields, types)");
+  }
+  value lookup(const std::string& name) const { return lookup_variable(scopes_, name); }
+
+  void execute(const statement& s, std::string& out) {
+    switch (s.kind) {
+      case statement::form::text:
+        out += s.text;
+        break;
+      case statement::form::output:
+        out += to_output(evaluate(*s.expr));
+        break;
+      case statement::form::branch: {
+        for (std::size_t i = 0; i < s.bodies.size(); ++i)
+          if (i == s.conditions.size() || truthy(evaluate(*s.conditions[i]))) {
+            run(s.bodies[i], out);
+            break;
+          }
+        break;
+      }
+      case statement::form::loop:
+        execute_loop(s, out);
+        break;
+      case statement::form::assign:
+        assign(s);
+        break;
+    }
+    if (out.size() > max_output_bytes)
+      error_at(s.offset, "the output grew past " + std::to_string(max_output_bytes) + " bytes");
+  }
+
+  void assign(const statement& s) {
+    value v = evaluate(*s.expr);
+    if (s.attribute.empty()) {
+      scopes_.back()[s.text] = std::move(v);
+      return;
+    }
+    const value target = lookup(s.text);
+    if (!target.is(kind::namespace_object))
+      error_at(s.offset, "{% set " + s.text + "." + s.attribute + " %} needs " + s.text +
+                             " to be a namespace(), not " + std::string(kind_name(target.type())));
+    dict& attributes = target.namespace_attributes();
+    for (auto& [key, element] : attributes)
+      if (key == s.attribute) {
+        element = std::move(v);
+        return;
+      }
+    attributes.emplace_back(s.attribute, std::move(v));
+  }
+
+  void execute_loop(const statement& s, std::string& out) {
+    list items;
+    try {
+      items = elements_of(evaluate(*s.expr), "a for loop");
+    } catch (const evaluation_problem& p) {
+      error_at(s.offset, p.why);
+    }
+    if (s.loop_filter != nullptr) {
+      list kept;
+      for (value& item : items) {
+        scopes_.emplace_back();
+        bind_targets(s, item);
+        if (truthy(evaluate(*s.loop_filter))) kept.push_back(std::move(item));
+        scopes_.pop_back();
+      }
+      items = std::move(kept);
+    }
+    if (items.empty() && s.bodies.size() > 1) run(s.bodies[1], out);
+    const auto length = static_cast<std::int64_t>(items.size());
+    for (std::int64_t i = 0; i < length; ++i) {
+      scopes_.emplace_back();
+      bind_targets(s, items[static_cast<std::size_t>(i)]);
+      dict loop{{"index0", i},
+                {"index", i + 1},
+                {"revindex0", length - i - 1},
+                {"revindex", length - i},
+                {"first", i == 0},
+                {"last", i == length - 1},
+                {"length", length}};
+      if (i > 0) loop.emplace_back("previtem", items[static_cast<std::size_t>(i - 1)]);
+      if (i + 1 < length) loop.emplace_back("nextitem", items[static_cast<std::size_t>(i + 1)]);
+      scopes_.back()["loop"] = std::move(loop);
+      run(s.bodies[0], out);
+      scopes_.pop_back();
+    }
+  }
+  void bind_targets(const statement& s, const value& item) {
+    if (s.targets.size() == 1) {
+      scopes_.back()[s.targets[0]] = item;
+      return;
+    }
+    if (!item.is(kind::list) || item.as_list().size() != s.targets.size())
+      error_at(s.offset, "cannot unpack " + std::string(kind_name(item.type())) + " into " +
+                             std::to_string(s.targets.size()) + " loop variables");
+    for (std::size_t t = 0; t < s.targets.size(); ++t) scopes_.back()[s.targets[t]] = item.as_list()[t];
+  }
+
+  value evaluate(const expression& e) { return expressions_.evaluate(e); }
+};
+
+}  // namespace shardgraph::text::jinja

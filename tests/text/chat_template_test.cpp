@@ -1,0 +1,227 @@
+// shardgraph::text::chat_template against transformers: the chat templates of TinyLlama, LLaMA-2,
+// LLaMA-3, Qwen2 (ChatML), Mistral, Gemma, Phi-3 and Qwen3, one using every construct of the subset,
+// and tests/golden/llama's, rendered by transformers for several conversations each
+// (tests/text/chat_templates/make_chat_golden.py writes chat_golden.json); every case must render
+// byte for byte, or fail with the same raise_exception message. Then the ways a checkpoint
+// directory holds its template, and the errors for what is missing or unsupported.
+#include "shardgraph/text/chat_template.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "catch.hpp"
+
+namespace text = shardgraph::text;
+namespace jinja = shardgraph::text::jinja;
+namespace json = shardgraph::io::json;
+using shardgraph::testing::contains;
+using shardgraph::testing::error_of;
+
+namespace {
+
+const std::string source_dir = SHARDGRAPH_SOURCE_DIR;
+
+json::value read_golden() {
+  const std::string path = source_dir + "/tests/text/chat_templates/chat_golden.json";
+  const auto file = shardgraph::io::file_contents::open(path);
+  const auto bytes = file.bytes();
+  return json::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
+}
+
+std::vector<text::chat_message> messages_of(const json::value& c) {
+  std::vector<text::chat_message> messages;
+  for (const json::value& m : c.at("messages").as_array())
+    messages.push_back({m.at(0).as_string(), m.at(1).as_string()});
+  return messages;
+}
+
+jinja::dict extra_of(const json::value& c) {
+  jinja::dict extra;
+  for (const auto& [name, v] : c.at("extra").as_object()) extra.emplace_back(name, jinja::from_json(v));
+  return extra;
+}
+
+// Renders every case of one template of the golden file; returns how many were checked.
+int check_cases(const text::chat_template& chat, const json::value& golden_template) {
+  int checked = 0;
+  for (const json::value& c : golden_template.at("cases").as_array()) {
+    INFO(golden_template.at("name").as_string()
+         << ", " << c.at("conversation").as_string() << ", add_generation_prompt "
+         << c.at("add_generation_prompt").as_bool() << ", extra " << c.at("extra").as_object().size());
+    const auto render = [&] {
+      return chat.render(messages_of(c), c.at("add_generation_prompt").as_bool(), extra_of(c));
+    };
+    if (const json::value* expected = c.find("expected")) {
+      CHECK(render() == expected->as_string());
+    } else {
+      const std::string message = error_of(render);
+      CHECK_THAT(message, shardgraph::testing::ContainsSubstring("shardgraph: chat template: "));
+      if (c.at("error_kind").as_string() == "raise_exception")
+        CHECK_THAT(message, shardgraph::testing::ContainsSubstring("raised an exception: " +
+                                                                   c.at("error").as_string()));
+      else
+        CHECK_THAT(message, shardgraph::testing::ContainsSubstring("is undefined"));
+    }
+    ++checked;
+  }
+  return checked;
+}
+
+// A fresh directory under the temporary directory, removed with the object.
+struct scratch_directory {
+  std::filesystem::path path;
+  explicit scratch_directory(const std::string& name)
+      : path(std::filesystem::temp_directory_path() / ("shardgraph_chat_template_test_" + name)) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~scratch_directory() { std::filesystem::remove_all(path); }
+  void write(const std::string& file, const std::string& contents) const {
+    std::ofstream(path / file) << contents;
+  }
+};
+
+const std::vector<text::chat_message> hello = {{"user", "Hi"}};
+
+}  // namespace
+
+TEST_CASE("chat templates render as transformers renders them", "[text]") {
+  const json::value golden = read_golden();
+  int checked = 0, templates = 0;
+  for (const json::value& t : golden.at("templates").as_array()) {
+    const text::chat_template chat(t.at("source").as_string(), t.at("bos_token").as_string(),
+                                   t.at("eos_token").as_string());
+    checked += check_cases(chat, t);
+    ++templates;
+  }
+  CHECK(templates == 10);
+  CHECK(checked >= 180);
+}
+
+TEST_CASE("the golden LLaMA checkpoint's chat template loads and renders as transformers does", "[text]") {
+  const json::value golden = read_golden();
+  const auto chat = text::chat_template::from_directory(source_dir + "/tests/golden/llama");
+  CHECK(chat.bos_token() == "<s>");
+  CHECK(chat.eos_token() == "</s>");
+  for (const json::value& t : golden.at("templates").as_array())
+    if (t.at("name").as_string() == "golden_llama") {
+      CHECK(chat.source() == t.at("source").as_string());
+      CHECK(check_cases(chat, t) > 0);
+    }
+}
+
+TEST_CASE("from_directory reads the template where checkpoints keep it", "[text]") {
+  const scratch_directory dir("forms");
+  const std::string template_source =
+      "{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }}{% endfor %}{{ eos_token }}";
+  SECTION("a string, with tokens as strings or as AddedToken objects") {
+    dir.write("tokenizer_config.json",
+              R"({"bos_token": {"content": "<s>", "lstrip": false, "__type": "AddedToken"},
+                                           "eos_token": "</s>", "chat_template": ")" +
+                  template_source + R"("})");
+    CHECK(text::chat_template::from_directory(dir.path).render(hello, false) == "<s>user:Hi</s>");
+  }
+  SECTION("a list of named templates: the one named default") {
+    dir.write("tokenizer_config.json", R"({"eos_token": null, "chat_template": [
+      {"name": "tool_use", "template": "tools"}, {"name": "default", "template": "plain {{ messages | length }}"}]})");
+    CHECK(text::chat_template::from_directory(dir.path).render(hello, false) == "plain 1");
+  }
+  SECTION("chat_template.jinja beside tokenizer_config.json, which gives the tokens") {
+    dir.write("tokenizer_config.json",
+              R"({"bos_token": "<B>", "eos_token": "<E>", "chat_template": "ignored"})");
+    dir.write("chat_template.jinja", template_source);
+    CHECK(text::chat_template::from_directory(dir.path).render(hello, false) == "<B>user:Hi<E>");
+  }
+  SECTION("chat_template.jinja alone") {
+    dir.write("chat_template.jinja", template_source);
+    CHECK(text::chat_template::from_directory(dir.path).render(hello, false) == "user:Hi");
+  }
+}
+
+TEST_CASE("a directory without a usable template fails saying what is missing", "[text]") {
+  const scratch_directory dir("missing");
+  const auto load = [&] { text::chat_template::from_directory(dir.path); };
+  CHECK_THAT(error_of(load),
+             shardgraph::testing::ContainsSubstring(
+                 "has no chat template (no tokenizer_config.json, and no chat_template.jinja)"));
+  dir.write("tokenizer_config.json", R"({"bos_token": "<s>"})");
+  CHECK_THAT(error_of(load),
+             shardgraph::testing::ContainsSubstring("tokenizer_config.json has no \"chat_template\""));
+  dir.write(
+      "tokenizer_config.json",
+      R"({"chat_template": [{"name": "tool_use", "template": "x"}, {"name": "rag", "template": "y"}]})");
+  CHECK_THAT(error_of(load), shardgraph::testing::ContainsSubstring(
+                                 "lists the templates tool_use, rag but none named \"default\""));
+  dir.write("tokenizer_config.json", R"({"chat_template": 3})");
+  CHECK_THAT(error_of(load), shardgraph::testing::ContainsSubstring("\"chat_template\" is an integer"));
+  dir.write("tokenizer_config.json", R"({"eos_token": 2, "chat_template": "x"})");
+  CHECK_THAT(error_of(load), shardgraph::testing::ContainsSubstring("\"eos_token\" is an integer"));
+}
+
+TEST_CASE("constructs outside the subset fail when parsed, naming the construct and where it is", "[text]") {
+  const std::pair<std::string, std::string> cases[] = {
+      {"{% macro f() %}{% endmacro %}", "the tag {% macro %} is not supported at line 1, column 1"},
+      {"a\n  {% raw %}x{% endraw %}", "the tag {% raw %} is not supported at line 2, column 3"},
+      {"{% for m in messages %}{% break %}{% endfor %}",
+       "the tag {% break %} is not supported at line 1, column 24"},
+      {"{% endif %}", "the tag {% endif %} is not supported here (no block is open that it ends)"},
+      {"{{ messages | map(attribute='role') }}", "the filter 'map' is not supported at line 1, column 13"},
+      {"{{ strftime_now('%d') }}", "the function strftime_now() is not supported at line 1, column 4"},
+      {"{{ messages.append(1) }}", "the method .append() is not supported at line 1, column 12"},
+      {"{% if x is callable %}{% endif %}", "the test 'is callable' is not supported"},
+      {"{% if true %}never closed", "{% if %} is never closed by {% endif %} at line 1, column 4"},
+      {"x\n{% for m in messages %}{% else %}",
+       "{% for %} is never closed by {% endfor %} at line 2, column 4"},
+      {"{{ 'unterminated }}", "string literal is never closed at line 1, column 4"},
+      {"{{ x ", "\"{{\" is never closed by \"}}\" at line 1, column 1"},
+      {"{# comment", "comment \"{#\" is never closed by \"#}\""},
+      {"{{ a ; b }}", "unexpected character ';' in an expression at line 1, column 6"},
+      {"{% set a, b = 1, 2 %}", "{% set a, b = ... %} (unpacking) is not supported"},
+      {"{% set x %}body{% endset %}", "{% set %}...{% endset %} blocks are not supported"},
+      {"{{ 1 + }}", "expected a value, found '}}' at line 1, column 8"},
+  };
+  for (const auto& [source, expected] : cases) {
+    INFO(source);
+    const std::string message = error_of([&] { text::chat_template(source, "", ""); });
+    CHECK_THAT(message, shardgraph::testing::ContainsSubstring("shardgraph: chat template: " + expected));
+    CHECK_THAT(message, shardgraph::testing::ContainsSubstring("docs/tokenizers.md"));
+  }
+}
+
+TEST_CASE("errors while rendering name the problem and its position", "[text]") {
+  const auto render_error = [](const std::string& source) {
+    return error_of([&] { text::chat_template(source, "", "").render(hello, true); });
+  };
+  CHECK_THAT(render_error("\n{{ raise_exception('Only user and assistant roles are supported!') }}"),
+             shardgraph::testing::ContainsSubstring("the template raised an exception: Only user and "
+                                                    "assistant roles are supported! (at line 2, column 4)"));
+  CHECK_THAT(render_error("{{ messages[3].role }}"),
+             shardgraph::testing::ContainsSubstring("messages[3] is undefined, so it has no 'role'"));
+  CHECK_THAT(
+      render_error("{{ messages + 'x' }}"),
+      shardgraph::testing::ContainsSubstring("cannot apply + to a list and a string at line 1, column 13"));
+  CHECK_THAT(render_error("{% set x = 1 %}{% set x.y = 2 %}"),
+             shardgraph::testing::ContainsSubstring("needs x to be a namespace(), not an integer"));
+  CHECK_THAT(render_error("{{ messages[0].content.strip(1) }}"),
+             shardgraph::testing::ContainsSubstring("takes a string, not an integer"));
+  CHECK_THAT(render_error("{{ 1 // 0 }}"), shardgraph::testing::ContainsSubstring("division by zero"));
+  CHECK_THAT(render_error("{{ 1 < 'a' }}"),
+             shardgraph::testing::ContainsSubstring("cannot compare an integer with a string by <"));
+  CHECK_THAT(render_error("{% for a, b in messages %}{% endfor %}"),
+             shardgraph::testing::ContainsSubstring("cannot unpack a dict into 2 loop variables"));
+}
+
+TEST_CASE("a parsed template renders many conversations, and copies share it", "[text]") {
+  const text::chat_template chat(
+      "{% for m in messages %}[{{ m.role }}]{% endfor %}{{ '>' if add_generation_prompt }}", "", "");
+  const text::chat_template copy = chat;
+  const std::vector<text::chat_message> two = {{"system", "s"}, {"user", "u"}};
+  CHECK(chat.render(hello, false) == "[user]");
+  CHECK(copy.render(two, true) == "[system][user]>");
+  CHECK(chat.render({}, true) == ">");
+  CHECK(&copy.source() == &chat.source());
+}
