@@ -225,3 +225,11 @@ TEST_CASE("a parsed template renders many conversations, and copies share it", "
   CHECK(chat.render({}, true) == ">");
   CHECK(&copy.source() == &chat.source());
 }
+
+TEST_CASE("extra variables reach the template and override the defaults", "[text]") {
+  const text::chat_template chat("{{ enable_thinking is defined }} {{ enable_thinking }} {{ tools }}", "",
+                                 "");
+  CHECK(chat.render(hello, false) == "False  None");
+  CHECK(chat.render(hello, false, {{"enable_thinking", false}, {"tools", jinja::list{"a", "b"}}}) ==
+        "True False ['a', 'b']");
+}

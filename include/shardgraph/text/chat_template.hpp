@@ -61,13 +61,12 @@ class chat_template {
       return chat_template(read_text(jinja_path), token("bos_token"), token("eos_token"));
     const io::json::value* source = has_config ? config.find("chat_template") : nullptr;
     if (source == nullptr || source->is_null())
-      fail("chat_template",
+      fail("chat template",
            dir.string() + " has no chat template (" +
                (has_config ? "tokenizer_config.json has no \"chat_template\"" : "no tokenizer_config.json") +
                ", and no chat_template.jinja)",
            "Copy tokenizer_config.json (or chat_template.jinja) of the checkpoint's chat model into the "
-           "directory, or "
-           "send prompts to /v1/completions instead");
+           "directory, or send prompts to /v1/completions instead");
     return chat_template(template_text(*source, config_path), token("bos_token"), token("eos_token"));
   }
 
@@ -128,7 +127,7 @@ class chat_template {
     if (token->type() == io::json::kind::string) return token->as_string();
     if (token->type() == io::json::kind::object && token->contains("content"))
       return token->at("content").as_string();
-    fail("chat_template",
+    fail("chat template",
          path.string() + ": \"" + std::string(name) + "\" is " +
              std::string(io::json::kind_name(token->type())),
          "Write it as a string or as an object with a \"content\" string, as save_pretrained does");
@@ -136,7 +135,7 @@ class chat_template {
   static std::string template_text(const io::json::value& source, const std::filesystem::path& path) {
     if (source.type() == io::json::kind::string) return source.as_string();
     if (source.type() != io::json::kind::array)
-      fail("chat_template",
+      fail("chat template",
            path.string() + ": \"chat_template\" is " + std::string(io::json::kind_name(source.type())),
            "Write it as a string, or as a list of {\"name\", \"template\"} objects");
     std::string names;
@@ -144,7 +143,7 @@ class chat_template {
       if (named.at("name").as_string() == "default") return named.at("template").as_string();
       names += (names.empty() ? "" : ", ") + named.at("name").as_string();
     }
-    fail("chat_template",
+    fail("chat template",
          path.string() + ": \"chat_template\" lists the templates " + names + " but none named \"default\"",
          "Name the template for plain chat \"default\", as transformers expects");
   }
