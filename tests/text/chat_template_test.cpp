@@ -1,6 +1,7 @@
 // shardgraph::text::chat_template against transformers: the chat templates of TinyLlama, LLaMA-2,
-// LLaMA-3, Qwen2 (ChatML), Mistral, Gemma, Phi-3 and Qwen3, one using every construct of the subset,
-// and tests/golden/llama's, rendered by transformers for several conversations each
+// LLaMA-3, Qwen2 (ChatML), Mistral, Gemma, Phi-3 and Qwen3, tests/golden/llama's, and four of our
+// own (one using every construct of the subset, expressions.jinja, whitespace.jinja and its CRLF
+// copy), rendered by transformers for several conversations each
 // (tests/text/chat_templates/make_chat_golden.py writes chat_golden.json); every case must render
 // byte for byte, or fail with the same raise_exception message. Then the ways a checkpoint
 // directory holds its template, and the errors for what is missing or unsupported.
@@ -98,8 +99,8 @@ TEST_CASE("chat templates render as transformers renders them", "[text]") {
     checked += check_cases(chat, t);
     ++templates;
   }
-  CHECK(templates == 10);
-  CHECK(checked >= 180);
+  CHECK(templates == 13);
+  CHECK(checked >= 220);
 }
 
 TEST_CASE("the golden LLaMA checkpoint's chat template loads and renders as transformers does", "[text]") {
@@ -184,7 +185,29 @@ TEST_CASE("constructs outside the subset fail when parsed, naming the construct 
       {"{% set x %}body{% endset %}", "{% set %}...{% endset %} blocks are not supported"},
       {"{{ 1 + }}", "expected a value, found '}}' at line 1, column 8"},
   };
-  for (const auto& [source, expected] : cases) {
+  std::vector<std::pair<std::string, std::string>> all(std::begin(cases), std::end(cases));
+  // Bounded nesting: neither parsing nor rendering may exhaust the stack, whatever the template.
+  all.emplace_back("{{ " + std::string(1000, '(') + "1" + std::string(1000, ')') + " }}",
+                   "expressions or blocks nested more than 100 deep");
+  all.emplace_back(
+      std::string(500, ' ') + "{{ 1" +
+          [] {
+            std::string sum;
+            for (int i = 0; i < 300; ++i) sum += " + 1";
+            return sum;
+          }() +
+          " }}",
+      "an expression nested more than 256 deep");
+  all.emplace_back(
+      [] {
+        std::string blocks;
+        for (int i = 0; i < 200; ++i) blocks += "{% if true %}";
+        return blocks;
+      }(),
+      "expressions or blocks nested more than 100 deep");
+  all.emplace_back("{{ 1 < 2 < 3 }}",
+                   "chained comparisons (a < b < c) are not supported at line 1, column 10");
+  for (const auto& [source, expected] : all) {
     INFO(source);
     const std::string message = error_of([&] { text::chat_template(source, "", ""); });
     CHECK_THAT(message, shardgraph::testing::ContainsSubstring("shardgraph: chat template: " + expected));

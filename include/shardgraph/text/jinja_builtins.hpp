@@ -83,20 +83,26 @@ inline bool is_python_space(std::string_view c) {
 }
 // str.strip([chars]) (which = 'b'oth, 'l'eft, 'r'ight); chars absent (none): whitespace.
 inline std::string strip(std::string_view s, char which, const value& chars = value::none()) {
-  const std::vector<std::string> all = characters(s);
   const std::vector<std::string> set =
       chars.is(kind::string) ? characters(chars.as_string()) : std::vector<std::string>{};
-  const auto strippable = [&](const std::string& c) {
+  const auto strippable = [&](std::string_view c) {
     return chars.is(kind::string) ? std::find(set.begin(), set.end(), c) != set.end() : is_python_space(c);
   };
-  std::size_t begin = 0, end = all.size();
-  if (which != 'r')
-    while (begin < end && strippable(all[begin])) ++begin;
-  if (which != 'l')
-    while (end > begin && strippable(all[end - 1])) --end;
-  std::string out;
-  for (std::size_t i = begin; i < end; ++i) out += all[i];
-  return out;
+  const auto continuation = [&](std::size_t i) { return (static_cast<unsigned char>(s[i]) & 0xc0) == 0x80; };
+  std::size_t begin = 0, end = s.size();
+  while (which != 'r' && begin < end) {
+    std::size_t next = begin + 1;
+    while (next < end && continuation(next)) ++next;
+    if (!strippable(s.substr(begin, next - begin))) break;
+    begin = next;
+  }
+  while (which != 'l' && end > begin) {
+    std::size_t last = end - 1;
+    while (last > begin && continuation(last)) --last;
+    if (!strippable(s.substr(last, end - last))) break;
+    end = last;
+  }
+  return std::string(s.substr(begin, end - begin));
 }
 inline std::string ascii_case(std::string s, bool upper) {
   for (char& c : s)
@@ -108,13 +114,27 @@ inline std::string capitalize(const std::string& s) {
   if (!out.empty()) out[0] = ascii_case(out.substr(0, 1), true)[0];
   return out;
 }
-inline std::string title(const std::string& s) {
+// str.title(): a letter after a letter is lowered, any other letter raised ("they'Re", "d2E").
+inline std::string python_title(const std::string& s) {
+  std::string out;
+  bool after_letter = false;
+  for (const char c : s) {
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    out += letter ? ascii_case(std::string(1, c), !after_letter)[0] : c;
+    after_letter = letter;
+  }
+  return out;
+}
+// Jinja2's title filter: words start after whitespace, '-', '(', '{', '[' or '<'; each is its
+// first character raised and the rest lowered ("They're", "A-B_c D2e").
+inline std::string jinja_title(const std::string& s) {
   std::string out;
   bool word_start = true;
   for (const char c : s) {
-    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-    out += letter ? ascii_case(std::string(1, c), word_start)[0] : c;
-    word_start = !letter && !(c >= '0' && c <= '9') && static_cast<unsigned char>(c) < 0x80;
+    const bool separator = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' ||
+                           c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    out += separator ? c : ascii_case(std::string(1, c), word_start)[0];
+    word_start = separator;
   }
   return out;
 }

@@ -103,7 +103,8 @@ class expression_evaluator {
       return {};
     }
     if (!key.is(kind::integer) || !(object.is(kind::list) || object.is(kind::string))) return {};
-    const list elements = object.is(kind::list) ? object.as_list() : elements_of(object, "indexing");
+    const list characters = object.is(kind::string) ? elements_of(object, "indexing") : list();
+    const list& elements = object.is(kind::list) ? object.as_list() : characters;  // no copy of a list
     std::int64_t index = key.as_int();
     if (index < 0) index += static_cast<std::int64_t>(elements.size());
     if (index < 0 || index >= static_cast<std::int64_t>(elements.size())) return {};

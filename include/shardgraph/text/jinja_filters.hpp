@@ -52,7 +52,7 @@ inline value apply_filter(std::string_view name, const value& input, std::span<c
   if (name == "length" || name == "count") return length_of(input);
   if (name == "upper" || name == "lower") return ascii_case(text(), name == "upper");
   if (name == "capitalize") return capitalize(text());
-  if (name == "title") return title(text());
+  if (name == "title") return jinja_title(text());
   if (name == "default" || name == "d") {
     const bool use_default =
         truthy(argument(args, keywords, 1, "boolean", false)) ? !truthy(input) : input.is(kind::undefined);
@@ -143,7 +143,7 @@ inline value string_method(std::string_view name, const std::string& s, std::spa
     return split(s, argument(args, keywords, 0, "sep", value::none()),
                  expect_int(argument(args, keywords, 1, "maxsplit", -1), "split's maxsplit"));
   if (name == "upper" || name == "lower") return ascii_case(s, name == "upper");
-  if (name == "title") return title(s);
+  if (name == "title") return python_title(s);
   if (name == "capitalize") return capitalize(s);
   if (name == "replace")
     return replace(s, expect_string(argument(args, keywords, 0, "old"), "replace"),

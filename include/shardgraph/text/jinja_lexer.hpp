@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "shardgraph/core/error.hpp"
+#include "shardgraph/text/utf8.hpp"
 
 namespace shardgraph::text::jinja {
 
@@ -175,23 +176,37 @@ class lexer {
     }
     syntax_error(source_, p, std::string("unexpected character '") + c + "' in an expression");
   }
+  // 42, 4.2, 4e2, 4.2e-1 (the last three are floats), as Jinja2 reads them.
   std::size_t number_token(std::size_t p) {
     std::size_t e = p;
+    const auto digit_at = [&](std::size_t i) {
+      return i < source_.size() && source_[i] >= '0' && source_[i] <= '9';
+    };
     const auto digits = [&] {
-      while (e < source_.size() && source_[e] >= '0' && source_[e] <= '9') ++e;
+      while (digit_at(e)) ++e;
     };
     digits();
     bool floating = false;
-    if (e + 1 < source_.size() && source_[e] == '.' && source_[e + 1] >= '0' && source_[e + 1] <= '9') {
+    if (e < source_.size() && source_[e] == '.' && digit_at(e + 1)) {
       floating = true;
       ++e;
       digits();
+    }
+    if (e < source_.size() && (source_[e] == 'e' || source_[e] == 'E')) {
+      const std::size_t sign =
+          e + 1 < source_.size() && (source_[e + 1] == '+' || source_[e + 1] == '-') ? 1 : 0;
+      if (digit_at(e + 1 + sign)) {
+        floating = true;
+        e += 1 + sign;
+        digits();
+      }
     }
     tokens_.push_back(
         {floating ? token_kind::floating : token_kind::integer, std::string(source_.substr(p, e - p)), p});
     return e;
   }
-  // A quoted string with Python's escapes \n \t \r \\ \' \" (others are kept as written).
+  // A quoted string with Python's escapes (Jinja2 decodes them as "unicode-escape" does): \n \t \r
+  // \\ \' \" \a \b \f \v, \xhh, \uhhhh, \Uhhhhhhhh, octal \ooo; other escapes are kept as written.
   std::size_t string_token(std::size_t p) {
     const char quote = source_[p];
     std::string value;
@@ -205,19 +220,50 @@ class lexer {
         value += c;
         continue;
       }
-      const char escaped = source_[++e];
-      if (escaped == 'n')
-        value += '\n';
-      else if (escaped == 't')
-        value += '\t';
-      else if (escaped == 'r')
-        value += '\r';
-      else if (escaped == '\\' || escaped == '\'' || escaped == '"')
-        value += escaped;
-      else
-        value += '\\', value += escaped;
+      e = escape(e, value);
     }
     syntax_error(source_, p, "string literal is never closed");
+  }
+  // Appends the escape at source_[backslash] to value; returns the offset of its last character.
+  std::size_t escape(std::size_t backslash, std::string& value) const {
+    const char kind = source_[backslash + 1];
+    constexpr std::string_view simple = "nrtabfv\\'\"", meaning = "\n\r\t\a\b\f\v\\'\"";
+    if (const std::size_t i = simple.find(kind); i != std::string_view::npos) {
+      value += meaning[i];
+      return backslash + 1;
+    }
+    const auto hex_value = [&](std::size_t from, std::size_t count) -> long {
+      if (from + count > source_.size()) return -1;
+      long code = 0;
+      for (std::size_t i = from; i < from + count; ++i) {
+        const char h = source_[i];
+        const int d = h >= '0' && h <= '9'   ? h - '0'
+                      : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                      : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                             : -1;
+        if (d < 0) return -1;
+        code = code * 16 + d;
+      }
+      return code;
+    };
+    const std::size_t count = kind == 'x' ? 2 : kind == 'u' ? 4 : kind == 'U' ? 8 : 0;
+    if (count > 0) {
+      const long code = hex_value(backslash + 2, count);
+      if (code < 0 || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
+        syntax_error(source_, backslash, std::string("invalid \\") + kind + " escape in a string literal");
+      utf8::append(value, static_cast<char32_t>(code));
+      return backslash + 1 + count;
+    }
+    if (kind >= '0' && kind <= '7') {
+      std::size_t end = backslash + 1, code = 0;
+      while (end < backslash + 4 && end < source_.size() && source_[end] >= '0' && source_[end] <= '7')
+        code = code * 8 + static_cast<std::size_t>(source_[end++] - '0');
+      utf8::append(value, static_cast<char32_t>(code));
+      return end - 1;
+    }
+    value += '\\';
+    value += kind;
+    return backslash + 1;
   }
 };
 

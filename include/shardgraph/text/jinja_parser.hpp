@@ -81,6 +81,30 @@ class parser {
         return "'" + t.text + "'";
     }
   }
+  // Bounds on nesting, so that neither parsing nor rendering (both recursive) can exhaust the stack.
+  static constexpr std::size_t max_nesting = 100, max_expression_depth = 256;
+  std::size_t nesting_ = 0;
+  struct nesting_guard {
+    parser& p;
+    nesting_guard(parser& owner, std::size_t offset) : p(owner) {
+      if (++p.nesting_ > max_nesting)
+        syntax_error(p.source_, offset,
+                     "expressions or blocks nested more than " + std::to_string(max_nesting) + " deep");
+    }
+    ~nesting_guard() { --p.nesting_; }
+    nesting_guard(const nesting_guard&) = delete;
+    nesting_guard& operator=(const nesting_guard&) = delete;
+  };
+  // e with its depth set from its operands'; fails past max_expression_depth.
+  expression_ptr checked(expression_ptr e) const {
+    for (const expression_ptr& operand : e->operands)
+      if (operand != nullptr) e->depth = std::max(e->depth, operand->depth + 1);
+    for (const auto& keyword : e->keywords) e->depth = std::max(e->depth, keyword.second->depth + 1);
+    if (e->depth > max_expression_depth)
+      syntax_error(source_, e->offset,
+                   "an expression nested more than " + std::to_string(max_expression_depth) + " deep");
+    return e;
+  }
   static statement make_statement(statement::form kind, std::size_t offset) {
     statement s;
     s.kind = kind, s.offset = offset;
@@ -126,6 +150,7 @@ class parser {
     return body;
   }
   statement parse_tag(const token& begin) {
+    const nesting_guard guard(*this, begin.offset);
     const std::string tag = expect_name("after '{%'");
     if (tag == "if") return parse_if(begin.offset);
     if (tag == "for") return parse_for(begin.offset);
@@ -192,13 +217,14 @@ class parser {
 
   // ---- expressions -----------------------------------------------------------------------------
   expression_ptr parse_expression() {
+    const nesting_guard guard(*this, current_offset());
     expression_ptr e = parse_or();
     while (at_name("if")) {
       auto conditional = node(expression::form::conditional, tokens_[pos_++].offset);
       conditional->operands.push_back(std::move(e));
       conditional->operands.push_back(parse_or());
       conditional->operands.push_back(skip_name("else") ? parse_expression() : nullptr);
-      e = std::move(conditional);
+      e = checked(std::move(conditional));
     }
     return e;
   }
@@ -206,20 +232,21 @@ class parser {
     auto e = node(expression::form::binary, offset, std::move(op));
     e->operands.push_back(std::move(left));
     e->operands.push_back(std::move(right));
-    return e;
+    return checked(std::move(e));
   }
   expression_ptr parse_or() { return parse_left_associative({"or"}, &parser::parse_and); }
   expression_ptr parse_and() { return parse_left_associative({"and"}, &parser::parse_not); }
   expression_ptr parse_not() {
     if (!at_name("not")) return parse_compare();
+    const nesting_guard guard(*this, current_offset());
     auto e = node(expression::form::unary, tokens_[pos_++].offset, "not");
     e->operands.push_back(parse_not());
-    return e;
+    return checked(std::move(e));
   }
-  // Chains (a < b < c) are not in the subset: each comparison takes the result of the last.
+  // One comparison at most: chains (a < b < c) are not in the subset, and fail here.
   expression_ptr parse_compare() {
     expression_ptr e = parse_sum();
-    while (true) {
+    for (bool compared = false;; compared = true) {
       const std::size_t offset = current_offset();
       std::string op;
       if (current().kind == token_kind::op &&
@@ -233,6 +260,7 @@ class parser {
         pos_ += 2, op = "not in";
       else
         return e;
+      if (compared) syntax_error(source_, offset, "chained comparisons (a < b < c) are not supported");
       e = binary(op, offset, std::move(e), parse_sum());
     }
   }
@@ -259,8 +287,10 @@ class parser {
     expression_ptr e;
     if (at_op("-") || at_op("+")) {
       const token& sign = tokens_[pos_++];
+      const nesting_guard guard(*this, sign.offset);
       e = node(expression::form::unary, sign.offset, sign.text);
       e->operands.push_back(parse_unary(false));
+      e = checked(std::move(e));
     } else {
       e = parse_primary();
     }
@@ -311,7 +341,7 @@ class parser {
         if (skip_op("]")) break;
         display->operands.push_back(parse_expression());
       }
-      return display;
+      return checked(std::move(display));
     }
     if (skip_op("{")) {
       auto display = node(expression::form::dict_display, offset);
@@ -322,7 +352,7 @@ class parser {
         expect_op(":", "after a dict key");
         display->operands.push_back(parse_expression());
       }
-      return display;
+      return checked(std::move(display));
     }
     error_at(t, "expected a value, found " + describe(t));
   }
@@ -338,10 +368,10 @@ class parser {
       if (skip_op(")")) break;
       tuple->operands.push_back(parse_expression());
     }
-    return tuple;
+    return checked(std::move(tuple));
   }
   expression_ptr parse_postfix(expression_ptr e) {
-    while (true) {
+    for (;; e = checked(std::move(e))) {
       const std::size_t offset = current_offset();
       if (skip_op(".")) {
         if (current().kind == token_kind::integer) {  // messages.0 is messages[0]
@@ -381,7 +411,7 @@ class parser {
       syntax_error(source_, offset, "only functions and methods can be called");
     }
     parse_arguments(*call, "in a call");
-    return call;
+    return checked(std::move(call));
   }
   expression_ptr parse_subscript(expression_ptr e, std::size_t offset) {
     std::vector<expression_ptr> parts(1);  // start, stop, step; null where omitted
@@ -405,7 +435,7 @@ class parser {
     return result;
   }
   expression_ptr parse_filters_and_tests(expression_ptr e) {
-    while (true) {
+    for (;; e = checked(std::move(e))) {
       const std::size_t offset = current_offset();
       if (skip_op("|")) {
         const std::string name = expect_name("after '|'");

@@ -54,6 +54,7 @@ struct expression {
   std::vector<expression_ptr> operands;
   std::vector<std::pair<std::string, expression_ptr>> keywords;
   bool negated = false;
+  std::size_t depth = 1;  // of the tree under this node, which the parser bounds (evaluation recurses)
 };
 
 struct statement;

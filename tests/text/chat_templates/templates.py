@@ -199,6 +199,15 @@ tail line
 """
 
 
+def template_file(name):
+    """A template of this folder: expressions.jinja (operators, literals, filters, tests, methods,
+    printing, as checked line by line against jinja2) and whitespace.jinja (whitespace control,
+    trim_blocks / lstrip_blocks, scopes of set in loops and ifs)."""
+    import os
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), encoding="utf-8", newline="") as f:
+        return f.read()
+
+
 def golden_llama_template():
     """tests/golden/llama/tokenizer_config.json's template and tokens (the server's test model)."""
     import json
@@ -219,5 +228,8 @@ TEMPLATES = {
     "phi3_mini": (PHI3_MINI, "<s>", "<|endoftext|>"),
     "qwen3": (QWEN3, "", "<|im_end|>"),
     "features": (FEATURES, "<s>", "</s>"),
+    "expressions": (template_file("expressions.jinja"), "<s>", "</s>"),
+    "whitespace": (template_file("whitespace.jinja"), "<s>", "</s>"),
+    "whitespace_crlf": (template_file("whitespace.jinja").replace("\n", "\r\n"), "<s>", "</s>"),
     "golden_llama": golden_llama_template(),
 }
