@@ -140,16 +140,19 @@ TEST_CASE("from_directory reads the template where checkpoints keep it", "[text]
   SECTION("chat_template.jinja alone") {
     dir.write("chat_template.jinja", template_source);
     CHECK(text::chat_template::from_directory(dir.path).render(hello, false) == "user:Hi");
+    CHECK(text::chat_template::present_in(dir.path));
   }
 }
 
 TEST_CASE("a directory without a usable template fails saying what is missing", "[text]") {
   const scratch_directory dir("missing");
   const auto load = [&] { text::chat_template::from_directory(dir.path); };
+  CHECK_FALSE(text::chat_template::present_in(dir.path));
   CHECK_THAT(error_of(load),
              shardgraph::testing::ContainsSubstring(
                  "has no chat template (no tokenizer_config.json, and no chat_template.jinja)"));
-  dir.write("tokenizer_config.json", R"({"bos_token": "<s>"})");
+  dir.write("tokenizer_config.json", R"({"bos_token": "<s>", "chat_template": null})");
+  CHECK_FALSE(text::chat_template::present_in(dir.path));
   CHECK_THAT(error_of(load),
              shardgraph::testing::ContainsSubstring("tokenizer_config.json has no \"chat_template\""));
   dir.write(
@@ -159,6 +162,7 @@ TEST_CASE("a directory without a usable template fails saying what is missing", 
                                  "lists the templates tool_use, rag but none named \"default\""));
   dir.write("tokenizer_config.json", R"({"chat_template": 3})");
   CHECK_THAT(error_of(load), shardgraph::testing::ContainsSubstring("\"chat_template\" is an integer"));
+  CHECK(text::chat_template::present_in(dir.path));  // present, though from_directory rejects it
   dir.write("tokenizer_config.json", R"({"eos_token": 2, "chat_template": "x"})");
   CHECK_THAT(error_of(load), shardgraph::testing::ContainsSubstring("\"eos_token\" is an integer"));
 }

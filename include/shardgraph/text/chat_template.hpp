@@ -70,6 +70,15 @@ class chat_template {
     return chat_template(template_text(*source, config_path), token("bos_token"), token("eos_token"));
   }
 
+  // Whether dir holds a chat template for from_directory (chat_template.jinja, or a non-null
+  // "chat_template" in tokenizer_config.json); from_directory still fails on one it cannot parse.
+  static bool present_in(const std::filesystem::path& dir) {
+    if (std::filesystem::exists(dir / "chat_template.jinja")) return true;
+    if (!std::filesystem::exists(dir / "tokenizer_config.json")) return false;
+    const io::json::value* source = read_json(dir / "tokenizer_config.json").find("chat_template");
+    return source != nullptr && !source->is_null();
+  }
+
   // The prompt for messages; add_generation_prompt appends the opening of the assistant's turn.
   // extra_variables: more names the template may read (e.g. {"enable_thinking", false}).
   std::string render(std::span<const chat_message> messages, bool add_generation_prompt,
