@@ -1,12 +1,13 @@
 // shardgraph::text::chat_template against transformers: the chat templates of TinyLlama, LLaMA-2,
-// LLaMA-3, Qwen2 (ChatML), Mistral, Gemma, Phi-3 and Qwen3, tests/golden/llama's, and four of our
-// own (one using every construct of the subset, expressions.jinja, whitespace.jinja and its CRLF
-// copy), rendered by transformers for several conversations each
+// LLaMA-3, LLaMA-3.1, Qwen2 (ChatML), Mistral, Gemma, Phi-3 and Qwen3, tests/golden/llama's, and four
+// of our own (one using every construct of the subset, expressions.jinja, whitespace.jinja and its
+// CRLF copy), rendered by transformers for several conversations each
 // (tests/text/chat_templates/make_chat_golden.py writes chat_golden.json); every case must render
 // byte for byte, or fail with the same raise_exception message. Then the ways a checkpoint
 // directory holds its template, and the errors for what is missing or unsupported.
 #include "shardgraph/text/chat_template.hpp"
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -99,8 +100,8 @@ TEST_CASE("chat templates render as transformers renders them", "[text]") {
     checked += check_cases(chat, t);
     ++templates;
   }
-  CHECK(templates == 13);
-  CHECK(checked >= 220);
+  CHECK(templates == 14);
+  CHECK(checked >= 300);
 }
 
 TEST_CASE("the golden LLaMA checkpoint's chat template loads and renders as transformers does", "[text]") {
@@ -174,8 +175,10 @@ TEST_CASE("constructs outside the subset fail when parsed, naming the construct 
       {"{% for m in messages %}{% break %}{% endfor %}",
        "the tag {% break %} is not supported at line 1, column 24"},
       {"{% endif %}", "the tag {% endif %} is not supported here (no block is open that it ends)"},
-      {"{{ messages | map(attribute='role') }}", "the filter 'map' is not supported at line 1, column 13"},
-      {"{{ strftime_now('%d') }}", "the function strftime_now() is not supported at line 1, column 4"},
+      {"{{ messages | groupby('role') }}", "the filter 'groupby' is not supported at line 1, column 13"},
+      {"{{ [1] | select('callable') }}", "the test 'callable' is not supported at line 1, column 17"},
+      {"{{ [1] | map('pprint') }}", "the filter 'pprint' is not supported at line 1, column 14"},
+      {"{{ dict(a=1) }}", "the function dict() is not supported at line 1, column 4"},
       {"{{ messages.append(1) }}", "the method .append() is not supported at line 1, column 12"},
       {"{% if x is callable %}{% endif %}", "the test 'is callable' is not supported"},
       {"{% if true %}never closed", "{% if %} is never closed by {% endif %} at line 1, column 4"},
@@ -240,6 +243,21 @@ TEST_CASE("errors while rendering name the problem and its position", "[text]") 
              shardgraph::testing::ContainsSubstring("cannot compare an integer with a string by <"));
   CHECK_THAT(render_error("{% for a, b in messages %}{% endfor %}"),
              shardgraph::testing::ContainsSubstring("cannot unpack a dict into 2 loop variables"));
+}
+
+TEST_CASE("strftime_now formats the local time, as transformers' does", "[text]") {
+  const auto today = [] {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char text[32];
+    return std::string(text, std::strftime(text, sizeof text, "%d %b %Y", &local));
+  };
+  const std::string before = today();
+  const std::string rendered =
+      text::chat_template("{{ strftime_now('%d %b %Y') }}", "", "").render(hello, false);
+  CHECK((rendered == before || rendered == today()));  // either side of a midnight
+  CHECK(rendered.size() == 11);
 }
 
 TEST_CASE("a parsed template renders many conversations, and copies share it", "[text]") {

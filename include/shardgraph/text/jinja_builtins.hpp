@@ -26,14 +26,15 @@ struct evaluation_problem {
 using keyword_arguments = std::vector<std::pair<std::string, value>>;
 
 inline constexpr std::string_view filter_names[] = {
-    "trim", "length",  "count", "upper",   "lower",      "default", "d",     "tojson",
-    "join", "first",   "last",  "replace", "capitalize", "title",   "items", "string",
-    "list", "reverse", "safe",  "int",     "float",      "abs"};
+    "trim",  "length", "count",   "upper",      "lower", "default", "d",      "tojson",     "join",
+    "first", "last",   "replace", "capitalize", "title", "items",   "string", "list",       "reverse",
+    "safe",  "int",    "float",   "abs",        "map",   "select",  "reject", "selectattr", "rejectattr"};
 inline constexpr std::string_view test_names[] = {
     "defined", "undefined",   "none",     "string",   "number", "integer", "float",
     "boolean", "mapping",     "iterable", "sequence", "true",   "false",   "odd",
     "even",    "divisibleby", "eq",       "equalto",  "ne"};
-inline constexpr std::string_view function_names[] = {"raise_exception", "namespace", "range"};
+inline constexpr std::string_view function_names[] = {"raise_exception", "namespace", "range",
+                                                      "strftime_now"};
 inline constexpr std::string_view method_names[] = {
     "strip",   "lstrip", "rstrip",     "startswith", "endswith", "split",  "upper", "lower",
     "replace", "title",  "capitalize", "items",      "keys",     "values", "get"};

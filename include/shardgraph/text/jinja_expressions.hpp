@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -161,7 +162,20 @@ class expression_evaluator {
       for (const auto& [name, operand] : e.keywords) attributes.emplace_back(name, evaluate(*operand));
       return value::make_namespace(std::move(attributes));
     }
+    if (e.name == "strftime_now") return strftime_now(e, args);
     return range(e, args);
+  }
+  // The local time now, formatted by strftime (transformers: datetime.now().strftime(format)).
+  value strftime_now(const expression& e, const std::vector<value>& args) {
+    if (args.size() != 1 || !args[0].is(kind::string)) error_at(e, "strftime_now() takes one format string");
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char text[256];
+    const std::size_t n = std::strftime(text, sizeof text, args[0].as_string().c_str(), &local);
+    if (n == 0 && !args[0].as_string().empty())
+      error_at(e, "strftime_now() formats to nothing or to over 255 bytes");
+    return std::string(text, n);
   }
   value range(const expression& e, const std::vector<value>& args) {
     if (args.empty() || args.size() > 3 ||

@@ -41,7 +41,53 @@ inline value int_filter(const value& input) {
 }
 
 inline value apply_filter(std::string_view name, const value& input, std::span<const value> args,
+                          const keyword_arguments& keywords);
+inline bool apply_test(std::string_view name, const value& input, std::span<const value> args);
+
+// select(test, args...) / reject: the elements the test passes (fails); no test: truth.
+// selectattr(attribute, test, args...) / rejectattr: the same on each element's attribute.
+inline value filter_by_test(std::string_view name, const value& input, std::span<const value> args) {
+  const bool by_attribute = name.ends_with("attr"), keep = name.starts_with("select");
+  if (by_attribute && args.empty()) problem(std::string(name) + " takes an attribute name");
+  const std::size_t test_at = by_attribute ? 1 : 0;
+  const value test = test_at < args.size() ? args[test_at] : value::none();
+  const std::span<const value> test_args =
+      args.size() > test_at + 1 ? args.subspan(test_at + 1) : std::span<const value>();
+  list kept;
+  for (const value& element : elements_of(input, name)) {
+    value tested = element;
+    if (by_attribute) {
+      const value* found = element.find(expect_string(args[0], name));
+      tested = found != nullptr ? *found : value();
+    }
+    const bool passes =
+        test.is(kind::none) ? truthy(tested) : apply_test(expect_string(test, name), tested, test_args);
+    if (passes == keep) kept.push_back(element);
+  }
+  return kept;
+}
+
+// map(attribute='name', default=...) or map('filter', args...) over the elements.
+inline value map_filter(const value& input, std::span<const value> args, const keyword_arguments& keywords) {
+  const value attribute = argument({}, keywords, 0, "attribute", value::none());
+  list mapped;
+  for (const value& element : elements_of(input, "map")) {
+    if (!attribute.is(kind::none)) {
+      const value* found = element.find(expect_string(attribute, "map's attribute"));
+      mapped.push_back(found != nullptr ? *found : argument({}, keywords, 0, "default"));
+    } else {
+      if (args.empty()) problem("map takes a filter name or attribute=");
+      mapped.push_back(apply_filter(expect_string(args[0], "map"), element, args.subspan(1), {}));
+    }
+  }
+  return mapped;
+}
+
+inline value apply_filter(std::string_view name, const value& input, std::span<const value> args,
                           const keyword_arguments& keywords) {
+  if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr")
+    return filter_by_test(name, input, args);
+  if (name == "map") return map_filter(input, args, keywords);
   // Jinja2 turns what these filters get into a string first (None: "None", undefined: "").
   const auto text = [&] { return input.is(kind::string) ? input.as_string() : to_output(input); };
   if (name == "trim") {

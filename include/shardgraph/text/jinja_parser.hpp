@@ -443,6 +443,7 @@ class parser {
         auto filter = node(expression::form::filter, offset, name);
         filter->operands.push_back(std::move(e));
         if (skip_op("(")) parse_arguments(*filter, "of a filter");
+        check_named_builtin(*filter);
         e = parse_postfix(std::move(filter));
       } else if (skip_name("is")) {
         const bool negated = skip_name("not");
@@ -461,6 +462,21 @@ class parser {
         return e;
       }
     }
+  }
+  // select('equalto', ...), rejectattr('role', 'none'), map('trim') name a test or a filter: it
+  // must be one of the subset's, like any other.
+  void check_named_builtin(const expression& filter) const {
+    const bool by_test = filter.name == "select" || filter.name == "reject" || filter.name == "selectattr" ||
+                         filter.name == "rejectattr";
+    if (!by_test && filter.name != "map") return;
+    const std::size_t at = filter.name.ends_with("attr") ? 2 : 1;
+    if (at >= filter.operands.size() || filter.operands[at]->kind != expression::form::literal ||
+        !filter.operands[at]->literal.is(kind::string))
+      return;
+    const std::string& named = filter.operands[at]->literal.as_string();
+    if (by_test ? !is_test(named) : !is_filter(named))
+      syntax_error(source_, filter.operands[at]->offset,
+                   std::string(by_test ? "the test '" : "the filter '") + named + "' is not supported");
   }
   bool takes_bare_test_argument() const {
     const token& t = current();

@@ -34,15 +34,23 @@ CONVERSATIONS = {
     ],
     "tricky_text": [("user", TRICKY), ("assistant", "<think>\nplan it\n</think>\n\n" + TRICKY), ("user", "")],
     "roles_not_alternating": [("user", "one"), ("user", "two")],
+    "tool_result": [("user", "Weather in Paris?"), ("assistant", "Let me check."), ("tool", "22 degrees, sunny"),
+                    ("assistant", "It is 22 degrees and sunny.")],
     "empty": [],
 }
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                                "parameters": {"type": "object", "properties": {
+                                                    "city": {"type": "string"}}, "required": ["city"]}}}
 # Extra template variables for some cases (the C++ side passes them to render()).
 EXTRAS = {
     "qwen3": [
         {"enable_thinking": False},
-        {"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
-                                                      "parameters": {"type": "object", "properties": {
-                                                          "city": {"type": "string"}}, "required": ["city"]}}}]},
+        {"tools": [WEATHER_TOOL]},
+    ],
+    "llama3_1_instruct": [
+        {"date_string": "08 Dec 2026"},
+        {"builtin_tools": ["brave_search", "wolfram_alpha", "code_interpreter"], "tools_in_user_message": False},
+        {"tools": [WEATHER_TOOL]},
     ],
     "features": [{"extra_list": [{"name": "n", "value": [1, 2.5, None, "é\n"]}, {"name": "m", "value": {"k": True}}]}],
 }

@@ -200,7 +200,8 @@ tail line
 
 
 def template_file(name):
-    """A template of this folder: expressions.jinja (operators, literals, filters, tests, methods,
+    """A template of this folder: llama3_1_instruct.jinja (meta-llama/Llama-3.1-8B-Instruct's, as
+    the checkpoint ships it), expressions.jinja (operators, literals, filters, tests, methods,
     printing, as checked line by line against jinja2) and whitespace.jinja (whitespace control,
     trim_blocks / lstrip_blocks, scopes of set in loops and ifs)."""
     import os
@@ -228,6 +229,7 @@ TEMPLATES = {
     "phi3_mini": (PHI3_MINI, "<s>", "<|endoftext|>"),
     "qwen3": (QWEN3, "", "<|im_end|>"),
     "features": (FEATURES, "<s>", "</s>"),
+    "llama3_1_instruct": (template_file("llama3_1_instruct.jinja"), "<|begin_of_text|>", "<|eot_id|>"),
     "expressions": (template_file("expressions.jinja"), "<s>", "</s>"),
     "whitespace": (template_file("whitespace.jinja"), "<s>", "</s>"),
     "whitespace_crlf": (template_file("whitespace.jinja").replace("\n", "\r\n"), "<s>", "</s>"),
