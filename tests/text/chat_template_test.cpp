@@ -172,8 +172,9 @@ TEST_CASE("constructs outside the subset fail when parsed, naming the construct 
   const std::pair<std::string, std::string> cases[] = {
       {"{% macro f() %}{% endmacro %}", "the tag {% macro %} is not supported at line 1, column 1"},
       {"a\n  {% raw %}x{% endraw %}", "the tag {% raw %} is not supported at line 2, column 3"},
-      {"{% for m in messages %}{% break %}{% endfor %}",
-       "the tag {% break %} is not supported at line 1, column 24"},
+      {"{% if true %}{% break %}{% endif %}", "{% break %} outside a for loop at line 1, column 14"},
+      {"{% for m in messages %}{% filter upper %}x{% endfilter %}{% endfor %}",
+       "the tag {% filter %} is not supported at line 1, column 24"},
       {"{% endif %}", "the tag {% endif %} is not supported here (no block is open that it ends)"},
       {"{{ messages | groupby('role') }}", "the filter 'groupby' is not supported at line 1, column 13"},
       {"{{ [1] | select('callable') }}", "the test 'callable' is not supported at line 1, column 17"},

@@ -94,7 +94,7 @@ class chat_template {
                              {"documents", jinja::value::none()}};
     for (const auto& [name, v] : extra_variables) globals[name] = v;
     std::string out;
-    jinja::evaluator(*source_, std::move(globals)).run(*body_, out);
+    jinja::evaluator(*source_, std::move(globals)).run(*body_, out);  // {% break %} only inside loops
     return out;
   }
 

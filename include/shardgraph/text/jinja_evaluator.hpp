@@ -25,8 +25,13 @@ class evaluator {
     scopes_.push_back(std::move(globals));
   }
 
-  void run(const block& body, std::string& out) {
-    for (const statement& s : body) execute(s, out);
+  // What a statement leaves to the statements after it: go on, or leave the loop's iteration.
+  enum class flow { next, break_loop, continue_loop };
+
+  flow run(const block& body, std::string& out) {
+    for (const statement& s : body)
+      if (const flow f = execute(s, out); f != flow::next) return f;
+    return flow::next;
   }
 
  private:
@@ -41,7 +46,8 @@ class evaluator {
   }
   value lookup(const std::string& name) const { return lookup_variable(scopes_, name); }
 
-  void execute(const statement& s, std::string& out) {
+  flow execute(const statement& s, std::string& out) {
+    flow f = flow::next;
     switch (s.kind) {
       case statement::form::text:
         out += s.text;
@@ -49,23 +55,29 @@ class evaluator {
       case statement::form::output:
         out += to_output(evaluate(*s.expr));
         break;
-      case statement::form::branch: {
+      case statement::form::branch:
         for (std::size_t i = 0; i < s.bodies.size(); ++i)
           if (i == s.conditions.size() || truthy(evaluate(*s.conditions[i]))) {
-            run(s.bodies[i], out);
+            f = run(s.bodies[i], out);
             break;
           }
         break;
-      }
       case statement::form::loop:
-        execute_loop(s, out);
+        f = execute_loop(s, out);
         break;
       case statement::form::assign:
         assign(s);
         break;
+      case statement::form::loop_control:
+        f = s.text == "break" ? flow::break_loop : flow::continue_loop;
+        break;
+      case statement::form::generation:
+        f = run(s.bodies[0], out);
+        break;
     }
     if (out.size() > max_output_bytes)
       error_at(s.offset, "the output grew past " + std::to_string(max_output_bytes) + " bytes");
+    return f;
   }
 
   void assign(const statement& s) {
@@ -87,7 +99,8 @@ class evaluator {
     attributes.emplace_back(s.attribute, std::move(v));
   }
 
-  void execute_loop(const statement& s, std::string& out) {
+  // The loop's {% else %} body runs outside its iterations: a {% break %} there leaves an outer loop.
+  flow execute_loop(const statement& s, std::string& out) {
     list items;
     try {
       items = elements_of(evaluate(*s.expr), "a for loop");
@@ -104,7 +117,7 @@ class evaluator {
       }
       items = std::move(kept);
     }
-    if (items.empty() && s.bodies.size() > 1) run(s.bodies[1], out);
+    if (items.empty() && s.bodies.size() > 1) return run(s.bodies[1], out);
     const auto length = static_cast<std::int64_t>(items.size());
     for (std::int64_t i = 0; i < length; ++i) {
       scopes_.emplace_back();
@@ -119,9 +132,11 @@ class evaluator {
       if (i > 0) loop.emplace_back("previtem", items[static_cast<std::size_t>(i - 1)]);
       if (i + 1 < length) loop.emplace_back("nextitem", items[static_cast<std::size_t>(i + 1)]);
       scopes_.back()["loop"] = std::move(loop);
-      run(s.bodies[0], out);
+      const flow f = run(s.bodies[0], out);
       scopes_.pop_back();
+      if (f == flow::break_loop) break;
     }
+    return flow::next;
   }
   void bind_targets(const statement& s, const value& item) {
     if (s.targets.size() == 1) {

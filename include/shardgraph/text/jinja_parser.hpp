@@ -84,6 +84,7 @@ class parser {
   // Bounds on nesting, so that neither parsing nor rendering (both recursive) can exhaust the stack.
   static constexpr std::size_t max_nesting = 100, max_expression_depth = 256;
   std::size_t nesting_ = 0;
+  std::size_t loop_depth_ = 0;  // for loops around the statement being read ({% break %} needs one)
   struct nesting_guard {
     parser& p;
     nesting_guard(parser& owner, std::size_t offset) : p(owner) {
@@ -155,6 +156,22 @@ class parser {
     if (tag == "if") return parse_if(begin.offset);
     if (tag == "for") return parse_for(begin.offset);
     if (tag == "set") return parse_set(begin.offset);
+    if (tag == "break" || tag == "continue") {
+      if (loop_depth_ == 0) syntax_error(source_, begin.offset, "{% " + tag + " %} outside a for loop");
+      statement control = make_statement(statement::form::loop_control, begin.offset);
+      control.text = tag;
+      expect_block_end(tag);
+      return control;
+    }
+    if (tag == "generation") {
+      const token& opener = tokens_[pos_ - 1];
+      statement generation = make_statement(statement::form::generation, begin.offset);
+      expect_block_end(tag);
+      generation.bodies.push_back(parse_block({"endgeneration"}, &opener));
+      ++pos_;
+      expect_block_end("endgeneration");
+      return generation;
+    }
     syntax_error(source_, begin.offset,
                  "the tag {% " + tag + " %} is not supported" +
                      (tag.starts_with("end") || tag == "else" || tag == "elif"
@@ -193,7 +210,9 @@ class parser {
     if (skip_name("if")) loop.loop_filter = parse_or();
     if (at_name("recursive")) error_at(current(), "recursive loops are not supported");
     expect_block_end("for");
+    ++loop_depth_;
     loop.bodies.push_back(parse_block({"else", "endfor"}, &opener));
+    --loop_depth_;
     if (tokens_[pos_++].text == "else") {
       expect_block_end("else");
       loop.bodies.push_back(parse_block({"endfor"}, &opener));

@@ -67,8 +67,11 @@ using block = std::vector<statement>;
 //            body without condition is the else
 //   loop     {% for targets in expression [if filter] %} bodies[0] {% else %} bodies[1] {% endfor %}
 //   assign   {% set target = expression %}, {% set target.attribute = expression %}
+//   loop_control  {% break %}, {% continue %} (text), inside a loop's body
+//   generation    {% generation %} bodies[0] {% endgeneration %} (transformers' tag marking the
+//                 assistant's text; it renders its body)
 struct statement {
-  enum class form { text, output, branch, loop, assign };
+  enum class form { text, output, branch, loop, assign, loop_control, generation };
   form kind;
   std::size_t offset = 0;
   std::string text;                  // text; for assign: the target name
