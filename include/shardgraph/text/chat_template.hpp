@@ -75,7 +75,8 @@ class chat_template {
   static bool present_in(const std::filesystem::path& dir) {
     if (std::filesystem::exists(dir / "chat_template.jinja")) return true;
     if (!std::filesystem::exists(dir / "tokenizer_config.json")) return false;
-    const io::json::value* source = read_json(dir / "tokenizer_config.json").find("chat_template");
+    const io::json::value config = read_json(dir / "tokenizer_config.json");
+    const io::json::value* source = config.find("chat_template");
     return source != nullptr && !source->is_null();
   }
 
