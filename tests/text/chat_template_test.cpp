@@ -131,12 +131,22 @@ TEST_CASE("from_directory reads the template where checkpoints keep it", "[text]
     dir.write("tokenizer_config.json", R"({"eos_token": null, "chat_template": [
       {"name": "tool_use", "template": "tools"}, {"name": "default", "template": "plain {{ messages | length }}"}]})");
     CHECK(text::chat_template::from_directory(dir.path).render(hello, false) == "plain 1");
+    CHECK(text::chat_template::from_directory(dir.path, "tool_use").render(hello, false) == "tools");
+    CHECK(text::chat_template::from_directory(dir.path, "rag").render(hello, false) == "plain 1");
   }
   SECTION("chat_template.jinja beside tokenizer_config.json, which gives the tokens") {
     dir.write("tokenizer_config.json",
               R"({"bos_token": "<B>", "eos_token": "<E>", "chat_template": "ignored"})");
     dir.write("chat_template.jinja", template_source);
     CHECK(text::chat_template::from_directory(dir.path).render(hello, false) == "<B>user:Hi<E>");
+  }
+  SECTION("chat_template.jinja, and additional_chat_templates/<name>.jinja by name") {
+    dir.write("chat_template.jinja", "default");
+    std::filesystem::create_directories(dir.path / "additional_chat_templates");
+    dir.write("additional_chat_templates/tool_use.jinja", "tool use");
+    CHECK(text::chat_template::from_directory(dir.path).render(hello, false) == "default");
+    CHECK(text::chat_template::from_directory(dir.path, "tool_use").render(hello, false) == "tool use");
+    CHECK(text::chat_template::from_directory(dir.path, "rag").render(hello, false) == "default");
   }
   SECTION("chat_template.jinja alone") {
     dir.write("chat_template.jinja", template_source);
@@ -160,7 +170,9 @@ TEST_CASE("a directory without a usable template fails saying what is missing", 
       "tokenizer_config.json",
       R"({"chat_template": [{"name": "tool_use", "template": "x"}, {"name": "rag", "template": "y"}]})");
   CHECK_THAT(error_of(load), shardgraph::testing::ContainsSubstring(
-                                 "lists the templates tool_use, rag but none named \"default\""));
+                                 "lists the templates tool_use, rag but none named \"default\"."));
+  CHECK_THAT(error_of([&] { text::chat_template::from_directory(dir.path, "other"); }),
+             shardgraph::testing::ContainsSubstring("but none named \"other\" or \"default\""));
   dir.write("tokenizer_config.json", R"({"chat_template": 3})");
   CHECK_THAT(error_of(load), shardgraph::testing::ContainsSubstring("\"chat_template\" is an integer"));
   CHECK(text::chat_template::present_in(dir.path));  // present, though from_directory rejects it

@@ -46,17 +46,23 @@ class chat_template {
         body_(std::make_shared<const jinja::block>(jinja::parser(*source_).parse_template())) {}
 
   // The template of a checkpoint directory: chat_template.jinja when present (newer checkpoints),
-  // else tokenizer_config.json's "chat_template" (a string, or a list of {"name", "template"} of
-  // which the one named "default" is taken); bos_token and eos_token from tokenizer_config.json
-  // (strings or {"content": ...} objects; "" when absent). Fails when the directory has neither.
-  static chat_template from_directory(const std::filesystem::path& dir) {
+  // else tokenizer_config.json's "chat_template": a string, or a list of {"name", "template"}. As
+  // transformers chooses: the template called `name` where there is one (in that list, or as
+  // additional_chat_templates/<name>.jinja), else the default one (named "default" in a list).
+  // bos_token and eos_token come from tokenizer_config.json (strings or {"content": ...} objects;
+  // "" when absent). Fails when the directory has no template.
+  static chat_template from_directory(const std::filesystem::path& dir, std::string_view name = "default") {
     const std::filesystem::path config_path = dir / "tokenizer_config.json",
-                                jinja_path = dir / "chat_template.jinja";
+                                jinja_path = dir / "chat_template.jinja",
+                                named_path =
+                                    dir / "additional_chat_templates" / (std::string(name) + ".jinja");
     const bool has_config = std::filesystem::exists(config_path);
     const io::json::value config = has_config ? read_json(config_path) : io::json::value();
-    const auto token = [&](std::string_view name) {
-      return has_config ? token_text(config, name, config_path) : std::string();
+    const auto token = [&](std::string_view token_name) {
+      return has_config ? token_text(config, token_name, config_path) : std::string();
     };
+    if (name != "default" && std::filesystem::exists(named_path))
+      return chat_template(read_text(named_path), token("bos_token"), token("eos_token"));
     if (std::filesystem::exists(jinja_path))
       return chat_template(read_text(jinja_path), token("bos_token"), token("eos_token"));
     const io::json::value* source = has_config ? config.find("chat_template") : nullptr;
@@ -67,7 +73,7 @@ class chat_template {
                ", and no chat_template.jinja)",
            "Copy tokenizer_config.json (or chat_template.jinja) of the checkpoint's chat model into the "
            "directory, or send prompts to /v1/completions instead");
-    return chat_template(template_text(*source, config_path), token("bos_token"), token("eos_token"));
+    return chat_template(template_text(*source, config_path, name), token("bos_token"), token("eos_token"));
   }
 
   // Whether dir holds a chat template for from_directory (chat_template.jinja, or a non-null
@@ -142,19 +148,27 @@ class chat_template {
              std::string(io::json::kind_name(token->type())),
          "Write it as a string or as an object with a \"content\" string, as save_pretrained does");
   }
-  static std::string template_text(const io::json::value& source, const std::filesystem::path& path) {
+  // The template called `name` in tokenizer_config.json's "chat_template", else the default one.
+  static std::string template_text(const io::json::value& source, const std::filesystem::path& path,
+                                   std::string_view name) {
     if (source.type() == io::json::kind::string) return source.as_string();
     if (source.type() != io::json::kind::array)
       fail("chat template",
            path.string() + ": \"chat_template\" is " + std::string(io::json::kind_name(source.type())),
            "Write it as a string, or as a list of {\"name\", \"template\"} objects");
+    const auto named = [&](std::string_view wanted) -> const io::json::value* {
+      for (const io::json::value& entry : source.as_array())
+        if (entry.at("name").as_string() == wanted) return &entry.at("template");
+      return nullptr;
+    };
+    if (const io::json::value* chosen = named(name) ? named(name) : named("default"))
+      return chosen->as_string();
     std::string names;
-    for (const io::json::value& named : source.as_array()) {
-      if (named.at("name").as_string() == "default") return named.at("template").as_string();
-      names += (names.empty() ? "" : ", ") + named.at("name").as_string();
-    }
+    for (const io::json::value& entry : source.as_array())
+      names += (names.empty() ? "" : ", ") + entry.at("name").as_string();
     fail("chat template",
-         path.string() + ": \"chat_template\" lists the templates " + names + " but none named \"default\"",
+         path.string() + ": \"chat_template\" lists the templates " + names + " but none named \"" +
+             std::string(name) + "\"" + (name == "default" ? "" : " or \"default\""),
          "Name the template for plain chat \"default\", as transformers expects");
   }
 };
