@@ -182,7 +182,9 @@ TEST_CASE("a directory without a usable template fails saying what is missing", 
 
 TEST_CASE("constructs outside the subset fail when parsed, naming the construct and where it is", "[text]") {
   const std::pair<std::string, std::string> cases[] = {
-      {"{% macro f() %}{% endmacro %}", "the tag {% macro %} is not supported at line 1, column 1"},
+      {"{% call f() %}{% endcall %}", "the tag {% call %} is not supported at line 1, column 1"},
+      {"{% macro f(a) %}{{ caller() }}{% endmacro %}",
+       "the function caller() is not supported at line 1, column 20"},
       {"a\n  {% raw %}x{% endraw %}", "the tag {% raw %} is not supported at line 2, column 3"},
       {"{% if true %}{% break %}{% endif %}", "{% break %} outside a for loop at line 1, column 14"},
       {"{% for m in messages %}{% filter upper %}x{% endfilter %}{% endfor %}",
@@ -236,26 +238,29 @@ TEST_CASE("constructs outside the subset fail when parsed, naming the construct 
 }
 
 TEST_CASE("errors while rendering name the problem and its position", "[text]") {
-  const auto render_error = [](const std::string& source) {
-    return error_of([&] { text::chat_template(source, "", "").render(hello, true); });
+  const std::pair<std::string, std::string> cases[] = {
+      {"\n{{ raise_exception('Only user and assistant roles are supported!') }}",
+       "the template raised an exception: Only user and assistant roles are supported! (at line 2, column "
+       "4)"},
+      {"{{ messages[3].role }}", "messages[3] is undefined, so it has no 'role'"},
+      {"{{ messages + 'x' }}", "cannot apply + to a list and a string at line 1, column 13"},
+      {"{% set x = 1 %}{% set x.y = 2 %}",
+       "{% set x.y %} needs x to be a namespace(), not an integer at line 1, column 16"},
+      {"{{ messages[0].content.strip(1) }}", "strip takes a string, not an integer at line 1, column 23"},
+      {"{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", "m() takes 1 arguments, not 2 at line 1, column 34"},
+      {"{% macro m(a) %}{% endmacro %}{{ m(b=1) }}", "m() has no parameter b"},
+      {"{% if false %}{% macro m() %}{% endmacro %}{% endif %}{{ m() }}",
+       "the macro m() is called before its {% macro %} ran"},
+      {"{% macro r() %}{{ r() }}{% endmacro %}{{ r() }}", "macros call each other more than 100 deep"},
+      {"{{ 1 // 0 }}", "division by zero"},
+      {"{{ 1 < 'a' }}", "cannot compare an integer with a string by <"},
+      {"{% for a, b in messages %}{% endfor %}", "cannot unpack a dict into 2 loop variables"},
   };
-  CHECK_THAT(render_error("\n{{ raise_exception('Only user and assistant roles are supported!') }}"),
-             shardgraph::testing::ContainsSubstring("the template raised an exception: Only user and "
-                                                    "assistant roles are supported! (at line 2, column 4)"));
-  CHECK_THAT(render_error("{{ messages[3].role }}"),
-             shardgraph::testing::ContainsSubstring("messages[3] is undefined, so it has no 'role'"));
-  CHECK_THAT(
-      render_error("{{ messages + 'x' }}"),
-      shardgraph::testing::ContainsSubstring("cannot apply + to a list and a string at line 1, column 13"));
-  CHECK_THAT(render_error("{% set x = 1 %}{% set x.y = 2 %}"),
-             shardgraph::testing::ContainsSubstring("needs x to be a namespace(), not an integer"));
-  CHECK_THAT(render_error("{{ messages[0].content.strip(1) }}"),
-             shardgraph::testing::ContainsSubstring("takes a string, not an integer"));
-  CHECK_THAT(render_error("{{ 1 // 0 }}"), shardgraph::testing::ContainsSubstring("division by zero"));
-  CHECK_THAT(render_error("{{ 1 < 'a' }}"),
-             shardgraph::testing::ContainsSubstring("cannot compare an integer with a string by <"));
-  CHECK_THAT(render_error("{% for a, b in messages %}{% endfor %}"),
-             shardgraph::testing::ContainsSubstring("cannot unpack a dict into 2 loop variables"));
+  for (const auto& [source, expected] : cases) {
+    INFO(source);
+    const std::string message = error_of([&] { text::chat_template(source, "", "").render(hello, true); });
+    CHECK_THAT(message, shardgraph::testing::ContainsSubstring("shardgraph: chat template: " + expected));
+  }
 }
 
 TEST_CASE("strftime_now formats the local time, as transformers' does", "[text]") {

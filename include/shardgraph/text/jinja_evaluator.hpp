@@ -4,6 +4,7 @@
 // namespace()), {% if %} gets none; `and` / `or` return an operand as Python's do; a name, key or
 // attribute that is not there is undefined (prints nothing, is false, `is defined` is false), and
 // reading a key or attribute of undefined fails. Errors name the template position.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,6 +21,8 @@ namespace shardgraph::text::jinja {
 
 class evaluator {
  public:
+  evaluator(const evaluator&) = delete;  // expressions_ calls back into this object
+  evaluator& operator=(const evaluator&) = delete;
   // source: the template text, for positions in messages. Renders into out.
   evaluator(std::string_view source, variables globals) : source_(source) {
     scopes_.push_back(std::move(globals));
@@ -37,8 +40,14 @@ class evaluator {
  private:
   static constexpr std::size_t max_output_bytes = std::size_t{1} << 28;
   std::string_view source_;
-  std::vector<variables> scopes_;  // innermost last
-  expression_evaluator expressions_{source_, scopes_};
+  static constexpr std::size_t max_macro_depth = 100;
+  std::vector<variables> scopes_;                             // innermost last
+  std::unordered_map<std::string, const statement*> macros_;  // the {% macro %}s run so far
+  std::size_t macro_depth_ = 0;
+  expression_evaluator expressions_{source_, scopes_,
+                                    [this](const expression& call, list args, keyword_arguments keywords) {
+                                      return call_macro(call, std::move(args), std::move(keywords));
+                                    }};
 
   [[noreturn]] void error_at(std::size_t offset, const std::string& why) const {
     fail("chat template", why + " at " + position_of(source_, offset),
@@ -73,6 +82,9 @@ class evaluator {
         break;
       case statement::form::generation:
         f = run(s.bodies[0], out);
+        break;
+      case statement::form::macro:
+        macros_[s.text] = &s;
         break;
     }
     if (out.size() > max_output_bytes)
@@ -150,6 +162,37 @@ class evaluator {
   }
 
   value evaluate(const expression& e) { return expressions_.evaluate(e); }
+
+  // A macro's body rendered with its parameters bound, seeing the template's top-level variables
+  // but not the caller's loop variables or sets, as in Jinja2.
+  value call_macro(const expression& call, list args, keyword_arguments keywords) {
+    const auto found = macros_.find(call.name);
+    if (found == macros_.end())
+      error_at(call.offset, "the macro " + call.name + "() is called before its {% macro %} ran");
+    const statement& macro = *found->second;
+    if (args.size() > macro.targets.size())
+      error_at(call.offset, call.name + "() takes " + std::to_string(macro.targets.size()) +
+                                " arguments, not " + std::to_string(args.size()));
+    if (++macro_depth_ > max_macro_depth) error_at(call.offset, "macros call each other more than 100 deep");
+    std::vector<variables> caller_scopes = std::move(scopes_);
+    scopes_ = {caller_scopes.front(), variables()};
+    for (std::size_t i = 0; i < macro.targets.size(); ++i) {
+      const auto keyword = std::find_if(keywords.begin(), keywords.end(),
+                                        [&](const auto& k) { return k.first == macro.targets[i]; });
+      scopes_.back()[macro.targets[i]] = i < args.size()                  ? std::move(args[i])
+                                         : keyword != keywords.end()      ? keyword->second
+                                         : macro.conditions[i] != nullptr ? evaluate(*macro.conditions[i])
+                                                                          : value();
+    }
+    for (const auto& [name, v] : keywords)
+      if (std::find(macro.targets.begin(), macro.targets.end(), name) == macro.targets.end())
+        error_at(call.offset, call.name + "() has no parameter " + name);
+    std::string out;
+    run(macro.bodies[0], out);
+    scopes_ = std::move(caller_scopes);
+    --macro_depth_;
+    return out;
+  }
 };
 
 }  // namespace shardgraph::text::jinja

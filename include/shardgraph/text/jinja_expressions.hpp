@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <ctime>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -27,10 +28,13 @@ inline value lookup_variable(const std::vector<variables>& scopes, const std::st
   return {};
 }
 
+// Renders a call of a template's {% macro %} (text/jinja_evaluator.hpp), given its arguments.
+using macro_caller = std::function<value(const expression& call, list args, keyword_arguments keywords)>;
+
 class expression_evaluator {
  public:
-  expression_evaluator(std::string_view source, const std::vector<variables>& scopes)
-      : source_(source), scopes_(scopes) {}
+  expression_evaluator(std::string_view source, const std::vector<variables>& scopes, macro_caller call_macro)
+      : source_(source), scopes_(scopes), call_macro_(std::move(call_macro)) {}
 
   value evaluate(const expression& e) {
     using form = expression::form;
@@ -54,6 +58,13 @@ class expression_evaluator {
         return slice(e, evaluate(*e.operands[0]));
       case form::call:
         return call_function(e);
+      case form::macro_call: {
+        list args;
+        for (const expression_ptr& operand : e.operands) args.push_back(evaluate(*operand));
+        keyword_arguments keywords;
+        for (const auto& [name, operand] : e.keywords) keywords.emplace_back(name, evaluate(*operand));
+        return call_macro_(e, std::move(args), std::move(keywords));
+      }
       case form::unary:
         return evaluate_unary(e);
       case form::binary:
@@ -69,6 +80,7 @@ class expression_evaluator {
  private:
   std::string_view source_;
   const std::vector<variables>& scopes_;
+  macro_caller call_macro_;
 
   [[noreturn]] void error_at(const expression& e, const std::string& why) const {
     fail("chat template", why + " at " + position_of(source_, e.offset),

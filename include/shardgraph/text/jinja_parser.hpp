@@ -4,13 +4,14 @@
 //   a if c else b  <  or  <  and  <  not  <  == != < <= > >= in, not in  <  + -  <  ~  <  * / // %
 //   <  **  <  unary -  <  x.attr x[i] x[a:b] f(...)  then  | filter  and  is test
 // so `'a' + x | trim` trims x alone and `1 + 2 ~ 3` is 1 + '23', as in Jinja2. Any construct outside
-// the subset (macros, {% raw %}, {% break %}, unknown filters, tests, functions or methods) fails
+// the subset ({% raw %}, {% call %}, unknown filters, tests, functions or methods) fails
 // here, naming it and its line and column, rather than when a conversation reaches it.
 #include <algorithm>
 #include <cstddef>
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "shardgraph/text/jinja_builtins.hpp"
@@ -84,7 +85,9 @@ class parser {
   // Bounds on nesting, so that neither parsing nor rendering (both recursive) can exhaust the stack.
   static constexpr std::size_t max_nesting = 100, max_expression_depth = 256;
   std::size_t nesting_ = 0;
-  std::size_t loop_depth_ = 0;  // for loops around the statement being read ({% break %} needs one)
+  std::size_t loop_depth_ = 0;
+  std::vector<std::string> macro_names_;  // the {% macro %}s read so far  // for loops around the statement
+                                          // being read ({% break %} needs one)
   struct nesting_guard {
     parser& p;
     nesting_guard(parser& owner, std::size_t offset) : p(owner) {
@@ -163,6 +166,7 @@ class parser {
       expect_block_end(tag);
       return control;
     }
+    if (tag == "macro") return parse_macro(begin.offset);
     if (tag == "generation") {
       const token& opener = tokens_[pos_ - 1];
       statement generation = make_statement(statement::form::generation, begin.offset);
@@ -220,6 +224,28 @@ class parser {
     }
     expect_block_end("endfor");
     return loop;
+  }
+  // {% macro name(a, b=default) %} body {% endmacro %}; the name is callable from here on (also in
+  // its own body, for recursion).
+  statement parse_macro(std::size_t offset) {
+    const token& opener = tokens_[pos_ - 1];
+    statement macro = make_statement(statement::form::macro, offset);
+    macro.text = expect_name("after {% macro");
+    expect_op("(", "after the macro's name");
+    while (!skip_op(")")) {
+      if (!macro.targets.empty()) expect_op(",", "between parameters");
+      if (skip_op(")")) break;
+      macro.targets.push_back(expect_name("as a parameter"));
+      macro.conditions.push_back(skip_op("=") ? parse_expression() : nullptr);
+    }
+    expect_block_end("macro");
+    macro_names_.push_back(macro.text);
+    const std::size_t outer_loops = std::exchange(loop_depth_, 0);  // {% break %} cannot leave a macro
+    macro.bodies.push_back(parse_block({"endmacro"}, &opener));
+    loop_depth_ = outer_loops;
+    ++pos_;
+    expect_block_end("endmacro");
+    return macro;
   }
   statement parse_set(std::size_t offset) {
     statement assign = make_statement(statement::form::assign, offset);
@@ -418,9 +444,12 @@ class parser {
   expression_ptr parse_call(expression_ptr callee, std::size_t offset) {
     expression_ptr call;
     if (callee->kind == expression::form::variable) {
-      if (!is_function(callee->name))
+      const bool macro =
+          std::find(macro_names_.begin(), macro_names_.end(), callee->name) != macro_names_.end();
+      if (!is_function(callee->name) && !macro)
         syntax_error(source_, callee->offset, "the function " + callee->name + "() is not supported");
-      call = node(expression::form::call, callee->offset, callee->name);
+      call = node(is_function(callee->name) ? expression::form::call : expression::form::macro_call,
+                  callee->offset, callee->name);
     } else if (callee->kind == expression::form::attribute) {
       if (!is_method(callee->name))
         syntax_error(source_, callee->offset, "the method ." + callee->name + "() is not supported");

@@ -23,6 +23,7 @@ using expression_ptr = std::unique_ptr<expression>;
 //   subscript    messages[0]                      operands[0], operands[1]
 //   slice        messages[1:], s[::-1]            operands[0], then start, stop, step (null: omitted)
 //   call         raise_exception('...')           name (a global function), operands = arguments
+//   macro_call   render_type(spec)                name (a {% macro %} of the template), operands = arguments
 //   method_call  content.strip()                  operands[0] = object, name, then the arguments
 //   filter       x | trim, x | join(', ')         operands[0], name, then the arguments
 //   test         x is defined, x is not none      operands[0], name, then the arguments; negated
@@ -40,6 +41,7 @@ struct expression {
     subscript,
     slice,
     call,
+    macro_call,
     method_call,
     filter,
     test,
@@ -70,8 +72,10 @@ using block = std::vector<statement>;
 //   loop_control  {% break %}, {% continue %} (text), inside a loop's body
 //   generation    {% generation %} bodies[0] {% endgeneration %} (transformers' tag marking the
 //                 assistant's text; it renders its body)
+//   macro    {% macro text(targets[0], targets[1]=conditions[1], ...) %} bodies[0] {% endmacro %}:
+//            conditions[i] is parameter i's default (null: none)
 struct statement {
-  enum class form { text, output, branch, loop, assign, loop_control, generation };
+  enum class form { text, output, branch, loop, assign, loop_control, generation, macro };
   form kind;
   std::size_t offset = 0;
   std::string text;                  // text; for assign: the target name
