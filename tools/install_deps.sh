@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs every system dependency of shardgraph from Debian packages, and the one Python package
-# the tests use that Debian lacks (openai, the client that drives shardgraph-serve's test).
+# Installs every system dependency of shardgraph from Debian packages, and the `openai` Python
+# client from PyPI (Debian 12 has no package of it), for driving an HTTP server from tests.
 # Idempotent: packages already present are left alone, so a second run is a no-op.
 set -euo pipefail
 
@@ -30,7 +30,7 @@ else
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The OpenAI client of the server's test, from PyPI (Debian 12 has no package of it).
+# The OpenAI client, from PyPI (Debian 12 has no package of it).
 openai_spec="openai>=1,<4"
 if python3 -c "import openai" 2>/dev/null; then
   echo "shardgraph: install_deps: python package openai already installed"
